@@ -1,0 +1,15 @@
+//! The Sift routing core: the message model, topic names and filters, and the
+//! subject trie that maps a topic to the subscriptions that want it.
+//!
+//! This crate does no I/O on purpose. Everything here is a pure data structure
+//! or function, so it is tested alone (unit and property tests) and reused
+//! unchanged by the broker, the client, the benchmarks and, later, the broker
+//! network, which evaluates remote interest with the same index.
+
+pub mod message;
+pub mod topic;
+pub mod trie;
+
+pub use message::{DeliveryMode, Message, MessageError, Priority, Value};
+pub use topic::{TopicError, TopicFilter, TopicName};
+pub use trie::{MatchCache, MatchResult, SubjectTrie};

@@ -1,0 +1,266 @@
+//! Topic names and topic filters.
+//!
+//! A topic is a dot-separated list of non-empty tokens (`jbi.basic.v1`). A
+//! filter is the same with two wildcards: `*` stands for exactly one token and
+//! `>`, allowed only as the last token, for one or more trailing tokens. These
+//! are the NATS subject rules, which users of NATS, MQTT (`+`, `#`) and
+//! ActiveMQ (`*`, `>`) all recognise.
+
+/// Longest topic or topic filter accepted, in bytes. Protects the trie and the
+/// match cache from pathological keys; the broker may set a lower limit.
+pub const TOPIC_BYTES_MAX: usize = 1024;
+
+/// Why a topic or a topic filter is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopicError {
+    /// Topics must have at least one token.
+    #[error("topic is empty")]
+    Empty,
+    /// A token between dots is empty (`a..b`, `.a`, `a.`).
+    #[error("topic {topic:?} has an empty token at byte {position}")]
+    EmptyToken {
+        /// The offending topic.
+        topic: String,
+        /// Byte offset of the empty token.
+        position: usize,
+    },
+    /// The topic is longer than [`TOPIC_BYTES_MAX`].
+    #[error("topic is {length} bytes, longer than the limit of {limit}")]
+    TooLong {
+        /// Actual length in bytes.
+        length: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Whitespace and control characters are not allowed in topics.
+    #[error("topic {topic:?} contains whitespace or a control character at byte {position}")]
+    BadCharacter {
+        /// The offending topic.
+        topic: String,
+        /// Byte offset of the character.
+        position: usize,
+    },
+    /// Wildcards belong in filters, not in the topic a message is published on.
+    #[error("topic {topic:?} contains the wildcard {wildcard:?}; wildcards are only for subscriptions")]
+    WildcardInName {
+        /// The offending topic.
+        topic: String,
+        /// The wildcard found.
+        wildcard: &'static str,
+    },
+    /// `>` must be the last token of a filter, and wildcards must be whole tokens.
+    #[error("filter {filter:?} misuses a wildcard at byte {position}: {reason}")]
+    BadWildcard {
+        /// The offending filter.
+        filter: String,
+        /// Byte offset of the token.
+        position: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+/// Checks the rules shared by names and filters, returning the token spans.
+fn check_tokens(text: &str) -> Result<(), TopicError> {
+    if text.is_empty() {
+        return Err(TopicError::Empty);
+    }
+    if text.len() > TOPIC_BYTES_MAX {
+        return Err(TopicError::TooLong { length: text.len(), limit: TOPIC_BYTES_MAX });
+    }
+    if let Some(position) = text.find(|c: char| c.is_whitespace() || c.is_control()) {
+        return Err(TopicError::BadCharacter { topic: text.to_string(), position });
+    }
+    let mut position = 0;
+    for token in text.split('.') {
+        if token.is_empty() {
+            return Err(TopicError::EmptyToken { topic: text.to_string(), position });
+        }
+        position += token.len() + 1;
+    }
+    Ok(())
+}
+
+/// A validated topic name, as a message is published on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicName(String);
+
+impl TopicName {
+    /// Validates `text` as a topic name: non-empty tokens, no wildcards.
+    pub fn new(text: impl Into<String>) -> Result<TopicName, TopicError> {
+        let text = text.into();
+        check_tokens(&text)?;
+        for token in text.split('.') {
+            let wildcard = match token {
+                "*" => "*",
+                ">" => ">",
+                _ => continue,
+            };
+            return Err(TopicError::WildcardInName { topic: text, wildcard });
+        }
+        Ok(TopicName(text))
+    }
+
+    /// The topic as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The dot-separated tokens.
+    pub fn tokens(&self) -> std::str::Split<'_, char> {
+        self.0.split('.')
+    }
+}
+
+impl std::fmt::Display for TopicName {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// One token of a topic filter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FilterToken {
+    /// Matches exactly this token.
+    Literal(String),
+    /// `*`: matches any one token.
+    AnyOne,
+    /// `>`: matches one or more trailing tokens; always last.
+    Rest,
+}
+
+/// A validated topic filter (`a.*.c`, `a.>`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopicFilter {
+    text: String,
+    tokens: Vec<FilterToken>,
+}
+
+impl TopicFilter {
+    /// Validates and tokenises a filter.
+    pub fn new(text: impl Into<String>) -> Result<TopicFilter, TopicError> {
+        let text = text.into();
+        check_tokens(&text)?;
+        let token_count = text.split('.').count();
+        let mut tokens = Vec::with_capacity(token_count);
+        let mut position = 0;
+        for (index, token) in text.split('.').enumerate() {
+            let parsed = match token {
+                "*" => FilterToken::AnyOne,
+                ">" if index + 1 == token_count => FilterToken::Rest,
+                ">" => {
+                    return Err(TopicError::BadWildcard {
+                        filter: text.clone(),
+                        position,
+                        reason: "`>` must be the last token",
+                    })
+                }
+                literal if literal.contains(['*', '>']) && literal.len() > 1 => {
+                    return Err(TopicError::BadWildcard {
+                        filter: text.clone(),
+                        position,
+                        reason: "a wildcard must be a whole token",
+                    })
+                }
+                literal => FilterToken::Literal(literal.to_string()),
+            };
+            tokens.push(parsed);
+            position += token.len() + 1;
+        }
+        Ok(TopicFilter { text, tokens })
+    }
+
+    /// The filter as text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The parsed tokens.
+    pub fn tokens(&self) -> &[FilterToken] {
+        &self.tokens
+    }
+
+    /// True when the filter has no wildcard, so it matches one topic only.
+    pub fn is_literal(&self) -> bool {
+        self.tokens.iter().all(|token| matches!(token, FilterToken::Literal(_)))
+    }
+
+    /// Evaluates the filter against one topic directly, without a trie. The
+    /// trie must agree with this function; property tests check that it does.
+    pub fn matches(&self, topic: &TopicName) -> bool {
+        let mut names = topic.tokens();
+        for (index, token) in self.tokens.iter().enumerate() {
+            match token {
+                FilterToken::Rest => {
+                    debug_assert_eq!(index + 1, self.tokens.len(), "`>` is always last");
+                    return names.next().is_some();
+                }
+                FilterToken::AnyOne => {
+                    if names.next().is_none() {
+                        return false;
+                    }
+                }
+                FilterToken::Literal(literal) => {
+                    if names.next() != Some(literal.as_str()) {
+                        return false;
+                    }
+                }
+            }
+        }
+        names.next().is_none()
+    }
+}
+
+impl std::fmt::Display for TopicFilter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(text: &str) -> TopicName {
+        TopicName::new(text).expect("valid topic")
+    }
+
+    fn filter(text: &str) -> TopicFilter {
+        TopicFilter::new(text).expect("valid filter")
+    }
+
+    #[test]
+    fn names_reject_empty_tokens_wildcards_and_spaces() {
+        assert_eq!(TopicName::new(""), Err(TopicError::Empty));
+        assert!(matches!(TopicName::new("a..b"), Err(TopicError::EmptyToken { position: 2, .. })));
+        assert!(matches!(TopicName::new(".a"), Err(TopicError::EmptyToken { position: 0, .. })));
+        assert!(matches!(TopicName::new("a."), Err(TopicError::EmptyToken { .. })));
+        assert!(matches!(TopicName::new("a.*"), Err(TopicError::WildcardInName { .. })));
+        assert!(matches!(TopicName::new("a b"), Err(TopicError::BadCharacter { position: 1, .. })));
+        let long = "a".repeat(TOPIC_BYTES_MAX + 1);
+        assert!(matches!(TopicName::new(long), Err(TopicError::TooLong { .. })));
+    }
+
+    #[test]
+    fn filters_place_wildcards_correctly() {
+        assert!(TopicFilter::new("a.*.c").is_ok());
+        assert!(TopicFilter::new(">").is_ok());
+        assert!(matches!(TopicFilter::new("a.>.c"), Err(TopicError::BadWildcard { position: 2, .. })));
+        assert!(matches!(TopicFilter::new("a.b*"), Err(TopicError::BadWildcard { .. })));
+    }
+
+    #[test]
+    fn wildcard_semantics() {
+        assert!(filter("a.b").matches(&name("a.b")));
+        assert!(!filter("a.b").matches(&name("a.b.c")));
+        assert!(filter("a.*").matches(&name("a.b")));
+        assert!(!filter("a.*").matches(&name("a")));
+        assert!(!filter("a.*").matches(&name("a.b.c")));
+        assert!(filter("a.>").matches(&name("a.b")));
+        assert!(filter("a.>").matches(&name("a.b.c.d")));
+        assert!(!filter("a.>").matches(&name("a")));
+        assert!(filter(">").matches(&name("x")));
+        assert!(filter("*.*.c").matches(&name("a.b.c")));
+        assert!(filter("a.*").is_literal() == false && filter("a.b").is_literal());
+    }
+}

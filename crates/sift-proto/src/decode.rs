@@ -1,0 +1,401 @@
+//! Bytes to frames.
+//!
+//! The decoder checks the length prefix against the frame limit before it
+//! buffers anything, so a peer cannot make us hold more than one frame's worth
+//! of memory. A frame whose body does not parse is consumed whole and reported
+//! as [`DecodeError::Malformed`]: the stream is still in step, and the caller
+//! decides whether to go on. A bad length prefix is fatal, because after it
+//! the frame boundaries cannot be found again.
+
+use bytes::{Buf, Bytes, BytesMut};
+use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
+
+use crate::encode::value_type;
+use crate::frame::*;
+use crate::{ErrorCode, LENGTH_PREFIX_BYTES};
+
+/// Why bytes could not be decoded into a frame.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DecodeError {
+    /// The length prefix exceeds the frame limit; the stream cannot be trusted.
+    #[error("frame of {length} bytes exceeds max_frame_bytes = {limit}")]
+    FrameTooLarge {
+        /// The announced length.
+        length: u32,
+        /// The limit.
+        limit: u32,
+    },
+    /// A length prefix of zero: there is not even a type byte.
+    #[error("frame with length 0 has no type byte")]
+    EmptyFrame,
+    /// The frame was consumed but its body is invalid.
+    #[error("malformed {frame} frame: {detail}")]
+    Malformed {
+        /// Name of the frame type (or `UNKNOWN`).
+        frame: &'static str,
+        /// Request or subscription id, when it was read before the error.
+        reference: u64,
+        /// The error code to answer with.
+        code: ErrorCode,
+        /// What is wrong, where.
+        detail: String,
+    },
+}
+
+impl DecodeError {
+    /// True when the stream cannot be parsed any further.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, DecodeError::Malformed { .. })
+    }
+
+    /// The error code to report to the peer.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::FrameTooLarge { .. } => ErrorCode::FrameTooLarge,
+            DecodeError::EmptyFrame => ErrorCode::Malformed,
+            DecodeError::Malformed { code, .. } => *code,
+        }
+    }
+
+    /// The request or subscription id the error concerns, or 0.
+    pub fn reference(&self) -> u64 {
+        match self {
+            DecodeError::Malformed { reference, .. } => *reference,
+            _ => 0,
+        }
+    }
+}
+
+/// A streaming frame decoder with a frame size limit.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    max_frame_bytes: u32,
+}
+
+impl Decoder {
+    /// A decoder refusing frames longer than `max_frame_bytes`.
+    pub fn new(max_frame_bytes: u32) -> Decoder {
+        Decoder { max_frame_bytes }
+    }
+
+    /// The frame limit in force.
+    pub fn max_frame_bytes(&self) -> u32 {
+        self.max_frame_bytes
+    }
+
+    /// Changes the frame limit (after the handshake, say).
+    pub fn set_max_frame_bytes(&mut self, max_frame_bytes: u32) {
+        self.max_frame_bytes = max_frame_bytes;
+    }
+
+    /// Takes one frame off the front of `buf`, or returns `Ok(None)` when
+    /// `buf` does not yet hold a whole frame (reserving room for it).
+    pub fn decode(&self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
+        if buf.len() < LENGTH_PREFIX_BYTES {
+            return Ok(None);
+        }
+        let length = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        if length > self.max_frame_bytes {
+            return Err(DecodeError::FrameTooLarge { length, limit: self.max_frame_bytes });
+        }
+        if length == 0 {
+            return Err(DecodeError::EmptyFrame);
+        }
+        let total = LENGTH_PREFIX_BYTES + length as usize;
+        if buf.len() < total {
+            buf.reserve(total - buf.len());
+            return Ok(None);
+        }
+        buf.advance(LENGTH_PREFIX_BYTES);
+        let mut body = buf.split_to(length as usize).freeze();
+        let type_code = body.get_u8();
+        decode_body(type_code, body).map(Some)
+    }
+}
+
+/// Decodes one frame body (after the type byte).
+pub(crate) fn decode_body(type_code: u8, body: Bytes) -> Result<Frame, DecodeError> {
+    let mut reader = Reader { body, reference: 0 };
+    let frame = reader.frame(type_code).map_err(|(code, detail)| DecodeError::Malformed {
+        frame: frame_name(type_code),
+        reference: reader.reference,
+        code,
+        detail,
+    })?;
+    if reader.body.has_remaining() {
+        return Err(DecodeError::Malformed {
+            frame: frame_name(type_code),
+            reference: reader.reference,
+            code: ErrorCode::Malformed,
+            detail: format!("{} bytes left over after the last field", reader.body.remaining()),
+        });
+    }
+    Ok(frame)
+}
+
+type FieldResult<T> = Result<T, (ErrorCode, String)>;
+
+fn malformed<T>(detail: String) -> FieldResult<T> {
+    Err((ErrorCode::Malformed, detail))
+}
+
+/// Reads fields off a frame body, remembering the request or subscription id
+/// so that errors can refer to it.
+struct Reader {
+    body: Bytes,
+    reference: u64,
+}
+
+impl Reader {
+    fn need(&self, field: &str, bytes: usize) -> FieldResult<()> {
+        if self.body.remaining() < bytes {
+            return malformed(format!("{field}: needs {bytes} bytes, only {} left", self.body.remaining()));
+        }
+        Ok(())
+    }
+
+    fn u8(&mut self, field: &str) -> FieldResult<u8> {
+        self.need(field, 1)?;
+        Ok(self.body.get_u8())
+    }
+
+    fn u16(&mut self, field: &str) -> FieldResult<u16> {
+        self.need(field, 2)?;
+        Ok(self.body.get_u16())
+    }
+
+    fn u32(&mut self, field: &str) -> FieldResult<u32> {
+        self.need(field, 4)?;
+        Ok(self.body.get_u32())
+    }
+
+    fn u64(&mut self, field: &str) -> FieldResult<u64> {
+        self.need(field, 8)?;
+        Ok(self.body.get_u64())
+    }
+
+    fn bytes(&mut self, field: &str, length: usize) -> FieldResult<Bytes> {
+        self.need(field, length)?;
+        Ok(self.body.split_to(length))
+    }
+
+    fn bytes32(&mut self, field: &str) -> FieldResult<Bytes> {
+        let length = self.u32(field)? as usize;
+        self.bytes(field, length)
+    }
+
+    fn utf8(field: &str, bytes: Bytes) -> FieldResult<String> {
+        String::from_utf8(bytes.to_vec()).map_err(|error| {
+            (ErrorCode::Malformed, format!("{field}: invalid UTF-8 at byte {}", error.utf8_error().valid_up_to()))
+        })
+    }
+
+    fn str16(&mut self, field: &str) -> FieldResult<String> {
+        let length = self.u16(field)? as usize;
+        let bytes = self.bytes(field, length)?;
+        Self::utf8(field, bytes)
+    }
+
+    fn str32(&mut self, field: &str) -> FieldResult<String> {
+        let bytes = self.bytes32(field)?;
+        Self::utf8(field, bytes)
+    }
+
+    fn frame(&mut self, type_code: u8) -> FieldResult<Frame> {
+        use frame_type::*;
+        Ok(match type_code {
+            HELLO => Frame::Hello(self.hello()?),
+            WELCOME => Frame::Welcome(self.welcome()?),
+            PING => Frame::Ping { nonce: self.u64("nonce")? },
+            PONG => Frame::Pong { nonce: self.u64("nonce")? },
+            CLOSE => Frame::Close,
+            PUBLISH => Frame::Publish(self.publish()?),
+            CONFIRM => Frame::Confirm(self.confirm()?),
+            SUBSCRIBE => Frame::Subscribe(self.subscribe()?),
+            SUBSCRIBED => Frame::Subscribed { sub_id: self.sub_id()? },
+            UNSUBSCRIBE => Frame::Unsubscribe { sub_id: self.sub_id()? },
+            DELIVER => Frame::Deliver(self.deliver()?),
+            ACK => self.ack()?,
+            NACK => Frame::Nack { delivery_tag: self.u64("delivery_tag")?, requeue: self.u8("requeue")? != 0 },
+            FLOW => Frame::Flow { sub_id: self.sub_id()?, credit: self.u32("credit")? },
+            ERROR => Frame::Error(self.error()?),
+            unknown => {
+                self.body.advance(self.body.remaining());
+                return Err((ErrorCode::UnexpectedFrame, format!("unknown frame type 0x{unknown:02x}")));
+            }
+        })
+    }
+
+    fn sub_id(&mut self) -> FieldResult<u32> {
+        let sub_id = self.u32("sub_id")?;
+        self.reference = u64::from(sub_id);
+        Ok(sub_id)
+    }
+
+    fn hello(&mut self) -> FieldResult<Hello> {
+        let magic = self.bytes("magic", 4)?;
+        if magic[..] != crate::MAGIC {
+            return malformed(format!("magic: expected \"SIFT\", got {:?}", &magic[..]));
+        }
+        Ok(Hello {
+            version_min: self.u16("version_min")?,
+            version_max: self.u16("version_max")?,
+            client_name: self.str16("client_name")?,
+        })
+    }
+
+    fn welcome(&mut self) -> FieldResult<Welcome> {
+        Ok(Welcome {
+            version: self.u16("version")?,
+            server_name: self.str16("server_name")?,
+            connection_id: self.u64("connection_id")?,
+            max_frame_bytes: self.u32("max_frame_bytes")?,
+            max_payload_bytes: self.u32("max_payload_bytes")?,
+            max_subscriptions: self.u32("max_subscriptions")?,
+            max_filter_bytes: self.u32("max_filter_bytes")?,
+            publish_window: self.u32("publish_window")?,
+            ack_timeout_ms: self.u32("ack_timeout_ms")?,
+        })
+    }
+
+    fn publish(&mut self) -> FieldResult<Publish> {
+        let request_id = self.u64("request_id")?;
+        self.reference = request_id;
+        Ok(Publish {
+            request_id,
+            flags: self.u8("flags")?,
+            await_timeout_ms: self.u32("await_timeout_ms")?,
+            message: self.message()?,
+        })
+    }
+
+    fn confirm(&mut self) -> FieldResult<Confirm> {
+        let request_id = self.u64("request_id")?;
+        self.reference = request_id;
+        let status_code = self.u8("status")?;
+        let Some(status) = ConfirmStatus::from_code(status_code) else {
+            return malformed(format!("status: unknown code {status_code}"));
+        };
+        let matched = self.u32("matched")?;
+        let acked = self.u32("acked")?;
+        let count = self.u16("pending count")?;
+        let mut pending = Vec::with_capacity(usize::from(count).min(self.body.remaining() / 2));
+        for _ in 0..count {
+            pending.push(self.str16("pending subscriber")?);
+        }
+        Ok(Confirm { request_id, status, matched, acked, pending })
+    }
+
+    fn subscribe(&mut self) -> FieldResult<Subscribe> {
+        let sub_id = self.sub_id()?;
+        let topic_filter = self.str16("topic_filter")?;
+        let queue_group = self.str16("queue_group")?;
+        let kind_code = self.u8("filter_kind")?;
+        let Some(filter_kind) = FilterKind::from_code(kind_code) else {
+            return Err((ErrorCode::InvalidFilter, format!("filter_kind: unknown language code {kind_code}")));
+        };
+        let filter = self.str32("filter")?;
+        let ack_mode = match self.u8("ack_mode")? {
+            0 => AckMode::Auto,
+            1 => AckMode::Client,
+            other => return Err((ErrorCode::InvalidField, format!("ack_mode: unknown code {other}"))),
+        };
+        let policy_code = self.u8("policy")?;
+        let policy_argument = self.u32("policy_argument")?;
+        let Some(policy) = QueuePolicy::from_wire(policy_code, policy_argument) else {
+            return Err((ErrorCode::InvalidField, format!("policy: unknown code {policy_code}")));
+        };
+        Ok(Subscribe {
+            sub_id,
+            topic_filter,
+            queue_group,
+            filter_kind,
+            filter,
+            ack_mode,
+            policy,
+            queue_capacity: self.u32("queue_capacity")?,
+            max_unacked: self.u32("max_unacked")?,
+            flags: self.u8("flags")?,
+            initial_credit: self.u32("initial_credit")?,
+        })
+    }
+
+    fn deliver(&mut self) -> FieldResult<Deliver> {
+        let sub_id = self.sub_id()?;
+        Ok(Deliver {
+            sub_id,
+            delivery_tag: self.u64("delivery_tag")?,
+            flags: self.u8("flags")?,
+            message: self.message()?,
+        })
+    }
+
+    fn ack(&mut self) -> FieldResult<Frame> {
+        let count = usize::from(self.u16("count")?);
+        self.need("delivery_tags", count * 8)?;
+        let delivery_tags = (0..count).map(|_| self.body.get_u64()).collect();
+        Ok(Frame::Ack { delivery_tags })
+    }
+
+    fn error(&mut self) -> FieldResult<ErrorFrame> {
+        let code = ErrorCode::from_code(self.u16("code")?);
+        let reference = self.u64("reference")?;
+        self.reference = reference;
+        Ok(ErrorFrame { code, reference, fatal: self.u8("fatal")? != 0, message: self.str16("message")? })
+    }
+
+    fn message(&mut self) -> FieldResult<Message> {
+        let topic_text = self.str16("topic")?;
+        let topic = TopicName::new(topic_text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
+        let priority_level = self.u8("priority")?;
+        let priority =
+            Priority::new(priority_level).map_err(|error| (ErrorCode::InvalidField, error.to_string()))?;
+        let mode_code = self.u8("delivery_mode")?;
+        let Some(delivery_mode) = DeliveryMode::from_code(mode_code) else {
+            return Err((ErrorCode::InvalidField, format!("delivery_mode: unknown code {mode_code}")));
+        };
+        let hop_count = self.u8("hop_count")?;
+        let flags = self.u8("message flags")?;
+        let id = self.u64("id")?;
+        let sequence = self.u64("sequence")?;
+        let timestamp_ns = self.u64("timestamp_ns")?;
+        let expiry_ns = self.u64("expiry_ns")?;
+        let publisher = self.str16("publisher")?;
+        let properties = self.properties()?;
+        let metadata = if flags & 0x01 != 0 { Some(self.bytes32("metadata")?) } else { None };
+        let payload = self.bytes32("payload")?;
+        Ok(Message {
+            topic,
+            properties,
+            metadata,
+            payload,
+            id,
+            publisher,
+            sequence,
+            timestamp_ns,
+            priority,
+            expiry_ns,
+            delivery_mode,
+            hop_count,
+        })
+    }
+
+    fn properties(&mut self) -> FieldResult<Vec<(String, Value)>> {
+        let count = usize::from(self.u16("property count")?);
+        // Each property takes at least 4 bytes, so a small body cannot make us
+        // reserve a large vector.
+        let mut properties = Vec::with_capacity(count.min(self.body.remaining() / 4));
+        for _ in 0..count {
+            let name = self.str16("property name")?;
+            let value = match self.u8("property type")? {
+                value_type::BOOL => Value::Bool(self.u8("bool value")? != 0),
+                value_type::INT => Value::Int(self.u64("int value")? as i64),
+                value_type::FLOAT => Value::Float(f64::from_bits(self.u64("float value")?)),
+                value_type::STR => Value::Str(self.str32("string value")?.into()),
+                other => return malformed(format!("property {name:?}: unknown value type {other}")),
+            };
+            properties.push((name, value));
+        }
+        Ok(properties)
+    }
+}

@@ -1,0 +1,277 @@
+//! Frames to bytes.
+//!
+//! Encoding appends to a caller-owned `BytesMut`, so that a writer can batch
+//! many frames into one buffer and one system call. The broker encodes each
+//! published message once ([`encode_message`]) and then writes it to every
+//! subscriber behind a small per-delivery prefix ([`encode_deliver_prefix`]).
+
+use bytes::{BufMut, BytesMut};
+use sift_core::{Message, Value};
+
+use crate::frame::*;
+use crate::LENGTH_PREFIX_BYTES;
+
+/// Why a frame could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// A field is longer than its length prefix can express.
+    #[error("field {field} is {length} bytes, more than the {limit} its length prefix allows")]
+    FieldTooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        length: usize,
+        /// The most the prefix allows.
+        limit: usize,
+    },
+    /// A list has more entries than its count prefix can express.
+    #[error("{field} has {count} entries, more than the {limit} allowed")]
+    TooManyEntries {
+        /// The list.
+        field: &'static str,
+        /// Its length.
+        count: usize,
+        /// The most allowed.
+        limit: usize,
+    },
+}
+
+fn put_str16(buf: &mut BytesMut, field: &'static str, text: &str) -> Result<(), EncodeError> {
+    let length = u16::try_from(text.len()).map_err(|_| EncodeError::FieldTooLong {
+        field,
+        length: text.len(),
+        limit: u16::MAX as usize,
+    })?;
+    buf.put_u16(length);
+    buf.put_slice(text.as_bytes());
+    Ok(())
+}
+
+fn put_bytes32(buf: &mut BytesMut, field: &'static str, bytes: &[u8]) -> Result<(), EncodeError> {
+    let length = u32::try_from(bytes.len()).map_err(|_| EncodeError::FieldTooLong {
+        field,
+        length: bytes.len(),
+        limit: u32::MAX as usize,
+    })?;
+    buf.put_u32(length);
+    buf.put_slice(bytes);
+    Ok(())
+}
+
+fn count16(field: &'static str, count: usize) -> Result<u16, EncodeError> {
+    u16::try_from(count).map_err(|_| EncodeError::TooManyEntries { field, count, limit: u16::MAX as usize })
+}
+
+/// Value type codes inside a property list.
+pub(crate) mod value_type {
+    pub const BOOL: u8 = 0;
+    pub const INT: u8 = 1;
+    pub const FLOAT: u8 = 2;
+    pub const STR: u8 = 3;
+}
+
+/// Appends the encoding of `message` (the layout shared by `PUBLISH` and
+/// `DELIVER`; see `docs/PROTOCOL.md`).
+pub fn encode_message(buf: &mut BytesMut, message: &Message) -> Result<(), EncodeError> {
+    put_str16(buf, "topic", message.topic.as_str())?;
+    buf.put_u8(message.priority.level());
+    buf.put_u8(message.delivery_mode.code());
+    buf.put_u8(message.hop_count);
+    buf.put_u8(u8::from(message.metadata.is_some()));
+    buf.put_u64(message.id);
+    buf.put_u64(message.sequence);
+    buf.put_u64(message.timestamp_ns);
+    buf.put_u64(message.expiry_ns);
+    put_str16(buf, "publisher", &message.publisher)?;
+    buf.put_u16(count16("properties", message.properties.len())?);
+    for (name, value) in &message.properties {
+        put_str16(buf, "property name", name)?;
+        match value {
+            Value::Bool(flag) => {
+                buf.put_u8(value_type::BOOL);
+                buf.put_u8(u8::from(*flag));
+            }
+            Value::Int(int) => {
+                buf.put_u8(value_type::INT);
+                buf.put_i64(*int);
+            }
+            Value::Float(float) => {
+                buf.put_u8(value_type::FLOAT);
+                buf.put_f64(*float);
+            }
+            Value::Str(text) => {
+                buf.put_u8(value_type::STR);
+                put_bytes32(buf, "property value", text.as_bytes())?;
+            }
+        }
+    }
+    if let Some(metadata) = &message.metadata {
+        put_bytes32(buf, "metadata", metadata)?;
+    }
+    put_bytes32(buf, "payload", &message.payload)
+}
+
+/// Length prefix value of a `DELIVER` whose encoded message is `body_len` bytes.
+pub fn encoded_deliver_len(body_len: usize) -> usize {
+    1 + 4 + 8 + 1 + body_len
+}
+
+/// Appends the head of a `DELIVER` frame; the caller appends the `body_len`
+/// bytes of an already encoded message right after it.
+pub fn encode_deliver_prefix(buf: &mut BytesMut, sub_id: u32, delivery_tag: u64, flags: u8, body_len: usize) {
+    // A message body is bounded by the frame limit, which is a u32.
+    let length = u32::try_from(encoded_deliver_len(body_len)).unwrap_or(u32::MAX);
+    buf.put_u32(length);
+    buf.put_u8(frame_type::DELIVER);
+    buf.put_u32(sub_id);
+    buf.put_u64(delivery_tag);
+    buf.put_u8(flags);
+}
+
+/// Appends a `PUBLISH` frame for `message` without cloning it.
+pub fn encode_publish(
+    buf: &mut BytesMut,
+    request_id: u64,
+    flags: u8,
+    await_timeout_ms: u32,
+    message: &Message,
+) -> Result<(), EncodeError> {
+    framed(buf, frame_type::PUBLISH, |buf| {
+        buf.put_u64(request_id);
+        buf.put_u8(flags);
+        buf.put_u32(await_timeout_ms);
+        encode_message(buf, message)
+    })
+}
+
+/// Writes the length prefix and type around `body`, undoing on error.
+fn framed(
+    buf: &mut BytesMut,
+    type_code: u8,
+    body: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
+) -> Result<(), EncodeError> {
+    let start = buf.len();
+    buf.put_u32(0);
+    buf.put_u8(type_code);
+    if let Err(error) = body(buf) {
+        buf.truncate(start);
+        return Err(error);
+    }
+    let length = buf.len() - start - LENGTH_PREFIX_BYTES;
+    let Ok(length) = u32::try_from(length) else {
+        buf.truncate(start);
+        return Err(EncodeError::FieldTooLong { field: "frame", length, limit: u32::MAX as usize });
+    };
+    buf[start..start + LENGTH_PREFIX_BYTES].copy_from_slice(&length.to_be_bytes());
+    Ok(())
+}
+
+impl Frame {
+    /// Appends this frame to `buf`. On error `buf` is left as it was.
+    pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        if let Frame::Publish(publish) = self {
+            return encode_publish(buf, publish.request_id, publish.flags, publish.await_timeout_ms, &publish.message);
+        }
+        framed(buf, self.type_code(), |buf| self.encode_body(buf))
+    }
+
+    fn encode_body(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
+        match self {
+            Frame::Hello(hello) => {
+                buf.put_slice(&crate::MAGIC);
+                buf.put_u16(hello.version_min);
+                buf.put_u16(hello.version_max);
+                put_str16(buf, "client_name", &hello.client_name)?;
+            }
+            Frame::Welcome(welcome) => encode_welcome(buf, welcome)?,
+            Frame::Ping { nonce } | Frame::Pong { nonce } => buf.put_u64(*nonce),
+            Frame::Close => {}
+            Frame::Publish(_) => unreachable!("PUBLISH is encoded by encode_publish"),
+            Frame::Confirm(confirm) => {
+                buf.put_u64(confirm.request_id);
+                buf.put_u8(confirm.status.code());
+                buf.put_u32(confirm.matched);
+                buf.put_u32(confirm.acked);
+                buf.put_u16(count16("pending", confirm.pending.len())?);
+                for label in &confirm.pending {
+                    put_str16(buf, "pending subscriber", label)?;
+                }
+            }
+            Frame::Subscribe(subscribe) => encode_subscribe(buf, subscribe)?,
+            Frame::Subscribed { sub_id } | Frame::Unsubscribe { sub_id } => buf.put_u32(*sub_id),
+            Frame::Deliver(deliver) => {
+                buf.put_u32(deliver.sub_id);
+                buf.put_u64(deliver.delivery_tag);
+                buf.put_u8(deliver.flags);
+                encode_message(buf, &deliver.message)?;
+            }
+            Frame::Ack { delivery_tags } => {
+                buf.put_u16(count16("delivery_tags", delivery_tags.len())?);
+                for tag in delivery_tags {
+                    buf.put_u64(*tag);
+                }
+            }
+            Frame::Nack { delivery_tag, requeue } => {
+                buf.put_u64(*delivery_tag);
+                buf.put_u8(u8::from(*requeue));
+            }
+            Frame::Flow { sub_id, credit } => {
+                buf.put_u32(*sub_id);
+                buf.put_u32(*credit);
+            }
+            Frame::Error(error) => {
+                buf.put_u16(error.code.code());
+                buf.put_u64(error.reference);
+                buf.put_u8(u8::from(error.fatal));
+                put_str16(buf, "error message", truncate_utf8(&error.message, u16::MAX as usize))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn encode_welcome(buf: &mut BytesMut, welcome: &Welcome) -> Result<(), EncodeError> {
+    buf.put_u16(welcome.version);
+    put_str16(buf, "server_name", &welcome.server_name)?;
+    buf.put_u64(welcome.connection_id);
+    buf.put_u32(welcome.max_frame_bytes);
+    buf.put_u32(welcome.max_payload_bytes);
+    buf.put_u32(welcome.max_subscriptions);
+    buf.put_u32(welcome.max_filter_bytes);
+    buf.put_u32(welcome.publish_window);
+    buf.put_u32(welcome.ack_timeout_ms);
+    Ok(())
+}
+
+fn encode_subscribe(buf: &mut BytesMut, subscribe: &Subscribe) -> Result<(), EncodeError> {
+    buf.put_u32(subscribe.sub_id);
+    put_str16(buf, "topic_filter", &subscribe.topic_filter)?;
+    put_str16(buf, "queue_group", &subscribe.queue_group)?;
+    buf.put_u8(subscribe.filter_kind.code());
+    put_bytes32(buf, "filter", subscribe.filter.as_bytes())?;
+    buf.put_u8(match subscribe.ack_mode {
+        AckMode::Auto => 0,
+        AckMode::Client => 1,
+    });
+    let (policy_code, policy_argument) = subscribe.policy.to_wire();
+    buf.put_u8(policy_code);
+    buf.put_u32(policy_argument);
+    buf.put_u32(subscribe.queue_capacity);
+    buf.put_u32(subscribe.max_unacked);
+    buf.put_u8(subscribe.flags);
+    buf.put_u32(subscribe.initial_credit);
+    Ok(())
+}
+
+/// The longest prefix of `text` of at most `limit` bytes that ends on a
+/// character boundary. Used only for human-readable error text.
+fn truncate_utf8(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}

@@ -1,0 +1,152 @@
+//! Error codes carried by `ERROR` frames.
+
+/// Why the broker (or client) refused something. Codes are stable across
+/// versions; `docs/PROTOCOL.md` lists them with their meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// A frame body could not be parsed.
+    Malformed,
+    /// No protocol version in common.
+    UnsupportedVersion,
+    /// The frame is longer than `max_frame_bytes`.
+    FrameTooLarge,
+    /// The payload is longer than `max_payload_bytes`.
+    PayloadTooLarge,
+    /// The connection already has `max_subscriptions` subscriptions.
+    TooManySubscriptions,
+    /// The content filter is longer than `max_filter_bytes`.
+    FilterTooLong,
+    /// The broker already serves `max_connections` connections.
+    TooManyConnections,
+    /// No `HELLO` arrived within `handshake_timeout_ms`.
+    HandshakeTimeout,
+    /// More than `max_pending_bytes` are queued for a connection.
+    PendingBytesExceeded,
+    /// The topic or topic filter is invalid.
+    InvalidTopic,
+    /// The content filter is invalid or its language is not supported.
+    InvalidFilter,
+    /// The request is valid but this broker does not offer it (yet).
+    Unsupported,
+    /// The subscription id is not in use on this connection.
+    UnknownSubscription,
+    /// The subscription id is already in use on this connection.
+    DuplicateSubscription,
+    /// The delivery tag is not awaiting an acknowledgement.
+    UnknownDeliveryTag,
+    /// A frame arrived that is not allowed in the current state.
+    UnexpectedFrame,
+    /// The subscriber fell behind and its policy is `disconnect`.
+    SlowConsumer,
+    /// The broker is shutting down.
+    ShuttingDown,
+    /// A field is out of range (priority above 9, zero capacity...).
+    InvalidField,
+    /// The broker failed internally; the request may be retried.
+    Internal,
+    /// A code this version does not know.
+    Unknown(u16),
+}
+
+impl ErrorCode {
+    /// The wire value.
+    pub fn code(self) -> u16 {
+        match self {
+            ErrorCode::Malformed => 1,
+            ErrorCode::UnsupportedVersion => 2,
+            ErrorCode::FrameTooLarge => 3,
+            ErrorCode::PayloadTooLarge => 4,
+            ErrorCode::TooManySubscriptions => 5,
+            ErrorCode::FilterTooLong => 6,
+            ErrorCode::TooManyConnections => 7,
+            ErrorCode::HandshakeTimeout => 8,
+            ErrorCode::PendingBytesExceeded => 9,
+            ErrorCode::InvalidTopic => 10,
+            ErrorCode::InvalidFilter => 11,
+            ErrorCode::Unsupported => 12,
+            ErrorCode::UnknownSubscription => 13,
+            ErrorCode::DuplicateSubscription => 14,
+            ErrorCode::UnknownDeliveryTag => 15,
+            ErrorCode::UnexpectedFrame => 16,
+            ErrorCode::SlowConsumer => 17,
+            ErrorCode::ShuttingDown => 18,
+            ErrorCode::InvalidField => 19,
+            ErrorCode::Internal => 20,
+            ErrorCode::Unknown(code) => code,
+        }
+    }
+
+    /// The code for a wire value; unknown values are kept, not rejected.
+    pub fn from_code(code: u16) -> ErrorCode {
+        const KNOWN: [ErrorCode; 20] = [
+            ErrorCode::Malformed,
+            ErrorCode::UnsupportedVersion,
+            ErrorCode::FrameTooLarge,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::TooManySubscriptions,
+            ErrorCode::FilterTooLong,
+            ErrorCode::TooManyConnections,
+            ErrorCode::HandshakeTimeout,
+            ErrorCode::PendingBytesExceeded,
+            ErrorCode::InvalidTopic,
+            ErrorCode::InvalidFilter,
+            ErrorCode::Unsupported,
+            ErrorCode::UnknownSubscription,
+            ErrorCode::DuplicateSubscription,
+            ErrorCode::UnknownDeliveryTag,
+            ErrorCode::UnexpectedFrame,
+            ErrorCode::SlowConsumer,
+            ErrorCode::ShuttingDown,
+            ErrorCode::InvalidField,
+            ErrorCode::Internal,
+        ];
+        KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
+    }
+
+    /// A short name, as printed by tools and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::UnsupportedVersion => "unsupported_version",
+            ErrorCode::FrameTooLarge => "max_frame_bytes",
+            ErrorCode::PayloadTooLarge => "max_payload_bytes",
+            ErrorCode::TooManySubscriptions => "max_subscriptions_per_connection",
+            ErrorCode::FilterTooLong => "max_filter_bytes",
+            ErrorCode::TooManyConnections => "max_connections",
+            ErrorCode::HandshakeTimeout => "handshake_timeout_ms",
+            ErrorCode::PendingBytesExceeded => "max_pending_bytes_per_connection",
+            ErrorCode::InvalidTopic => "invalid_topic",
+            ErrorCode::InvalidFilter => "invalid_filter",
+            ErrorCode::Unsupported => "unsupported",
+            ErrorCode::UnknownSubscription => "unknown_subscription",
+            ErrorCode::DuplicateSubscription => "duplicate_subscription",
+            ErrorCode::UnknownDeliveryTag => "unknown_delivery_tag",
+            ErrorCode::UnexpectedFrame => "unexpected_frame",
+            ErrorCode::SlowConsumer => "slow_consumer",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::InvalidField => "invalid_field",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Unknown(_) => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{} ({})", self.name(), self.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknown_codes_survive() {
+        for code in 1..=20 {
+            assert_eq!(ErrorCode::from_code(code).code(), code);
+            assert!(!matches!(ErrorCode::from_code(code), ErrorCode::Unknown(_)));
+        }
+        assert_eq!(ErrorCode::from_code(999), ErrorCode::Unknown(999));
+    }
+}

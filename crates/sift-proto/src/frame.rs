@@ -1,0 +1,467 @@
+//! The frames of protocol v1 and the fields they carry.
+
+use sift_core::Message;
+
+use crate::ErrorCode;
+
+/// Frame type codes (the byte after the length prefix).
+pub mod frame_type {
+    /// Client → server: open the session.
+    pub const HELLO: u8 = 0x01;
+    /// Server → client: the session is open; here are the limits.
+    pub const WELCOME: u8 = 0x02;
+    /// Either way: are you there?
+    pub const PING: u8 = 0x03;
+    /// Either way: the answer to a ping.
+    pub const PONG: u8 = 0x04;
+    /// Either way: closing; the server flushes what it owes first.
+    pub const CLOSE: u8 = 0x05;
+    /// Client → server: publish one message.
+    pub const PUBLISH: u8 = 0x10;
+    /// Server → client: the outcome of a publish.
+    pub const CONFIRM: u8 = 0x11;
+    /// Client → server: open a subscription.
+    pub const SUBSCRIBE: u8 = 0x20;
+    /// Server → client: the subscription is live.
+    pub const SUBSCRIBED: u8 = 0x21;
+    /// Client → server: close a subscription.
+    pub const UNSUBSCRIBE: u8 = 0x22;
+    /// Server → client: a message for a subscription.
+    pub const DELIVER: u8 = 0x30;
+    /// Client → server: deliveries processed.
+    pub const ACK: u8 = 0x31;
+    /// Client → server: a delivery was not processed.
+    pub const NACK: u8 = 0x32;
+    /// Client → server: more delivery credit for a subscription.
+    pub const FLOW: u8 = 0x33;
+    /// Either way: something was refused.
+    pub const ERROR: u8 = 0x7F;
+}
+
+/// `HELLO`: the client's first frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hello {
+    /// Lowest protocol version the client speaks.
+    pub version_min: u16,
+    /// Highest protocol version the client speaks.
+    pub version_max: u16,
+    /// Client name, stamped as `publisher` on its messages.
+    pub client_name: String,
+}
+
+/// `WELCOME`: the server's answer to `HELLO`, with its limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Welcome {
+    /// The version both sides now speak.
+    pub version: u16,
+    /// The broker's name.
+    pub server_name: String,
+    /// Connection id, unique within the broker run.
+    pub connection_id: u64,
+    /// Largest frame the broker accepts (length prefix value).
+    pub max_frame_bytes: u32,
+    /// Largest payload the broker accepts.
+    pub max_payload_bytes: u32,
+    /// Most subscriptions one connection may hold.
+    pub max_subscriptions: u32,
+    /// Longest content filter accepted, in bytes.
+    pub max_filter_bytes: u32,
+    /// Most confirmed publishes a client may have unconfirmed at once.
+    pub publish_window: u32,
+    /// How long a reliable delivery may stay unacknowledged before redelivery.
+    pub ack_timeout_ms: u32,
+}
+
+/// Flags of a `PUBLISH`.
+pub mod publish_flags {
+    /// Send a `CONFIRM` for this publish (always on for reliable messages).
+    pub const CONFIRM: u8 = 0x01;
+    /// Confirm only when every matched subscriber acknowledged (JBI sync).
+    pub const AWAIT_DELIVERED: u8 = 0x02;
+}
+
+/// `PUBLISH`: one message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Publish {
+    /// Client-chosen id that the `CONFIRM` or `ERROR` will carry.
+    pub request_id: u64,
+    /// [`publish_flags`].
+    pub flags: u8,
+    /// With `AWAIT_DELIVERED`: how long to wait for acks; 0 = server default.
+    pub await_timeout_ms: u32,
+    /// The message.
+    pub message: Message,
+}
+
+/// Outcome reported by a `CONFIRM`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfirmStatus {
+    /// Accepted and queued for `matched` subscriptions.
+    Accepted,
+    /// Accepted, but no subscription wanted it (JBI's 404).
+    NoSubscribers,
+    /// Every matched subscriber acknowledged it.
+    Delivered,
+    /// The await timed out or a subscriber went away; `pending` lists who.
+    Incomplete,
+}
+
+impl ConfirmStatus {
+    /// Wire code.
+    pub fn code(self) -> u8 {
+        match self {
+            ConfirmStatus::Accepted => 0,
+            ConfirmStatus::NoSubscribers => 1,
+            ConfirmStatus::Delivered => 2,
+            ConfirmStatus::Incomplete => 3,
+        }
+    }
+
+    /// Status for a wire code.
+    pub fn from_code(code: u8) -> Option<ConfirmStatus> {
+        match code {
+            0 => Some(ConfirmStatus::Accepted),
+            1 => Some(ConfirmStatus::NoSubscribers),
+            2 => Some(ConfirmStatus::Delivered),
+            3 => Some(ConfirmStatus::Incomplete),
+            _ => None,
+        }
+    }
+}
+
+/// `CONFIRM`: the outcome of a publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirm {
+    /// The publish's request id.
+    pub request_id: u64,
+    /// What happened.
+    pub status: ConfirmStatus,
+    /// Subscriptions the message matched (one per queue group).
+    pub matched: u32,
+    /// Subscriptions that acknowledged it (await=delivered only).
+    pub acked: u32,
+    /// Subscribers that had not acknowledged when the await ended.
+    pub pending: Vec<String>,
+}
+
+/// Content filter language of a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterKind {
+    /// No content filter: the topic filter decides alone.
+    None,
+    /// `name op value` conjunction over properties.
+    Tags,
+    /// JMS message selector.
+    Sql,
+    /// XPath 1.0 over the metadata.
+    Xpath,
+    /// Regular expression over the topic.
+    Regex,
+}
+
+impl FilterKind {
+    /// Wire code.
+    pub fn code(self) -> u8 {
+        match self {
+            FilterKind::None => 0,
+            FilterKind::Tags => 1,
+            FilterKind::Sql => 2,
+            FilterKind::Xpath => 3,
+            FilterKind::Regex => 4,
+        }
+    }
+
+    /// Kind for a wire code.
+    pub fn from_code(code: u8) -> Option<FilterKind> {
+        match code {
+            0 => Some(FilterKind::None),
+            1 => Some(FilterKind::Tags),
+            2 => Some(FilterKind::Sql),
+            3 => Some(FilterKind::Xpath),
+            4 => Some(FilterKind::Regex),
+            _ => None,
+        }
+    }
+
+    /// Name as used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterKind::None => "none",
+            FilterKind::Tags => "tags",
+            FilterKind::Sql => "sql",
+            FilterKind::Xpath => "xpath",
+            FilterKind::Regex => "regex",
+        }
+    }
+}
+
+/// How deliveries of a subscription are acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    /// The broker counts a delivery as acknowledged once written to the socket.
+    Auto,
+    /// The client sends `ACK` for every reliable delivery.
+    Client,
+}
+
+/// What a full subscription queue does with the next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePolicy {
+    /// Hold reliable publishers back (flow control); drop best-effort.
+    Block,
+    /// Keep the newest N: the oldest queued message makes room.
+    KeepLast(u32),
+    /// Drop the new message.
+    DropNew,
+    /// Close the subscriber's connection with `SLOW_CONSUMER`.
+    Disconnect,
+}
+
+impl QueuePolicy {
+    /// Wire code and argument.
+    pub fn to_wire(self) -> (u8, u32) {
+        match self {
+            QueuePolicy::Block => (0, 0),
+            QueuePolicy::KeepLast(count) => (1, count),
+            QueuePolicy::DropNew => (2, 0),
+            QueuePolicy::Disconnect => (3, 0),
+        }
+    }
+
+    /// Policy for a wire code and argument.
+    pub fn from_wire(code: u8, argument: u32) -> Option<QueuePolicy> {
+        match code {
+            0 => Some(QueuePolicy::Block),
+            1 => Some(QueuePolicy::KeepLast(argument)),
+            2 => Some(QueuePolicy::DropNew),
+            3 => Some(QueuePolicy::Disconnect),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for QueuePolicy {
+    type Err = String;
+
+    /// Parses `block`, `keep-last:N`, `drop-new` or `disconnect`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "block" => Ok(QueuePolicy::Block),
+            "drop-new" => Ok(QueuePolicy::DropNew),
+            "disconnect" => Ok(QueuePolicy::Disconnect),
+            other => match other.strip_prefix("keep-last:").map(str::parse::<u32>) {
+                Some(Ok(count)) if count > 0 => Ok(QueuePolicy::KeepLast(count)),
+                _ => Err(format!(
+                    "unknown policy {other:?}: expected block, keep-last:N (N > 0), drop-new or disconnect"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for QueuePolicy {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QueuePolicy::Block => formatter.write_str("block"),
+            QueuePolicy::KeepLast(count) => write!(formatter, "keep-last:{count}"),
+            QueuePolicy::DropNew => formatter.write_str("drop-new"),
+            QueuePolicy::Disconnect => formatter.write_str("disconnect"),
+        }
+    }
+}
+
+/// Flags of a `SUBSCRIBE`.
+pub mod subscribe_flags {
+    /// Deliveries need credit granted by `FLOW` frames (pull-style flow control).
+    pub const CREDIT_MODE: u8 = 0x01;
+}
+
+/// `SUBSCRIBE`: open a subscription.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subscribe {
+    /// Client-chosen id, unique on the connection; deliveries carry it.
+    pub sub_id: u32,
+    /// Topic filter (`a.*.c`, `a.>`).
+    pub topic_filter: String,
+    /// Queue group; empty for none.
+    pub queue_group: String,
+    /// Content filter language.
+    pub filter_kind: FilterKind,
+    /// Content filter text; empty with [`FilterKind::None`].
+    pub filter: String,
+    /// How deliveries are acknowledged.
+    pub ack_mode: AckMode,
+    /// What a full queue does.
+    pub policy: QueuePolicy,
+    /// Queue bound in messages; 0 = server default.
+    pub queue_capacity: u32,
+    /// Most reliable deliveries in flight unacknowledged; 0 = server default.
+    pub max_unacked: u32,
+    /// [`subscribe_flags`].
+    pub flags: u8,
+    /// With `CREDIT_MODE`: deliveries allowed before the first `FLOW`.
+    pub initial_credit: u32,
+}
+
+impl Subscribe {
+    /// A subscription to `topic_filter` with default options.
+    pub fn new(sub_id: u32, topic_filter: impl Into<String>) -> Subscribe {
+        Subscribe {
+            sub_id,
+            topic_filter: topic_filter.into(),
+            queue_group: String::new(),
+            filter_kind: FilterKind::None,
+            filter: String::new(),
+            ack_mode: AckMode::Client,
+            policy: QueuePolicy::Block,
+            queue_capacity: 0,
+            max_unacked: 0,
+            flags: 0,
+            initial_credit: 0,
+        }
+    }
+}
+
+/// Flags of a `DELIVER`.
+pub mod deliver_flags {
+    /// The message was delivered before and not acknowledged.
+    pub const REDELIVERED: u8 = 0x01;
+}
+
+/// `DELIVER`: a message for one subscription.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deliver {
+    /// The subscription it is for.
+    pub sub_id: u32,
+    /// Tag to acknowledge; 0 when no acknowledgement is expected.
+    pub delivery_tag: u64,
+    /// [`deliver_flags`].
+    pub flags: u8,
+    /// The message.
+    pub message: Message,
+}
+
+/// `ERROR`: a refusal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorFrame {
+    /// What went wrong.
+    pub code: ErrorCode,
+    /// The request id or subscription id it concerns; 0 for the connection.
+    pub reference: u64,
+    /// True when the sender closes the connection after this frame.
+    pub fatal: bool,
+    /// A human-readable explanation: what, where, why.
+    pub message: String,
+}
+
+/// One frame of protocol v1.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    /// See [`Hello`].
+    Hello(Hello),
+    /// See [`Welcome`].
+    Welcome(Welcome),
+    /// Liveness probe carrying a nonce that the `PONG` echoes.
+    Ping {
+        /// Echoed in the answer.
+        nonce: u64,
+    },
+    /// Answer to `PING`.
+    Pong {
+        /// The ping's nonce.
+        nonce: u64,
+    },
+    /// Orderly close.
+    Close,
+    /// See [`Publish`].
+    Publish(Publish),
+    /// See [`Confirm`].
+    Confirm(Confirm),
+    /// See [`Subscribe`].
+    Subscribe(Subscribe),
+    /// The subscription with this id is live.
+    Subscribed {
+        /// Its id.
+        sub_id: u32,
+    },
+    /// Close a subscription.
+    Unsubscribe {
+        /// Its id.
+        sub_id: u32,
+    },
+    /// See [`Deliver`].
+    Deliver(Deliver),
+    /// Acknowledge deliveries by tag.
+    Ack {
+        /// Tags of processed deliveries.
+        delivery_tags: Vec<u64>,
+    },
+    /// Refuse a delivery: redeliver it (`requeue`) or drop it.
+    Nack {
+        /// Its tag.
+        delivery_tag: u64,
+        /// Redeliver at once (possibly to another group member) instead of dropping.
+        requeue: bool,
+    },
+    /// Grant more delivery credit to a subscription in credit mode.
+    Flow {
+        /// The subscription.
+        sub_id: u32,
+        /// Additional deliveries allowed.
+        credit: u32,
+    },
+    /// See [`ErrorFrame`].
+    Error(ErrorFrame),
+}
+
+impl Frame {
+    /// The frame's type code.
+    pub fn type_code(&self) -> u8 {
+        use frame_type::*;
+        match self {
+            Frame::Hello(_) => HELLO,
+            Frame::Welcome(_) => WELCOME,
+            Frame::Ping { .. } => PING,
+            Frame::Pong { .. } => PONG,
+            Frame::Close => CLOSE,
+            Frame::Publish(_) => PUBLISH,
+            Frame::Confirm(_) => CONFIRM,
+            Frame::Subscribe(_) => SUBSCRIBE,
+            Frame::Subscribed { .. } => SUBSCRIBED,
+            Frame::Unsubscribe { .. } => UNSUBSCRIBE,
+            Frame::Deliver(_) => DELIVER,
+            Frame::Ack { .. } => ACK,
+            Frame::Nack { .. } => NACK,
+            Frame::Flow { .. } => FLOW,
+            Frame::Error(_) => ERROR,
+        }
+    }
+
+    /// The frame's name, for logs and errors.
+    pub fn name(&self) -> &'static str {
+        frame_name(self.type_code())
+    }
+}
+
+/// The name of a frame type code, or `"UNKNOWN"`.
+pub fn frame_name(code: u8) -> &'static str {
+    use frame_type::*;
+    match code {
+        HELLO => "HELLO",
+        WELCOME => "WELCOME",
+        PING => "PING",
+        PONG => "PONG",
+        CLOSE => "CLOSE",
+        PUBLISH => "PUBLISH",
+        CONFIRM => "CONFIRM",
+        SUBSCRIBE => "SUBSCRIBE",
+        SUBSCRIBED => "SUBSCRIBED",
+        UNSUBSCRIBE => "UNSUBSCRIBE",
+        DELIVER => "DELIVER",
+        ACK => "ACK",
+        NACK => "NACK",
+        FLOW => "FLOW",
+        ERROR => "ERROR",
+        _ => "UNKNOWN",
+    }
+}

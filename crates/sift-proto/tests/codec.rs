@@ -1,0 +1,251 @@
+//! Property tests of the codec: every frame survives encode → decode, any
+//! split of the byte stream decodes the same, and arbitrary bytes never panic.
+
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
+use sift_proto::*;
+
+fn topic_strategy() -> impl Strategy<Value = TopicName> {
+    prop::collection::vec("[a-z0-9_-]{1,8}", 1..5)
+        .prop_map(|tokens| TopicName::new(tokens.join(".")).expect("generated topics are valid"))
+}
+
+fn value_strategy() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::Int),
+        // NaN never equals itself, so it is left out of equality checks.
+        any::<f64>().prop_filter("not NaN", |float| !float.is_nan()).prop_map(Value::Float),
+        ".{0,20}".prop_map(|text: String| Value::Str(text.into())),
+    ]
+}
+
+fn message_strategy() -> impl Strategy<Value = Message> {
+    (
+        topic_strategy(),
+        prop::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,10}", value_strategy()), 0..6),
+        prop::option::of(prop::collection::vec(any::<u8>(), 0..64)),
+        prop::collection::vec(any::<u8>(), 0..256),
+        (any::<u64>(), ".{0,12}", any::<u64>(), any::<u64>()),
+        (0u8..=9, any::<u64>(), 0u8..=2, any::<u8>()),
+    )
+        .prop_map(|(topic, properties, metadata, payload, system, qos)| {
+            let (id, publisher, sequence, timestamp_ns) = system;
+            let (priority, expiry_ns, mode, hop_count) = qos;
+            Message {
+                topic,
+                properties,
+                metadata: metadata.map(Bytes::from),
+                payload: Bytes::from(payload),
+                id,
+                publisher,
+                sequence,
+                timestamp_ns,
+                priority: Priority::new(priority).expect("0-9"),
+                expiry_ns,
+                delivery_mode: DeliveryMode::from_code(mode).expect("0-2"),
+                hop_count,
+            }
+        })
+}
+
+fn subscribe_strategy() -> impl Strategy<Value = Subscribe> {
+    (
+        any::<u32>(),
+        "[a-z*>.]{1,20}",
+        "[a-z]{0,8}",
+        0u8..=4,
+        ".{0,40}",
+        any::<bool>(),
+        (0u8..=3, any::<u32>()),
+        (any::<u32>(), any::<u32>(), any::<u8>(), any::<u32>()),
+    )
+        .prop_map(|(sub_id, topic_filter, queue_group, kind, filter, client_ack, policy, limits)| Subscribe {
+            sub_id,
+            topic_filter,
+            queue_group,
+            filter_kind: FilterKind::from_code(kind).expect("0-4"),
+            filter,
+            ack_mode: if client_ack { AckMode::Client } else { AckMode::Auto },
+            policy: QueuePolicy::from_wire(policy.0, if policy.0 == 1 { policy.1 } else { 0 }).expect("0-3"),
+            queue_capacity: limits.0,
+            max_unacked: limits.1,
+            flags: limits.2,
+            initial_credit: limits.3,
+        })
+}
+
+fn frame_strategy() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        (any::<u16>(), any::<u16>(), ".{0,20}").prop_map(|(version_min, version_max, client_name)| {
+            Frame::Hello(Hello { version_min, version_max, client_name })
+        }),
+        (any::<u16>(), ".{0,10}", any::<u64>(), prop::array::uniform6(any::<u32>())).prop_map(
+            |(version, server_name, connection_id, limits)| Frame::Welcome(Welcome {
+                version,
+                server_name,
+                connection_id,
+                max_frame_bytes: limits[0],
+                max_payload_bytes: limits[1],
+                max_subscriptions: limits[2],
+                max_filter_bytes: limits[3],
+                publish_window: limits[4],
+                ack_timeout_ms: limits[5],
+            })
+        ),
+        any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
+        any::<u64>().prop_map(|nonce| Frame::Pong { nonce }),
+        Just(Frame::Close),
+        (any::<u64>(), any::<u8>(), any::<u32>(), message_strategy()).prop_map(
+            |(request_id, flags, await_timeout_ms, message)| Frame::Publish(Publish {
+                request_id,
+                flags,
+                await_timeout_ms,
+                message
+            })
+        ),
+        (any::<u64>(), 0u8..=3, any::<u32>(), any::<u32>(), prop::collection::vec(".{0,10}", 0..4)).prop_map(
+            |(request_id, status, matched, acked, pending)| Frame::Confirm(Confirm {
+                request_id,
+                status: ConfirmStatus::from_code(status).expect("0-3"),
+                matched,
+                acked,
+                pending,
+            })
+        ),
+        subscribe_strategy().prop_map(Frame::Subscribe),
+        any::<u32>().prop_map(|sub_id| Frame::Subscribed { sub_id }),
+        any::<u32>().prop_map(|sub_id| Frame::Unsubscribe { sub_id }),
+        (any::<u32>(), any::<u64>(), any::<u8>(), message_strategy()).prop_map(
+            |(sub_id, delivery_tag, flags, message)| Frame::Deliver(Deliver { sub_id, delivery_tag, flags, message })
+        ),
+        prop::collection::vec(any::<u64>(), 0..20).prop_map(|delivery_tags| Frame::Ack { delivery_tags }),
+        (any::<u64>(), any::<bool>()).prop_map(|(delivery_tag, requeue)| Frame::Nack { delivery_tag, requeue }),
+        (any::<u32>(), any::<u32>()).prop_map(|(sub_id, credit)| Frame::Flow { sub_id, credit }),
+        (1u16..=20, any::<u64>(), any::<bool>(), ".{0,30}").prop_map(|(code, reference, fatal, message)| {
+            Frame::Error(ErrorFrame { code: ErrorCode::from_code(code), reference, fatal, message })
+        }),
+    ]
+}
+
+fn decode_all(decoder: &Decoder, buf: &mut BytesMut) -> Vec<Frame> {
+    let mut frames = Vec::new();
+    while let Some(frame) = decoder.decode(buf).expect("valid stream") {
+        frames.push(frame);
+    }
+    frames
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn frames_round_trip(frames in prop::collection::vec(frame_strategy(), 1..8)) {
+        let mut buf = BytesMut::new();
+        for frame in &frames {
+            frame.encode(&mut buf).expect("encodable");
+        }
+        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        prop_assert_eq!(decode_all(&decoder, &mut buf), frames);
+        prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn any_split_of_the_stream_decodes_the_same(
+        frames in prop::collection::vec(frame_strategy(), 1..6),
+        chunk in 1usize..64,
+    ) {
+        let mut encoded = BytesMut::new();
+        for frame in &frames {
+            frame.encode(&mut encoded).expect("encodable");
+        }
+        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut buf = BytesMut::new();
+        let mut decoded = Vec::new();
+        for piece in encoded.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            decoded.extend(decode_all(&decoder, &mut buf));
+        }
+        prop_assert_eq!(decoded, frames);
+    }
+
+    /// The decoder's contract on garbage: it never panics, never returns a
+    /// frame longer than the limit, and always makes progress or asks for more.
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+        let decoder = Decoder::new(1024);
+        let mut buf = BytesMut::from(&bytes[..]);
+        loop {
+            let before = buf.len();
+            match decoder.decode(&mut buf) {
+                Ok(Some(_)) | Err(DecodeError::Malformed { .. }) => prop_assert!(buf.len() < before),
+                Ok(None) => break,
+                Err(error) => { prop_assert!(error.is_fatal()); break; }
+            }
+        }
+    }
+
+    /// Flipping any byte of a valid frame gives a frame, a clean error, or a
+    /// request for more bytes: never a panic.
+    #[test]
+    fn corrupted_frames_fail_cleanly(frame in frame_strategy(), position in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let mut buf = BytesMut::new();
+        frame.encode(&mut buf).expect("encodable");
+        let index = position.index(buf.len());
+        buf[index] = byte;
+        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        let _ = decoder.decode(&mut buf);
+    }
+}
+
+#[test]
+fn oversized_length_is_fatal_before_buffering() {
+    let decoder = Decoder::new(100);
+    let mut buf = BytesMut::from(&[0u8, 0, 1, 0, frame_type::PING][..]);
+    let error = decoder.decode(&mut buf).expect_err("256 > 100");
+    assert_eq!(error, DecodeError::FrameTooLarge { length: 256, limit: 100 });
+    assert!(error.is_fatal());
+    assert_eq!(error.code(), ErrorCode::FrameTooLarge);
+}
+
+#[test]
+fn trailing_bytes_and_unknown_types_are_malformed_but_not_fatal() {
+    let decoder = Decoder::new(100);
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 2, frame_type::CLOSE, 7][..]);
+    let error = decoder.decode(&mut buf).expect_err("left-over byte");
+    assert!(!error.is_fatal());
+    assert!(buf.is_empty(), "the bad frame is consumed");
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 1, 0x6e][..]);
+    let error = decoder.decode(&mut buf).expect_err("unknown type");
+    assert_eq!(error.code(), ErrorCode::UnexpectedFrame);
+}
+
+#[test]
+fn invalid_topic_in_publish_names_the_request() {
+    let message = Message::new(TopicName::new("a.b").expect("valid"), "x");
+    let mut buf = BytesMut::new();
+    encode_publish(&mut buf, 77, 0, 0, &message).expect("encodable");
+    // The topic starts after length(4) type(1) request_id(8) flags(1) timeout(4) and its u16 length.
+    let topic_start = 4 + 1 + 8 + 1 + 4 + 2;
+    buf[topic_start + 2] = b'*';
+    let error = Decoder::new(1024).decode(&mut buf).expect_err("a wildcard in a published topic");
+    assert_eq!(error.code(), ErrorCode::InvalidTopic);
+    assert_eq!(error.reference(), 77);
+}
+
+#[test]
+fn deliver_prefix_matches_the_full_encoding() {
+    let mut message = Message::new(TopicName::new("a.b").expect("valid"), "payload");
+    message.properties.push(("k".into(), Value::Int(1)));
+    let mut body = BytesMut::new();
+    encode_message(&mut body, &message).expect("encodable");
+    let mut fast = BytesMut::new();
+    encode_deliver_prefix(&mut fast, 3, 9, deliver_flags::REDELIVERED, body.len());
+    fast.extend_from_slice(&body);
+    let mut slow = BytesMut::new();
+    Frame::Deliver(Deliver { sub_id: 3, delivery_tag: 9, flags: deliver_flags::REDELIVERED, message })
+        .encode(&mut slow)
+        .expect("encodable");
+    assert_eq!(fast, slow);
+}

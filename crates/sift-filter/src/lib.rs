@@ -1,0 +1,1 @@
+//! Content filter languages (tags, JMS SQL selectors). Under construction.

@@ -1,1 +1,27 @@
-//! placeholder
+//! The Sift broker.
+//!
+//! The path of a message: a connection's reader ([`connection`]) decodes a
+//! `PUBLISH`, stamps it, looks its topic up in the [`router`] (through a
+//! per-connection match cache), and pushes one shared copy into the
+//! [`outbox`] of each matching subscriber ([`delivery`]), where the
+//! subscription's bounded queue applies its policy. Each connection's
+//! [`writer`] drains its outbox to the socket in batches. Reliable deliveries
+//! wait in the outbox until acknowledged and are requeued when late; a
+//! [`report`] tells an await=delivered publisher when all acks are in.
+
+pub mod config;
+pub mod connection;
+pub mod delivery;
+pub mod outbox;
+pub mod publish;
+pub mod report;
+pub mod router;
+pub mod server;
+pub mod stats;
+mod subscribe;
+pub mod subscription;
+pub mod writer;
+
+pub use config::{Config, ConfigError};
+pub use server::{BrokerError, RunningBroker};
+pub use stats::StatsSnapshot;

@@ -1,1 +1,37 @@
-//! placeholder
+//! Async Rust client for Sift's native protocol.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), sift_client::ClientError> {
+//! use sift_client::{Client, ClientOptions, SubscribeOptions};
+//! use sift_core::{Message, TopicName};
+//!
+//! let client = Client::connect("127.0.0.1:7400", ClientOptions::default()).await?;
+//! let mut subscription = client.subscribe(SubscribeOptions::new("jbi.>")).await?;
+//! let topic = TopicName::new("jbi.basic").expect("valid topic");
+//! let confirm = client.publish_confirmed(Message::new(topic, "hello"), Default::default()).await?;
+//! println!("matched {}", confirm.matched);
+//! if let Some(delivery) = subscription.next().await {
+//!     println!("{:?}", delivery.message.payload);
+//! }
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! One background task per client keeps the connection: it reads frames and
+//! dispatches them (confirms to their waiting publisher, deliveries to their
+//! subscription's channel), and a writer task sends whatever the API calls
+//! appended to a shared buffer, so that many publishes share one system call.
+//! When the connection drops, the client reconnects with backoff, opens its
+//! subscriptions again under the same ids and resends reliable publishes that
+//! were not confirmed (at-least-once).
+
+mod connection;
+mod error;
+mod options;
+mod subscription;
+
+pub use connection::Client;
+pub use error::ClientError;
+pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
+pub use sift_proto::{Confirm, ConfirmStatus, FilterKind, QueuePolicy};
+pub use subscription::{Delivery, Subscription};

@@ -275,7 +275,11 @@ mod tests {
 
     #[test]
     fn delivery_mode_codes_round_trip() {
-        for mode in [DeliveryMode::BestEffort, DeliveryMode::Reliable, DeliveryMode::Persistent] {
+        for mode in [
+            DeliveryMode::BestEffort,
+            DeliveryMode::Reliable,
+            DeliveryMode::Persistent,
+        ] {
             assert_eq!(DeliveryMode::from_code(mode.code()), Some(mode));
             assert_eq!(mode.name().parse::<DeliveryMode>(), Ok(mode));
         }

@@ -41,7 +41,9 @@ pub enum TopicError {
         position: usize,
     },
     /// Wildcards belong in filters, not in the topic a message is published on.
-    #[error("topic {topic:?} contains the wildcard {wildcard:?}; wildcards are only for subscriptions")]
+    #[error(
+        "topic {topic:?} contains the wildcard {wildcard:?}; wildcards are only for subscriptions"
+    )]
     WildcardInName {
         /// The offending topic.
         topic: String,
@@ -66,15 +68,24 @@ fn check_tokens(text: &str) -> Result<(), TopicError> {
         return Err(TopicError::Empty);
     }
     if text.len() > TOPIC_BYTES_MAX {
-        return Err(TopicError::TooLong { length: text.len(), limit: TOPIC_BYTES_MAX });
+        return Err(TopicError::TooLong {
+            length: text.len(),
+            limit: TOPIC_BYTES_MAX,
+        });
     }
     if let Some(position) = text.find(|c: char| c.is_whitespace() || c.is_control()) {
-        return Err(TopicError::BadCharacter { topic: text.to_string(), position });
+        return Err(TopicError::BadCharacter {
+            topic: text.to_string(),
+            position,
+        });
     }
     let mut position = 0;
     for token in text.split('.') {
         if token.is_empty() {
-            return Err(TopicError::EmptyToken { topic: text.to_string(), position });
+            return Err(TopicError::EmptyToken {
+                topic: text.to_string(),
+                position,
+            });
         }
         position += token.len() + 1;
     }
@@ -96,7 +107,10 @@ impl TopicName {
                 ">" => ">",
                 _ => continue,
             };
-            return Err(TopicError::WildcardInName { topic: text, wildcard });
+            return Err(TopicError::WildcardInName {
+                topic: text,
+                wildcard,
+            });
         }
         Ok(TopicName(text))
     }
@@ -182,7 +196,9 @@ impl TopicFilter {
 
     /// True when the filter has no wildcard, so it matches one topic only.
     pub fn is_literal(&self) -> bool {
-        self.tokens.iter().all(|token| matches!(token, FilterToken::Literal(_)))
+        self.tokens
+            .iter()
+            .all(|token| matches!(token, FilterToken::Literal(_)))
     }
 
     /// Evaluates the filter against one topic directly, without a trie. The
@@ -232,21 +248,45 @@ mod tests {
     #[test]
     fn names_reject_empty_tokens_wildcards_and_spaces() {
         assert_eq!(TopicName::new(""), Err(TopicError::Empty));
-        assert!(matches!(TopicName::new("a..b"), Err(TopicError::EmptyToken { position: 2, .. })));
-        assert!(matches!(TopicName::new(".a"), Err(TopicError::EmptyToken { position: 0, .. })));
-        assert!(matches!(TopicName::new("a."), Err(TopicError::EmptyToken { .. })));
-        assert!(matches!(TopicName::new("a.*"), Err(TopicError::WildcardInName { .. })));
-        assert!(matches!(TopicName::new("a b"), Err(TopicError::BadCharacter { position: 1, .. })));
+        assert!(matches!(
+            TopicName::new("a..b"),
+            Err(TopicError::EmptyToken { position: 2, .. })
+        ));
+        assert!(matches!(
+            TopicName::new(".a"),
+            Err(TopicError::EmptyToken { position: 0, .. })
+        ));
+        assert!(matches!(
+            TopicName::new("a."),
+            Err(TopicError::EmptyToken { .. })
+        ));
+        assert!(matches!(
+            TopicName::new("a.*"),
+            Err(TopicError::WildcardInName { .. })
+        ));
+        assert!(matches!(
+            TopicName::new("a b"),
+            Err(TopicError::BadCharacter { position: 1, .. })
+        ));
         let long = "a".repeat(TOPIC_BYTES_MAX + 1);
-        assert!(matches!(TopicName::new(long), Err(TopicError::TooLong { .. })));
+        assert!(matches!(
+            TopicName::new(long),
+            Err(TopicError::TooLong { .. })
+        ));
     }
 
     #[test]
     fn filters_place_wildcards_correctly() {
         assert!(TopicFilter::new("a.*.c").is_ok());
         assert!(TopicFilter::new(">").is_ok());
-        assert!(matches!(TopicFilter::new("a.>.c"), Err(TopicError::BadWildcard { position: 2, .. })));
-        assert!(matches!(TopicFilter::new("a.b*"), Err(TopicError::BadWildcard { .. })));
+        assert!(matches!(
+            TopicFilter::new("a.>.c"),
+            Err(TopicError::BadWildcard { position: 2, .. })
+        ));
+        assert!(matches!(
+            TopicFilter::new("a.b*"),
+            Err(TopicError::BadWildcard { .. })
+        ));
     }
 
     #[test]

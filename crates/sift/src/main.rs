@@ -1,1 +1,95 @@
-fn main() {}
+//! `sift`: the broker, the command-line publisher and subscriber, and the
+//! benchmark driver, in one binary.
+
+mod bench;
+mod broker_cmd;
+mod pub_cmd;
+mod sub_cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Sift: a content-based publish/subscribe broker.
+#[derive(Debug, Parser)]
+#[command(name = "sift", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a broker until SIGINT or SIGTERM.
+    Broker(broker_cmd::BrokerArgs),
+    /// Publish messages.
+    Pub(pub_cmd::PubArgs),
+    /// Subscribe and print deliveries.
+    Sub(sub_cmd::SubArgs),
+    /// Measure throughput and latency.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(match std::env::var("SIFT_LOG").as_deref() {
+            Ok("debug") => tracing::Level::DEBUG,
+            Ok("trace") => tracing::Level::TRACE,
+            Ok("warn") => tracing::Level::WARN,
+            _ => tracing::Level::INFO,
+        })
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Broker(args) => broker_cmd::run(args).await,
+            Command::Pub(args) => pub_cmd::run(args).await,
+            Command::Sub(args) => sub_cmd::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error of a CLI command, printed as `error: ...` with exit status 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// An argument is invalid.
+    #[error("{0}")]
+    Usage(String),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The broker could not start.
+    #[error(transparent)]
+    Broker(#[from] sift_broker::BrokerError),
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] sift_broker::ConfigError),
+    /// A client call failed.
+    #[error(transparent)]
+    Client(#[from] sift_client::ClientError),
+    /// Writing output failed.
+    #[error("cannot write output: {0}")]
+    Output(std::io::Error),
+}

@@ -1,0 +1,303 @@
+//! Broker configuration: every limit and policy, with its default.
+//!
+//! The defaults are what `sift broker` runs with when given no file; a TOML
+//! file (`--config sift.toml`) overrides any subset of them. Unknown keys are
+//! rejected so that a misspelt limit is an error, not a silent default.
+//! `docs/ARCHITECTURE.md` lists every option; `sift.example.toml` shows them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sift_proto::QueuePolicy;
+
+/// Address `sift broker` listens on by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
+/// Directory the broker keeps its data in by default.
+pub const DEFAULT_DATA_DIR: &str = "./sift-data";
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's explanation, with line and column.
+        source: Box<toml::de::Error>,
+    },
+    /// A value is out of its allowed range.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+/// The whole broker configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The broker's name, sent to clients in `WELCOME`.
+    pub name: String,
+    /// Address to listen on for native-protocol clients.
+    pub listen: SocketAddr,
+    /// Directory for the broker's data.
+    pub data_dir: PathBuf,
+    /// Limits checked at ingress.
+    pub limits: Limits,
+    /// Delivery queues, acknowledgements and flow control.
+    pub delivery: DeliveryConfig,
+}
+
+/// Limits checked at ingress. A violation gets an `ERROR` frame naming the limit.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest frame accepted (the length prefix value). Larger is fatal.
+    pub max_frame_bytes: u32,
+    /// Largest message payload accepted.
+    pub max_payload_bytes: u32,
+    /// Most subscriptions one connection may hold.
+    pub max_subscriptions_per_connection: u32,
+    /// Longest content filter text accepted.
+    pub max_filter_bytes: u32,
+    /// Most client connections served at once.
+    pub max_connections: u32,
+    /// Time allowed between accepting a connection and its `HELLO`.
+    pub handshake_timeout_ms: u64,
+    /// Most bytes queued towards one connection (deliveries and responses).
+    pub max_pending_bytes_per_connection: u64,
+}
+
+/// Delivery queues, acknowledgements and flow control.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeliveryConfig {
+    /// Queue bound (messages) of a subscription that does not choose one.
+    pub queue_capacity_default: u32,
+    /// Largest queue bound a subscription may ask for.
+    pub queue_capacity_max: u32,
+    /// Policy of a subscription that does not choose one: `block`,
+    /// `keep-last:N`, `drop-new` or `disconnect`.
+    pub policy_default: String,
+    /// Time a reliable delivery may stay unacknowledged before redelivery.
+    pub ack_timeout_ms: u32,
+    /// Reliable deliveries in flight per subscription, when it does not choose.
+    pub max_unacked_default: u32,
+    /// Largest in-flight window a subscription may ask for.
+    pub max_unacked_max: u32,
+    /// Redeliveries before a message is dropped and counted; 0 = no limit.
+    pub max_redeliveries: u32,
+    /// Unconfirmed reliable publishes a client may have (told in `WELCOME`).
+    pub publish_window: u32,
+    /// Wait for acknowledgements of an await=delivered publish, by default.
+    pub await_timeout_ms_default: u32,
+    /// Longest await=delivered wait a publisher may ask for.
+    pub await_timeout_ms_max: u32,
+    /// Topics remembered by each connection's match cache.
+    pub match_cache_entries_max: usize,
+    /// Bytes a connection writer gathers before one write system call.
+    pub write_batch_bytes: usize,
+    /// Bytes a connection reader asks the socket for at a time.
+    pub read_buffer_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            name: "sift".to_string(),
+            listen: DEFAULT_LISTEN
+                .parse()
+                .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7400))),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            limits: Limits::default(),
+            delivery: DeliveryConfig::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame_bytes: 8 * 1024 * 1024,
+            max_payload_bytes: 4 * 1024 * 1024,
+            max_subscriptions_per_connection: 10_000,
+            max_filter_bytes: 4096,
+            max_connections: 10_000,
+            handshake_timeout_ms: 5_000,
+            max_pending_bytes_per_connection: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig {
+            queue_capacity_default: 65_536,
+            queue_capacity_max: 1_048_576,
+            policy_default: "block".to_string(),
+            ack_timeout_ms: 30_000,
+            max_unacked_default: 1_000,
+            max_unacked_max: 65_536,
+            max_redeliveries: 0,
+            publish_window: 1_024,
+            await_timeout_ms_default: 10_000,
+            await_timeout_ms_max: 300_000,
+            match_cache_entries_max: 4_096,
+            write_batch_bytes: 64 * 1024,
+            read_buffer_bytes: 64 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file over the defaults and checks the result.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml(&text).map_err(|error| match error {
+            ConfigError::Parse { source, .. } => ConfigError::Parse {
+                path: path.to_path_buf(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses TOML text over the defaults and checks the result.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: PathBuf::from("<text>"),
+            source: Box::new(source),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The default subscription policy, parsed.
+    pub fn policy_default(&self) -> QueuePolicy {
+        self.delivery
+            .policy_default
+            .parse()
+            .unwrap_or(QueuePolicy::Block)
+    }
+
+    /// Checks that limits are coherent and non-zero where zero makes no sense.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let limits = &self.limits;
+        let delivery = &self.delivery;
+        let positive = [
+            ("limits.max_frame_bytes", u64::from(limits.max_frame_bytes)),
+            ("limits.max_connections", u64::from(limits.max_connections)),
+            ("limits.handshake_timeout_ms", limits.handshake_timeout_ms),
+            (
+                "limits.max_pending_bytes_per_connection",
+                limits.max_pending_bytes_per_connection,
+            ),
+            (
+                "delivery.queue_capacity_default",
+                u64::from(delivery.queue_capacity_default),
+            ),
+            (
+                "delivery.ack_timeout_ms",
+                u64::from(delivery.ack_timeout_ms),
+            ),
+            (
+                "delivery.max_unacked_default",
+                u64::from(delivery.max_unacked_default),
+            ),
+            (
+                "delivery.publish_window",
+                u64::from(delivery.publish_window),
+            ),
+            (
+                "delivery.write_batch_bytes",
+                delivery.write_batch_bytes as u64,
+            ),
+            (
+                "delivery.read_buffer_bytes",
+                delivery.read_buffer_bytes as u64,
+            ),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::Invalid(format!(
+                "{name} must be greater than 0"
+            )));
+        }
+        if limits.max_payload_bytes >= limits.max_frame_bytes {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_payload_bytes ({}) must be below limits.max_frame_bytes ({}) to leave room for headers",
+                limits.max_payload_bytes, limits.max_frame_bytes
+            )));
+        }
+        if delivery.queue_capacity_default > delivery.queue_capacity_max {
+            return Err(ConfigError::Invalid(
+                "delivery.queue_capacity_default exceeds queue_capacity_max".into(),
+            ));
+        }
+        if delivery.max_unacked_default > delivery.max_unacked_max {
+            return Err(ConfigError::Invalid(
+                "delivery.max_unacked_default exceeds max_unacked_max".into(),
+            ));
+        }
+        delivery
+            .policy_default
+            .parse::<QueuePolicy>()
+            .map_err(|error| ConfigError::Invalid(format!("delivery.policy_default: {error}")))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_the_defaults() {
+        let config = Config::from_toml("").expect("defaults are valid");
+        assert_eq!(config.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(config.limits.max_frame_bytes, 8 * 1024 * 1024);
+        assert_eq!(config.policy_default(), QueuePolicy::Block);
+    }
+
+    #[test]
+    fn partial_files_override_only_what_they_name() {
+        let config = Config::from_toml(
+            "[limits]\nmax_connections = 3\n[delivery]\npolicy_default = \"keep-last:5\"\n",
+        )
+        .expect("valid");
+        assert_eq!(config.limits.max_connections, 3);
+        assert_eq!(config.limits.max_subscriptions_per_connection, 10_000);
+        assert_eq!(config.policy_default(), QueuePolicy::KeepLast(5));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let misspelt =
+            Config::from_toml("[limits]\nmax_conections = 3\n").expect_err("unknown key");
+        assert!(
+            misspelt.to_string().contains("max_conections"),
+            "{misspelt}"
+        );
+        let zero = Config::from_toml("[limits]\nmax_connections = 0\n").expect_err("zero");
+        assert!(
+            zero.to_string().contains("limits.max_connections"),
+            "{zero}"
+        );
+        let policy = Config::from_toml("[delivery]\npolicy_default = \"sometimes\"\n")
+            .expect_err("bad policy");
+        assert!(policy.to_string().contains("sometimes"), "{policy}");
+        let payload =
+            Config::from_toml("[limits]\nmax_payload_bytes = 100\nmax_frame_bytes = 100\n");
+        assert!(payload.is_err());
+    }
+}

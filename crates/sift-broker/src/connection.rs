@@ -1,0 +1,406 @@
+//! One client connection: its shared state, its handshake, and the reader
+//! loop that turns frames into actions.
+//!
+//! A connection runs as three tasks. The reader (this module) decodes frames
+//! and acts on them: a publish is matched and queued straight into the
+//! subscribers' outboxes from here, so a message takes one hop from the
+//! publisher's socket to the subscribers' queues. The writer
+//! ([`crate::writer`]) drains this connection's outbox to its socket in
+//! batches. The redelivery timer requeues reliable deliveries whose ack is
+//! late. All three stop when the connection closes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use sift_core::MatchCache;
+use sift_proto::{
+    Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{watch, Notify};
+
+use crate::outbox::{Outbox, ReportEvent};
+use crate::server::BrokerShared;
+use crate::stats::{add, bump};
+use crate::subscription::SubRef;
+
+/// Why a connection's reader stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The socket failed.
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer broke the protocol; an `ERROR` was sent.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// No `HELLO` within the handshake timeout.
+    #[error("no HELLO within {0:?}")]
+    HandshakeTimeout(Duration),
+}
+
+/// State of a connection shared by its tasks and by other connections'
+/// readers that queue deliveries into it.
+#[derive(Debug)]
+pub struct ConnShared {
+    /// Connection id, unique within the broker run.
+    pub id: u64,
+    /// Client name from `HELLO`.
+    pub name: String,
+    outbox: Mutex<Outbox>,
+    /// Wakes the writer when the outbox gains something to write.
+    pub writer_wake: Notify,
+    /// Wakes publishers waiting for space in this connection's queues.
+    pub space: Notify,
+    closing: AtomicBool,
+    close_signal: watch::Sender<bool>,
+}
+
+impl ConnShared {
+    /// Connection state with an empty outbox.
+    pub fn new(id: u64, name: String, max_pending_bytes: u64) -> Arc<ConnShared> {
+        let (close_signal, _) = watch::channel(false);
+        Arc::new(ConnShared {
+            id,
+            name,
+            outbox: Mutex::new(Outbox::new(max_pending_bytes)),
+            writer_wake: Notify::new(),
+            space: Notify::new(),
+            closing: AtomicBool::new(false),
+            close_signal,
+        })
+    }
+
+    /// Locks the outbox. Outbox methods do not panic midway through an
+    /// update, so a poisoned lock still guards consistent data.
+    pub fn lock(&self) -> MutexGuard<'_, Outbox> {
+        self.outbox
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// True once the connection has started closing.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// A receiver that turns true when the connection starts closing.
+    pub fn close_watch(&self) -> watch::Receiver<bool> {
+        self.close_signal.subscribe()
+    }
+
+    /// Queues a response frame for the writer. A connection whose responses
+    /// pile up past `max_pending_bytes` is not reading them; it is closed.
+    pub fn send_control(&self, frame: &Frame) {
+        let mut bytes = BytesMut::new();
+        if let Err(error) = frame.encode(&mut bytes) {
+            tracing::error!(connection = self.id, %error, "cannot encode {}", frame.name());
+            return;
+        }
+        let (within_limit, wake) = {
+            let mut outbox = self.lock();
+            if outbox.is_closed() {
+                return;
+            }
+            (outbox.push_control(&bytes), outbox.take_wake())
+        };
+        if wake {
+            self.writer_wake.notify_one();
+        }
+        if !within_limit {
+            self.close(Some(error_frame(
+                ErrorCode::PendingBytesExceeded,
+                0,
+                true,
+                "responses queued for this connection exceed max_pending_bytes_per_connection; read them".into(),
+            )));
+        }
+    }
+
+    /// Starts closing: queues `last` (an `ERROR` or `CLOSE`) after what is
+    /// already queued, refuses new deliveries and tells every task to stop.
+    pub fn close(&self, last: Option<Frame>) {
+        if self.closing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(frame) = last {
+            let mut bytes = BytesMut::new();
+            if frame.encode(&mut bytes).is_ok() {
+                self.lock().push_control(&bytes);
+            }
+        }
+        self.lock().close();
+        self.close_signal.send_replace(true);
+        self.writer_wake.notify_one();
+        self.space.notify_waiters();
+    }
+}
+
+/// An `ERROR` frame.
+pub fn error_frame(code: ErrorCode, reference: u64, fatal: bool, message: String) -> Frame {
+    Frame::Error(ErrorFrame {
+        code,
+        reference,
+        fatal,
+        message,
+    })
+}
+
+/// Applies report events collected under an outbox lock.
+pub fn apply_events(events: Vec<ReportEvent>) {
+    for event in events {
+        event.apply();
+    }
+}
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
+    // Small frames (acks, confirms, one-in-flight latency tests) must not wait
+    // for Nagle's algorithm; the writer batches on its own.
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().ok();
+    let (mut reader, mut writer) = stream.into_split();
+    let mut decoder = Decoder::new(shared.config.limits.max_frame_bytes);
+    let mut buf = BytesMut::with_capacity(shared.config.delivery.read_buffer_bytes);
+    let hello = match handshake(&mut reader, &mut buf, &decoder, &shared).await {
+        Ok(hello) => hello,
+        Err((error, reply)) => {
+            tracing::debug!(connection = id, ?peer, %error, "handshake failed");
+            if let Some(reply) = reply {
+                bump(&shared.stats.errors_sent);
+                let mut bytes = BytesMut::new();
+                if reply.encode(&mut bytes).is_ok() {
+                    let _ = writer.write_all(&bytes).await;
+                }
+            }
+            let _ = writer.shutdown().await;
+            return;
+        }
+    };
+    let conn = ConnShared::new(
+        id,
+        hello.client_name.clone(),
+        shared.config.limits.max_pending_bytes_per_connection,
+    );
+    shared.register(conn.clone());
+    conn.send_control(&Frame::Welcome(welcome(&shared, id)));
+    let writer_task = tokio::spawn(crate::writer::run(conn.clone(), writer, shared.clone()));
+    let timer_task = tokio::spawn(crate::writer::redelivery_timer(
+        conn.clone(),
+        shared.clone(),
+    ));
+    let mut session = Session::new(conn.clone(), shared.clone());
+    decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
+    let outcome = session.read_loop(&mut reader, &mut buf, &decoder).await;
+    if let Err(error) = &outcome {
+        tracing::debug!(connection = id, ?peer, %error, "connection ended");
+    }
+    conn.close(None);
+    session.release_subscriptions();
+    // The writer flushes what is queued (a final ERROR or CLOSE) and stops.
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
+    timer_task.abort();
+    shared.unregister(id);
+}
+
+fn welcome(shared: &BrokerShared, id: u64) -> Welcome {
+    let config = &shared.config;
+    Welcome {
+        version: PROTOCOL_VERSION,
+        server_name: config.name.clone(),
+        connection_id: id,
+        max_frame_bytes: config.limits.max_frame_bytes,
+        max_payload_bytes: config.limits.max_payload_bytes,
+        max_subscriptions: config.limits.max_subscriptions_per_connection,
+        max_filter_bytes: config.limits.max_filter_bytes,
+        publish_window: config.delivery.publish_window,
+        ack_timeout_ms: config.delivery.ack_timeout_ms,
+    }
+}
+
+type HandshakeFailure = (ConnectionError, Option<Frame>);
+
+/// Reads the `HELLO` within the handshake timeout and checks versions.
+async fn handshake(
+    reader: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    decoder: &Decoder,
+    shared: &BrokerShared,
+) -> Result<Hello, HandshakeFailure> {
+    let limit = Duration::from_millis(shared.config.limits.handshake_timeout_ms);
+    let first = tokio::time::timeout(limit, read_frame(reader, buf, decoder, shared)).await;
+    let frame = match first {
+        Err(_) => {
+            let message = format!(
+                "no HELLO within handshake_timeout_ms = {}",
+                limit.as_millis()
+            );
+            let reply = error_frame(ErrorCode::HandshakeTimeout, 0, true, message);
+            return Err((ConnectionError::HandshakeTimeout(limit), Some(reply)));
+        }
+        Ok(Err(failure)) => return Err(failure),
+        Ok(Ok(frame)) => frame,
+    };
+    let Frame::Hello(hello) = frame else {
+        let message = format!("expected HELLO as the first frame, got {}", frame.name());
+        let reply = error_frame(ErrorCode::UnexpectedFrame, 0, true, message.clone());
+        return Err((ConnectionError::Protocol(message), Some(reply)));
+    };
+    if hello.version_max < PROTOCOL_VERSION_MIN || hello.version_min > PROTOCOL_VERSION {
+        let message = format!(
+            "client speaks versions {}-{}, this broker {}-{}",
+            hello.version_min, hello.version_max, PROTOCOL_VERSION_MIN, PROTOCOL_VERSION
+        );
+        let reply = error_frame(ErrorCode::UnsupportedVersion, 0, true, message.clone());
+        return Err((ConnectionError::Protocol(message), Some(reply)));
+    }
+    Ok(hello)
+}
+
+async fn read_frame(
+    reader: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    decoder: &Decoder,
+    shared: &BrokerShared,
+) -> Result<Frame, HandshakeFailure> {
+    loop {
+        match decoder.decode(buf) {
+            Ok(Some(frame)) => return Ok(frame),
+            Ok(None) => {}
+            Err(error) => {
+                let reply = error_frame(error.code(), error.reference(), true, error.to_string());
+                return Err((ConnectionError::Protocol(error.to_string()), Some(reply)));
+            }
+        }
+        let read = reader
+            .read_buf(buf)
+            .await
+            .map_err(|error| (ConnectionError::Io(error), None))?;
+        if read == 0 {
+            let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before HELLO");
+            return Err((ConnectionError::Io(eof), None));
+        }
+        add(&shared.stats.bytes_received, read as u64);
+    }
+}
+
+/// The reader's state: this connection's subscriptions and match cache.
+pub struct Session {
+    pub(crate) conn: Arc<ConnShared>,
+    pub(crate) shared: Arc<BrokerShared>,
+    pub(crate) subscriptions: HashMap<u32, SubRef>,
+    pub(crate) cache: MatchCache<SubRef>,
+    /// Round-robin position for picking queue-group members.
+    pub(crate) group_cursor: usize,
+}
+
+impl Session {
+    fn new(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) -> Session {
+        let cache = MatchCache::new(shared.config.delivery.match_cache_entries_max);
+        Session {
+            conn,
+            shared,
+            subscriptions: HashMap::new(),
+            cache,
+            group_cursor: 0,
+        }
+    }
+
+    async fn read_loop(
+        &mut self,
+        reader: &mut OwnedReadHalf,
+        buf: &mut BytesMut,
+        decoder: &Decoder,
+    ) -> Result<(), ConnectionError> {
+        let mut close_watch = self.conn.close_watch();
+        let read_size = self.shared.config.delivery.read_buffer_bytes;
+        loop {
+            loop {
+                match decoder.decode(buf) {
+                    Ok(Some(frame)) => {
+                        if !self.handle(frame).await {
+                            return Ok(());
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(error) => {
+                        bump(&self.shared.stats.errors_sent);
+                        let fatal = error.is_fatal();
+                        let reply =
+                            error_frame(error.code(), error.reference(), fatal, error.to_string());
+                        if fatal {
+                            self.conn.close(Some(reply));
+                            return Err(ConnectionError::Protocol(error.to_string()));
+                        }
+                        self.conn.send_control(&reply);
+                    }
+                }
+            }
+            if *close_watch.borrow() {
+                return Ok(());
+            }
+            if buf.capacity() - buf.len() < read_size / 4 {
+                buf.reserve(read_size);
+            }
+            let read = tokio::select! {
+                read = reader.read_buf(buf) => read?,
+                _ = close_watch.changed() => return Ok(()),
+            };
+            if read == 0 {
+                return Ok(());
+            }
+            add(&self.shared.stats.bytes_received, read as u64);
+        }
+    }
+
+    /// Acts on one frame; false when the reader must stop.
+    async fn handle(&mut self, frame: Frame) -> bool {
+        match frame {
+            Frame::Publish(publish) => self.publish(publish).await,
+            Frame::Subscribe(subscribe) => self.subscribe(subscribe),
+            Frame::Unsubscribe { sub_id } => self.unsubscribe(sub_id),
+            Frame::Ack { delivery_tags } => self.ack(&delivery_tags),
+            Frame::Nack {
+                delivery_tag,
+                requeue,
+            } => self.nack(delivery_tag, requeue),
+            Frame::Flow { sub_id, credit } => self.flow(sub_id, credit),
+            Frame::Ping { nonce } => {
+                self.conn.send_control(&Frame::Pong { nonce });
+                true
+            }
+            Frame::Pong { .. } => true,
+            Frame::Close => {
+                self.conn.close(Some(Frame::Close));
+                false
+            }
+            Frame::Error(error) => {
+                tracing::debug!(connection = self.conn.id, code = %error.code, message = %error.message, "client error");
+                true
+            }
+            other @ (Frame::Hello(_)
+            | Frame::Welcome(_)
+            | Frame::Confirm(_)
+            | Frame::Subscribed { .. }
+            | Frame::Deliver(_)) => {
+                let message = format!(
+                    "{} is not allowed from a client after the handshake",
+                    other.name()
+                );
+                self.refuse(ErrorCode::UnexpectedFrame, 0, message);
+                true
+            }
+        }
+    }
+
+    /// Sends a non-fatal `ERROR`.
+    pub(crate) fn refuse(&self, code: ErrorCode, reference: u64, message: String) {
+        bump(&self.shared.stats.errors_sent);
+        self.conn
+            .send_control(&error_frame(code, reference, false, message));
+    }
+}

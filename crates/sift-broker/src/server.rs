@@ -1,0 +1,227 @@
+//! The listener: accepts connections, enforces `max_connections`, and shuts
+//! everything down in order when asked.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use sift_proto::ErrorCode;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::connection::{error_frame, serve, ConnShared};
+use crate::router::Router;
+use crate::stats::{bump, Stats, StatsSnapshot};
+
+/// How long shutdown waits for connections to flush and close.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Why the broker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// State shared by every connection of one broker.
+#[derive(Debug)]
+pub struct BrokerShared {
+    /// The configuration in force.
+    pub config: Config,
+    /// Subscriptions by topic filter.
+    pub router: Router,
+    /// Counters.
+    pub stats: Stats,
+    /// Next message id; starts at the start time so that ids differ across restarts.
+    pub next_message_id: AtomicU64,
+    /// Next subscription key.
+    pub next_subscription_key: AtomicU64,
+    connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl BrokerShared {
+    fn new(config: Config) -> Arc<BrokerShared> {
+        let (shutdown, _) = watch::channel(false);
+        let first_id = crate::publish::now_ns();
+        Arc::new(BrokerShared {
+            config,
+            router: Router::default(),
+            stats: Stats::default(),
+            next_message_id: AtomicU64::new(first_id),
+            next_subscription_key: AtomicU64::new(1),
+            connections: Mutex::new(HashMap::new()),
+            shutdown,
+        })
+    }
+
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnShared>>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records an open connection.
+    pub fn register(&self, conn: Arc<ConnShared>) {
+        self.connections().insert(conn.id, conn);
+        self.stats
+            .connections_current
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Forgets a closed connection.
+    pub fn unregister(&self, id: u64) {
+        if self.connections().remove(&id).is_some() {
+            self.stats
+                .connections_current
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// True once shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// A receiver that turns true when shutdown begins.
+    pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// A running broker. Dropping it does not stop it; call [`RunningBroker::shutdown`].
+#[derive(Debug)]
+pub struct RunningBroker {
+    local_addr: SocketAddr,
+    shared: Arc<BrokerShared>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningBroker {
+    /// Binds the listen address and starts serving.
+    pub async fn start(config: Config) -> Result<RunningBroker, BrokerError> {
+        config.validate()?;
+        let address = config.listen;
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(|source| BrokerError::Bind { address, source })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| BrokerError::Bind { address, source })?;
+        let shared = BrokerShared::new(config);
+        let accept_task = tokio::spawn(accept_loop(listener, shared.clone()));
+        Ok(RunningBroker {
+            local_addr,
+            shared,
+            accept_task,
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.stats.snapshot()
+    }
+
+    /// Subscriptions currently registered.
+    pub fn subscription_count(&self) -> usize {
+        self.shared.router.len()
+    }
+
+    /// Stops accepting, closes every connection after flushing what it was
+    /// owed, and returns when all connection tasks ended (or the grace period
+    /// ran out).
+    pub async fn shutdown(self) -> StatsSnapshot {
+        self.shared.shutdown.send_replace(true);
+        let _ = self.accept_task.await;
+        self.shared.stats.snapshot()
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {
+    let mut tasks = JoinSet::new();
+    let mut shutdown = shared.shutdown_watch();
+    let mut next_id: u64 = 1;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let id = next_id;
+                    next_id += 1;
+                    admit(stream, id, &shared, &mut tasks);
+                }
+                // Accept errors (out of file descriptors) are transient:
+                // back off briefly rather than spin or stop serving.
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(listener);
+    let open: Vec<Arc<ConnShared>> = shared.connections().values().cloned().collect();
+    for conn in open {
+        conn.close(Some(error_frame(
+            ErrorCode::ShuttingDown,
+            0,
+            true,
+            "broker is shutting down".into(),
+        )));
+    }
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+    }
+}
+
+fn admit(stream: TcpStream, id: u64, shared: &Arc<BrokerShared>, tasks: &mut JoinSet<()>) {
+    let open = shared.stats.connections_current.load(Ordering::Relaxed);
+    // Connections still in their handshake are not registered yet; count the
+    // tasks too so that a burst of handshakes cannot exceed the limit.
+    let limit = u64::from(shared.config.limits.max_connections);
+    if open.max(tasks.len() as u64) >= limit {
+        bump(&shared.stats.connections_refused);
+        bump(&shared.stats.errors_sent);
+        tasks.spawn(refuse(stream, limit));
+        return;
+    }
+    bump(&shared.stats.connections_accepted);
+    tasks.spawn(serve(stream, shared.clone(), id));
+}
+
+async fn refuse(mut stream: TcpStream, limit: u64) {
+    let message = format!("broker already serves max_connections = {limit} connections");
+    let mut bytes = BytesMut::new();
+    if error_frame(ErrorCode::TooManyConnections, 0, true, message)
+        .encode(&mut bytes)
+        .is_ok()
+    {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+    }
+    let _ = stream.shutdown().await;
+}

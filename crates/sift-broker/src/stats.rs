@@ -1,0 +1,85 @@
+//! Broker-wide counters. Every drop, redelivery and limit hit is counted here
+//! so that an operator can see what the broker did and why.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Broker-wide counters, updated with relaxed atomics.
+        #[derive(Debug, Default)]
+        pub struct Stats {
+            $($(#[$doc])* pub $name: AtomicU64,)*
+        }
+
+        /// A point-in-time copy of [`Stats`].
+        #[derive(Debug, Default, Clone, PartialEq, Eq)]
+        pub struct StatsSnapshot {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl Stats {
+            /// Copies every counter.
+            pub fn snapshot(&self) -> StatsSnapshot {
+                StatsSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* }
+            }
+        }
+
+        impl StatsSnapshot {
+            /// Name and value of every counter, in declaration order.
+            pub fn entries(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    /// Connections accepted since start.
+    connections_accepted,
+    /// Connections refused by `max_connections`.
+    connections_refused,
+    /// Connections open now.
+    connections_current,
+    /// Messages accepted from publishers.
+    messages_published,
+    /// Deliveries written to subscribers.
+    messages_delivered,
+    /// Publishes that matched no subscription.
+    messages_unmatched,
+    /// Bytes read from clients.
+    bytes_received,
+    /// Bytes written to clients.
+    bytes_sent,
+    /// Deliveries dropped because a `drop-new` (or full `block`, best-effort) queue was full.
+    dropped_queue_full,
+    /// Deliveries evicted by `keep-last` to make room for newer ones.
+    dropped_keep_last,
+    /// Deliveries dropped because the message expired before it was sent.
+    dropped_expired,
+    /// Deliveries dropped after `max_redeliveries`, or nacked without requeue.
+    dropped_rejected,
+    /// Deliveries lost because their subscriber went away with no group to take them.
+    dropped_subscriber_gone,
+    /// Reliable deliveries sent again after an ack timeout, a nack or a disconnect.
+    redelivered,
+    /// Subscribers disconnected by the `disconnect` policy or `max_pending_bytes`.
+    slow_consumer_disconnects,
+    /// Times a reliable publisher waited for space in a `block` queue.
+    publisher_blocked,
+    /// Error frames sent to clients.
+    errors_sent,
+    /// Match lookups answered from a connection's cache.
+    match_cache_hits,
+    /// Match lookups that walked the subject trie.
+    match_cache_misses,
+}
+
+/// Adds one to a counter.
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Adds `amount` to a counter.
+pub(crate) fn add(counter: &AtomicU64, amount: u64) {
+    counter.fetch_add(amount, Ordering::Relaxed);
+}

@@ -1,0 +1,193 @@
+//! `SUBSCRIBE`, `UNSUBSCRIBE`, `ACK`, `NACK` and `FLOW`: the subscriber side
+//! of a connection's reader.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sift_core::TopicFilter;
+use sift_proto::{subscribe_flags, ErrorCode, FilterKind, Frame, Subscribe};
+
+use crate::connection::{apply_events, Session};
+use crate::delivery::hand_over;
+use crate::outbox::{QueueOptions, Settled};
+use crate::stats::add;
+use crate::subscription::{SubRef, Subscription};
+
+impl Session {
+    /// Opens a subscription after checking every limit; answers `SUBSCRIBED`.
+    pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
+        let sub_id = request.sub_id;
+        let reference = u64::from(sub_id);
+        match self.check_subscribe(&request) {
+            Ok((topic_filter, options)) => {
+                let group = (!request.queue_group.is_empty())
+                    .then(|| Arc::from(request.queue_group.as_str()));
+                let subscription = SubRef(Arc::new(Subscription {
+                    key: options.key,
+                    sub_id,
+                    conn: self.conn.clone(),
+                    topic_filter,
+                    group,
+                    ack_mode: request.ack_mode,
+                    policy: options.policy,
+                    label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
+                }));
+                self.conn.lock().add_subscription(sub_id, options);
+                self.shared.router.insert(subscription.clone());
+                self.subscriptions.insert(sub_id, subscription);
+                self.conn.send_control(&Frame::Subscribed { sub_id });
+            }
+            Err((code, message)) => self.refuse(code, reference, message),
+        }
+        true
+    }
+
+    fn check_subscribe(
+        &self,
+        request: &Subscribe,
+    ) -> Result<(TopicFilter, QueueOptions), (ErrorCode, String)> {
+        let limits = &self.shared.config.limits;
+        let delivery = &self.shared.config.delivery;
+        if self.subscriptions.contains_key(&request.sub_id) {
+            return Err((
+                ErrorCode::DuplicateSubscription,
+                format!("sub_id {} is already in use", request.sub_id),
+            ));
+        }
+        if self.subscriptions.len() >= limits.max_subscriptions_per_connection as usize {
+            let message = format!(
+                "connection already holds max_subscriptions_per_connection = {} subscriptions",
+                limits.max_subscriptions_per_connection
+            );
+            return Err((ErrorCode::TooManySubscriptions, message));
+        }
+        if request.filter.len() > limits.max_filter_bytes as usize {
+            let message = format!(
+                "filter is {} bytes; max_filter_bytes = {}",
+                request.filter.len(),
+                limits.max_filter_bytes
+            );
+            return Err((ErrorCode::FilterTooLong, message));
+        }
+        let topic_filter = TopicFilter::new(request.topic_filter.as_str())
+            .map_err(|error| (ErrorCode::InvalidTopic, format!("topic filter: {error}")))?;
+        if request.filter_kind != FilterKind::None {
+            let message = format!(
+                "{} content filters are not supported by this broker yet",
+                request.filter_kind.name()
+            );
+            return Err((ErrorCode::Unsupported, message));
+        }
+        if request.queue_capacity > delivery.queue_capacity_max {
+            let message = format!(
+                "queue_capacity {} exceeds queue_capacity_max = {}",
+                request.queue_capacity, delivery.queue_capacity_max
+            );
+            return Err((ErrorCode::InvalidField, message));
+        }
+        if request.max_unacked > delivery.max_unacked_max {
+            let message = format!(
+                "max_unacked {} exceeds max_unacked_max = {}",
+                request.max_unacked, delivery.max_unacked_max
+            );
+            return Err((ErrorCode::InvalidField, message));
+        }
+        let non_zero = |value: u32, default: u32| if value == 0 { default } else { value };
+        let credit_mode = request.flags & subscribe_flags::CREDIT_MODE != 0;
+        let options = QueueOptions {
+            key: self
+                .shared
+                .next_subscription_key
+                .fetch_add(1, Ordering::Relaxed),
+            capacity: non_zero(request.queue_capacity, delivery.queue_capacity_default),
+            policy: request.policy,
+            ack_mode: request.ack_mode,
+            max_unacked: non_zero(request.max_unacked, delivery.max_unacked_default),
+            credit: credit_mode.then_some(u64::from(request.initial_credit)),
+        };
+        Ok((topic_filter, options))
+    }
+
+    /// Closes a subscription; its pending messages go to another member of
+    /// its queue group, or are dropped.
+    pub(crate) fn unsubscribe(&mut self, sub_id: u32) -> bool {
+        match self.subscriptions.remove(&sub_id) {
+            Some(subscription) => self.release(&subscription),
+            None => self.refuse(
+                ErrorCode::UnknownSubscription,
+                u64::from(sub_id),
+                format!("no subscription {sub_id}"),
+            ),
+        }
+        true
+    }
+
+    /// Releases every subscription of the connection (it is closing).
+    pub(crate) fn release_subscriptions(&mut self) {
+        let subscriptions: Vec<SubRef> = self
+            .subscriptions
+            .drain()
+            .map(|(_, subscription)| subscription)
+            .collect();
+        for subscription in &subscriptions {
+            self.release(subscription);
+        }
+    }
+
+    fn release(&mut self, subscription: &SubRef) {
+        self.shared.router.remove(subscription);
+        let entries = self.conn.lock().remove_subscription(subscription.sub_id);
+        hand_over(&self.shared, subscription, entries);
+        self.conn.space.notify_waiters();
+    }
+
+    pub(crate) fn ack(&mut self, tags: &[u64]) -> bool {
+        let settled = self.conn.lock().ack(tags);
+        self.settle(settled);
+        true
+    }
+
+    pub(crate) fn nack(&mut self, tag: u64, requeue: bool) -> bool {
+        let max_redeliveries = self.shared.config.delivery.max_redeliveries;
+        let settled = self.conn.lock().nack(tag, requeue, max_redeliveries);
+        if settled.unknown_tags > 0 {
+            self.refuse(
+                ErrorCode::UnknownDeliveryTag,
+                tag,
+                format!("delivery tag {tag} is not awaiting an ack"),
+            );
+        }
+        self.settle(settled);
+        true
+    }
+
+    pub(crate) fn flow(&mut self, sub_id: u32, credit: u32) -> bool {
+        let (found, wake) = {
+            let mut outbox = self.conn.lock();
+            (outbox.add_credit(sub_id, credit), outbox.take_wake())
+        };
+        if wake {
+            self.conn.writer_wake.notify_one();
+        }
+        if !found {
+            self.refuse(
+                ErrorCode::UnknownSubscription,
+                u64::from(sub_id),
+                format!("no subscription {sub_id}"),
+            );
+        }
+        true
+    }
+
+    fn settle(&self, settled: Settled) {
+        if settled.wake_writer {
+            self.conn.writer_wake.notify_one();
+        }
+        let stats = &self.shared.stats;
+        add(&stats.redelivered, settled.requeued);
+        add(&stats.dropped_rejected, settled.rejected);
+        apply_events(settled.events);
+        // Acks free window space: wake publishers blocked on this connection.
+        self.conn.space.notify_waiters();
+    }
+}

@@ -1,0 +1,49 @@
+//! A subscription as the router sees it: who wants what.
+
+use std::sync::Arc;
+
+use sift_core::TopicFilter;
+use sift_proto::{AckMode, QueuePolicy};
+
+use crate::connection::ConnShared;
+
+/// One live subscription. Shared between the router (which finds it by
+/// topic) and its connection (which owns its queue).
+#[derive(Debug)]
+pub struct Subscription {
+    /// Broker-wide unique key; equality of subscriptions is equality of keys.
+    pub key: u64,
+    /// The client's id for it, carried in every `DELIVER`.
+    pub sub_id: u32,
+    /// The connection it belongs to.
+    pub conn: Arc<ConnShared>,
+    /// Its topic filter.
+    pub topic_filter: TopicFilter,
+    /// Its queue group, if any.
+    pub group: Option<Arc<str>>,
+    /// How it acknowledges.
+    pub ack_mode: AckMode,
+    /// What its full queue does.
+    pub policy: QueuePolicy,
+    /// `client-name#connection/sub_id`, used in delivery reports.
+    pub label: String,
+}
+
+/// A cheap handle to a [`Subscription`], compared by key. This is what the
+/// subject trie stores.
+#[derive(Debug, Clone)]
+pub struct SubRef(pub Arc<Subscription>);
+
+impl PartialEq for SubRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl std::ops::Deref for SubRef {
+    type Target = Subscription;
+
+    fn deref(&self) -> &Subscription {
+        &self.0
+    }
+}

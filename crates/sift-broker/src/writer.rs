@@ -1,0 +1,88 @@
+//! A connection's writer and redelivery timer.
+//!
+//! The writer sleeps until its outbox has something, then moves as much as
+//! fits in one batch (`write_batch_bytes`) into its buffer under the outbox
+//! lock, releases the lock, and writes the batch with one call. Under load a
+//! batch holds hundreds of deliveries, so the cost of the system call and of
+//! the wake-up is shared by all of them.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+
+use crate::connection::{apply_events, ConnShared};
+use crate::publish::now_ns;
+use crate::server::BrokerShared;
+use crate::stats::add;
+
+/// Shortest interval between two scans for late acknowledgements.
+const REDELIVERY_SCAN_MIN: Duration = Duration::from_millis(5);
+/// Longest interval between two scans for late acknowledgements.
+const REDELIVERY_SCAN_MAX: Duration = Duration::from_secs(1);
+
+/// Writes the connection's outbox to its socket until the connection closes
+/// and everything queued before the close has been written.
+pub async fn run(conn: Arc<ConnShared>, mut socket: OwnedWriteHalf, shared: Arc<BrokerShared>) {
+    let budget = shared.config.delivery.write_batch_bytes;
+    let mut buf = BytesMut::with_capacity(budget + budget / 4);
+    loop {
+        let (drained, closed) = {
+            let mut outbox = conn.lock();
+            let drained = outbox.drain(&mut buf, budget, now_ns(), Instant::now());
+            (drained, outbox.is_closed())
+        };
+        add(&shared.stats.messages_delivered, drained.delivered);
+        add(&shared.stats.dropped_expired, drained.expired);
+        apply_events(drained.events);
+        if buf.is_empty() {
+            if closed {
+                break;
+            }
+            conn.writer_wake.notified().await;
+            continue;
+        }
+        // Space was freed: publishers blocked on this connection may go on.
+        conn.space.notify_waiters();
+        if let Err(error) = socket.write_all(&buf).await {
+            tracing::debug!(connection = conn.id, %error, "write failed");
+            conn.close(None);
+            break;
+        }
+        add(&shared.stats.bytes_sent, buf.len() as u64);
+        buf.clear();
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// Requeues reliable deliveries whose acknowledgement is later than
+/// `ack_timeout_ms`, so that they are sent again.
+pub async fn redelivery_timer(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) {
+    let delivery = &shared.config.delivery;
+    let ack_timeout = Duration::from_millis(u64::from(delivery.ack_timeout_ms));
+    let scan_every = (ack_timeout / 4).clamp(REDELIVERY_SCAN_MIN, REDELIVERY_SCAN_MAX);
+    let mut close_watch = conn.close_watch();
+    let mut ticker = tokio::time::interval(scan_every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = close_watch.changed() => return,
+        }
+        let settled = {
+            let mut outbox = conn.lock();
+            if outbox.unacked_count() == 0 {
+                continue;
+            }
+            outbox.requeue_expired(Instant::now(), ack_timeout, delivery.max_redeliveries)
+        };
+        if settled.wake_writer {
+            conn.writer_wake.notify_one();
+        }
+        add(&shared.stats.redelivered, settled.requeued);
+        add(&shared.stats.dropped_rejected, settled.rejected);
+        apply_events(settled.events);
+    }
+}

@@ -1,0 +1,704 @@
+//! The client's connection: shared state, the supervisor that connects and
+//! reconnects, the reader that dispatches frames, and the writer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use sift_core::Message;
+use sift_proto::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+
+use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
+use crate::subscription::{Delivery, Subscription};
+use crate::ClientError;
+
+/// Request ids start here so that an `ERROR`'s reference tells a publish
+/// (≥ 2³²) from a subscription id (< 2³²).
+const REQUEST_ID_BASE: u64 = 1 << 32;
+/// Most tags in one `ACK` frame.
+const ACK_BATCH_MAX: usize = 1024;
+/// First pause before a reconnect attempt.
+const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
+
+type ConfirmSender = oneshot::Sender<Result<Confirm, ClientError>>;
+
+struct PendingPublish {
+    sender: ConfirmSender,
+    /// The encoded `PUBLISH`, kept to resend after a reconnect (reliable only).
+    frame: Option<Bytes>,
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+struct SubEntry {
+    request: Subscribe,
+    sender: mpsc::Sender<Delivery>,
+    ready: Option<oneshot::Sender<Result<(), ClientError>>>,
+}
+
+#[derive(Default)]
+struct State {
+    out: BytesMut,
+    acks: Vec<u64>,
+    connected: bool,
+    closed: bool,
+    next_request_id: u64,
+    next_sub_id: u32,
+    next_sequence: u64,
+    pending: HashMap<u64, PendingPublish>,
+    subs: HashMap<u32, SubEntry>,
+    pings: HashMap<u64, oneshot::Sender<()>>,
+    close_ack: Option<oneshot::Sender<()>>,
+    welcome: Option<Welcome>,
+}
+
+struct Inner {
+    address: String,
+    options: ClientOptions,
+    state: Mutex<State>,
+    writer_wake: Notify,
+    space: Notify,
+    window: Arc<Semaphore>,
+}
+
+/// A connection to a Sift broker. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Client")
+            .field("address", &self.inner.address)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects and completes the handshake; then keeps the connection up in
+    /// the background.
+    pub async fn connect(
+        address: impl Into<String>,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        let address = address.into();
+        let (stream, welcome) = open(&address, &options).await?;
+        let window = Arc::new(Semaphore::new(welcome.publish_window.max(1) as usize));
+        let state = State {
+            next_request_id: REQUEST_ID_BASE,
+            next_sub_id: 1,
+            ..State::default()
+        };
+        let inner = Arc::new(Inner {
+            address,
+            options,
+            state: Mutex::new(state),
+            writer_wake: Notify::new(),
+            space: Notify::new(),
+            window,
+        });
+        let client = Client { inner };
+        client.lock().welcome = Some(welcome);
+        // Live before `connect` returns, so that a publish right after it is
+        // written on this connection rather than treated as disconnected.
+        client.resume();
+        tokio::spawn(client.clone().supervise(stream));
+        Ok(client)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The broker's `WELCOME` (its limits) from the latest handshake.
+    pub fn server_info(&self) -> Option<Welcome> {
+        self.lock().welcome.clone()
+    }
+
+    /// True while connected.
+    pub fn is_connected(&self) -> bool {
+        self.lock().connected
+    }
+
+    /// Appends an encoded frame and wakes the writer.
+    pub(crate) fn send_frame(&self, frame: &Frame) -> Result<(), ClientError> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        frame
+            .encode(&mut state.out)
+            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        drop(state);
+        self.inner.writer_wake.notify_one();
+        Ok(())
+    }
+
+    pub(crate) fn queue_ack(&self, tag: u64) -> Result<(), ClientError> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        state.acks.push(tag);
+        drop(state);
+        self.inner.writer_wake.notify_one();
+        Ok(())
+    }
+
+    /// Waits while the unsent buffer is over its bound.
+    async fn wait_for_space(&self) -> Result<(), ClientError> {
+        loop {
+            let space = self.inner.space.notified();
+            tokio::pin!(space);
+            space.as_mut().enable();
+            {
+                let state = self.lock();
+                if state.closed {
+                    return Err(ClientError::Closed);
+                }
+                if state.out.len() < self.inner.options.write_buffer_bytes_max {
+                    return Ok(());
+                }
+            }
+            space.await;
+        }
+    }
+
+    /// Publishes without waiting for a confirm (fire-and-forget). Returns
+    /// once the message is buffered for sending.
+    pub async fn publish(&self, mut message: Message) -> Result<(), ClientError> {
+        self.wait_for_space().await?;
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        state.next_sequence += 1;
+        message.sequence = state.next_sequence;
+        encode_publish(&mut state.out, 0, 0, 0, &message)
+            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        drop(state);
+        self.inner.writer_wake.notify_one();
+        Ok(())
+    }
+
+    /// Publishes and waits for the broker's confirm: the matched count, "no
+    /// subscribers", or with `await_delivered` the acknowledgement outcome.
+    /// Reliable publishes are resent after a reconnect until confirmed.
+    pub async fn publish_confirmed(
+        &self,
+        message: Message,
+        options: PublishOptions,
+    ) -> Result<Confirm, ClientError> {
+        let receiver = self.start_confirmed(message, options).await?;
+        receiver.await.map_err(|_| ClientError::Closed)?
+    }
+
+    /// Sends a confirmed publish and returns the channel its confirm will
+    /// arrive on, so that many confirmed publishes can be in flight at once
+    /// (up to the broker's publish window).
+    pub async fn start_confirmed(
+        &self,
+        mut message: Message,
+        options: PublishOptions,
+    ) -> Result<oneshot::Receiver<Result<Confirm, ClientError>>, ClientError> {
+        let permit = self
+            .inner
+            .window
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ClientError::Closed)?;
+        self.wait_for_space().await?;
+        let mut flags = publish_flags::CONFIRM;
+        if options.await_delivered {
+            flags |= publish_flags::AWAIT_DELIVERED;
+        }
+        let timeout_ms = options.await_timeout.map_or(0, |timeout| {
+            timeout.as_millis().min(u32::MAX as u128) as u32
+        });
+        let (sender, receiver) = oneshot::channel();
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        state.next_sequence += 1;
+        message.sequence = state.next_sequence;
+        let request_id = state.next_request_id;
+        state.next_request_id += 1;
+        let mut frame = BytesMut::new();
+        encode_publish(&mut frame, request_id, flags, timeout_ms, &message)
+            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        let frame = frame.freeze();
+        if state.connected {
+            state.out.extend_from_slice(&frame);
+        }
+        let resend = message.delivery_mode.needs_ack() || options.await_delivered;
+        if !state.connected && !resend {
+            // Best-effort publishes are not kept across a disconnection.
+            return Err(ClientError::Disconnected);
+        }
+        let pending = PendingPublish {
+            sender,
+            frame: resend.then_some(frame),
+            _permit: Some(permit),
+        };
+        state.pending.insert(request_id, pending);
+        drop(state);
+        self.inner.writer_wake.notify_one();
+        Ok(receiver)
+    }
+
+    /// Opens a subscription and waits until the broker confirms it is live.
+    pub async fn subscribe(&self, options: SubscribeOptions) -> Result<Subscription, ClientError> {
+        let (sender, receiver) = mpsc::channel(self.inner.options.subscription_buffer.max(1));
+        let (ready_sender, ready) = oneshot::channel();
+        let sub_id = {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(ClientError::Closed);
+            }
+            let sub_id = state.next_sub_id;
+            state.next_sub_id += 1;
+            let request = subscribe_frame(sub_id, &options);
+            if state.connected {
+                Frame::Subscribe(request.clone())
+                    .encode(&mut state.out)
+                    .map_err(|error| ClientError::Encode(error.to_string()))?;
+            }
+            state.subs.insert(
+                sub_id,
+                SubEntry {
+                    request,
+                    sender,
+                    ready: Some(ready_sender),
+                },
+            );
+            sub_id
+        };
+        self.inner.writer_wake.notify_one();
+        match ready.await {
+            Ok(Ok(())) => Ok(Subscription {
+                sub_id,
+                receiver,
+                client: self.clone(),
+                ack: options.ack,
+            }),
+            Ok(Err(error)) => {
+                self.lock().subs.remove(&sub_id);
+                Err(error)
+            }
+            Err(_) => Err(ClientError::Closed),
+        }
+    }
+
+    pub(crate) fn unsubscribe(&self, sub_id: u32) -> Result<(), ClientError> {
+        self.lock().subs.remove(&sub_id);
+        self.send_frame(&Frame::Unsubscribe { sub_id })
+    }
+
+    /// Round trip to the broker; when it returns, everything sent before it
+    /// has been processed by the broker.
+    pub async fn ping(&self) -> Result<Duration, ClientError> {
+        let started = std::time::Instant::now();
+        let (sender, receiver) = oneshot::channel();
+        let nonce = {
+            let mut state = self.lock();
+            state.next_request_id += 1;
+            let nonce = state.next_request_id;
+            state.pings.insert(nonce, sender);
+            nonce
+        };
+        self.send_frame(&Frame::Ping { nonce })?;
+        receiver.await.map_err(|_| ClientError::Disconnected)?;
+        Ok(started.elapsed())
+    }
+
+    /// Closes cleanly: sends what is buffered, says `CLOSE`, waits for the
+    /// broker's `CLOSE` (bounded by the connect timeout), and stops.
+    pub async fn close(&self) {
+        let (sender, receiver) = oneshot::channel();
+        let connected = {
+            let mut state = self.lock();
+            if state.closed {
+                return;
+            }
+            state.close_ack = Some(sender);
+            state.connected
+        };
+        if connected && self.send_frame(&Frame::Close).is_ok() {
+            let _ = tokio::time::timeout(self.inner.options.connect_timeout, receiver).await;
+        }
+        self.shut_down();
+    }
+
+    fn shut_down(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.connected = false;
+        for (_, pending) in state.pending.drain() {
+            let _ = pending.sender.send(Err(ClientError::Closed));
+        }
+        state.subs.clear();
+        state.pings.clear();
+        drop(state);
+        self.inner.window.close();
+        self.inner.writer_wake.notify_one();
+        self.inner.space.notify_waiters();
+    }
+}
+
+fn subscribe_frame(sub_id: u32, options: &SubscribeOptions) -> Subscribe {
+    let (filter_kind, filter) = options
+        .filter
+        .clone()
+        .unwrap_or((FilterKind::None, String::new()));
+    Subscribe {
+        sub_id,
+        topic_filter: options.topic_filter.clone(),
+        queue_group: options.queue_group.clone().unwrap_or_default(),
+        filter_kind,
+        filter,
+        ack_mode: if options.ack == AckPolicy::OnWrite {
+            AckMode::Auto
+        } else {
+            AckMode::Client
+        },
+        policy: options.policy,
+        queue_capacity: options.queue_capacity.unwrap_or(0),
+        max_unacked: options.max_unacked.unwrap_or(0),
+        flags: if options.credit.is_some() {
+            subscribe_flags::CREDIT_MODE
+        } else {
+            0
+        },
+        initial_credit: options.credit.unwrap_or(0),
+    }
+}
+
+/// Connects and runs the handshake.
+async fn open(address: &str, options: &ClientOptions) -> Result<(TcpStream, Welcome), ClientError> {
+    let failure = |reason: String| ClientError::Connect {
+        address: address.to_string(),
+        reason,
+    };
+    let attempt = async {
+        let mut stream = TcpStream::connect(address)
+            .await
+            .map_err(|error| failure(error.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let hello = Hello {
+            version_min: PROTOCOL_VERSION_MIN,
+            version_max: PROTOCOL_VERSION,
+            client_name: options.name.clone(),
+        };
+        let mut buf = BytesMut::new();
+        Frame::Hello(hello)
+            .encode(&mut buf)
+            .map_err(|error| failure(error.to_string()))?;
+        stream
+            .write_all(&buf)
+            .await
+            .map_err(|error| failure(error.to_string()))?;
+        buf.clear();
+        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        loop {
+            match decoder
+                .decode(&mut buf)
+                .map_err(|error| failure(error.to_string()))?
+            {
+                Some(Frame::Welcome(welcome)) => return Ok((stream, welcome)),
+                Some(Frame::Error(error)) => {
+                    return Err(failure(format!("{}: {}", error.code, error.message)))
+                }
+                Some(other) => {
+                    return Err(failure(format!("expected WELCOME, got {}", other.name())))
+                }
+                None => {}
+            }
+            let read = stream
+                .read_buf(&mut buf)
+                .await
+                .map_err(|error| failure(error.to_string()))?;
+            if read == 0 {
+                return Err(failure("connection closed during the handshake".into()));
+            }
+        }
+    };
+    tokio::time::timeout(options.connect_timeout, attempt)
+        .await
+        .map_err(|_| failure(format!("no WELCOME within {:?}", options.connect_timeout)))?
+}
+
+impl Client {
+    /// Keeps the connection: runs it, and on loss reconnects with backoff.
+    async fn supervise(self, first: TcpStream) {
+        let mut stream = Some(first);
+        let mut delay = RECONNECT_DELAY_MIN;
+        let mut reconnected = false;
+        loop {
+            if let Some(current) = stream.take() {
+                if reconnected {
+                    self.resume();
+                }
+                reconnected = true;
+                let (reader, writer) = current.into_split();
+                let max_frame = self
+                    .lock()
+                    .welcome
+                    .as_ref()
+                    .map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
+                let mut writer_task = tokio::spawn(self.clone().write_loop(writer));
+                let mut reader_task = tokio::spawn(self.clone().read_loop(reader, max_frame));
+                tokio::select! {
+                    _ = &mut writer_task => reader_task.abort(),
+                    _ = &mut reader_task => writer_task.abort(),
+                }
+                self.suspend();
+                delay = RECONNECT_DELAY_MIN;
+            }
+            if self.lock().closed || !self.inner.options.reconnect {
+                self.shut_down();
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(self.inner.options.reconnect_delay_max);
+            match open(&self.inner.address, &self.inner.options).await {
+                Ok((new_stream, welcome)) => {
+                    self.lock().welcome = Some(welcome);
+                    stream = Some(new_stream);
+                }
+                Err(error) => tracing::debug!(%error, "reconnect failed"),
+            }
+        }
+    }
+
+    /// After a (re)connect: subscriptions first, then unconfirmed reliable
+    /// publishes in their original order, then what was buffered meanwhile.
+    fn resume(&self) {
+        let mut state = self.lock();
+        let mut prefix = BytesMut::new();
+        let mut sub_ids: Vec<u32> = state.subs.keys().copied().collect();
+        sub_ids.sort_unstable();
+        // The new session has no subscriptions: open them all again, under
+        // the same ids, so that their streams carry on.
+        for sub_id in sub_ids {
+            if let Some(entry) = state.subs.get(&sub_id) {
+                let _ = Frame::Subscribe(entry.request.clone()).encode(&mut prefix);
+            }
+        }
+        let mut request_ids: Vec<u64> = state.pending.keys().copied().collect();
+        request_ids.sort_unstable();
+        for request_id in request_ids {
+            if let Some(frame) = state
+                .pending
+                .get(&request_id)
+                .and_then(|pending| pending.frame.as_ref())
+            {
+                prefix.extend_from_slice(frame);
+            }
+        }
+        let buffered = std::mem::take(&mut state.out);
+        prefix.extend_from_slice(&buffered);
+        state.out = prefix;
+        state.connected = true;
+        drop(state);
+        self.inner.writer_wake.notify_one();
+    }
+
+    /// After a loss: drop unsent frames (they belong to the old session),
+    /// fail what will not be resent, keep reliable publishes for resending.
+    fn suspend(&self) {
+        let mut state = self.lock();
+        state.connected = false;
+        state.out.clear();
+        state.acks.clear();
+        let lost: Vec<u64> = state
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.frame.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        for request_id in lost {
+            if let Some(pending) = state.pending.remove(&request_id) {
+                let _ = pending.sender.send(Err(ClientError::Disconnected));
+            }
+        }
+        state.pings.clear();
+        if let Some(close_ack) = state.close_ack.take() {
+            let _ = close_ack.send(());
+        }
+        drop(state);
+        self.inner.space.notify_waiters();
+    }
+
+    async fn write_loop(self, mut writer: OwnedWriteHalf) {
+        let mut batch = BytesMut::new();
+        loop {
+            {
+                let mut state = self.lock();
+                for chunk in state.acks.chunks(ACK_BATCH_MAX) {
+                    let _ = Frame::Ack {
+                        delivery_tags: chunk.to_vec(),
+                    }
+                    .encode(&mut batch);
+                }
+                state.acks.clear();
+                batch.extend_from_slice(&state.out);
+                state.out.clear();
+                if batch.is_empty() && state.closed {
+                    return;
+                }
+            }
+            if batch.is_empty() {
+                self.inner.writer_wake.notified().await;
+                continue;
+            }
+            self.inner.space.notify_waiters();
+            if writer.write_all(&batch).await.is_err() {
+                return;
+            }
+            batch.clear();
+        }
+    }
+}
+
+impl Client {
+    async fn read_loop(self, mut reader: OwnedReadHalf, max_frame_bytes: u32) {
+        let decoder = Decoder::new(max_frame_bytes);
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        loop {
+            loop {
+                match decoder.decode(&mut buf) {
+                    Ok(Some(frame)) => {
+                        if !self.dispatch(frame).await {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(error) if error.is_fatal() => {
+                        tracing::warn!(%error, "broker sent an undecodable stream");
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "skipping a malformed frame from the broker")
+                    }
+                }
+            }
+            if buf.capacity() - buf.len() < 16 * 1024 {
+                buf.reserve(64 * 1024);
+            }
+            match reader.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Acts on one frame from the broker; false when the connection ends.
+    async fn dispatch(&self, frame: Frame) -> bool {
+        match frame {
+            Frame::Deliver(deliver) => self.deliver(deliver).await,
+            Frame::Confirm(confirm) => {
+                let pending = self.lock().pending.remove(&confirm.request_id);
+                if let Some(pending) = pending {
+                    let _ = pending.sender.send(Ok(confirm));
+                }
+            }
+            Frame::Subscribed { sub_id } => {
+                let ready = self
+                    .lock()
+                    .subs
+                    .get_mut(&sub_id)
+                    .and_then(|entry| entry.ready.take());
+                if let Some(ready) = ready {
+                    let _ = ready.send(Ok(()));
+                }
+            }
+            Frame::Pong { nonce } => {
+                if let Some(waiter) = self.lock().pings.remove(&nonce) {
+                    let _ = waiter.send(());
+                }
+            }
+            Frame::Ping { nonce } => {
+                let _ = self.send_frame(&Frame::Pong { nonce });
+            }
+            Frame::Error(error) => return self.refused(error),
+            Frame::Close => {
+                if let Some(close_ack) = self.lock().close_ack.take() {
+                    let _ = close_ack.send(());
+                }
+                return false;
+            }
+            other => tracing::warn!("unexpected {} from the broker", other.name()),
+        }
+        true
+    }
+
+    async fn deliver(&self, deliver: Deliver) {
+        let sender = self
+            .lock()
+            .subs
+            .get(&deliver.sub_id)
+            .map(|entry| entry.sender.clone());
+        let Some(sender) = sender else {
+            // Deliveries can still arrive for a subscription just closed.
+            return;
+        };
+        let delivery = Delivery {
+            message: deliver.message,
+            sub_id: deliver.sub_id,
+            delivery_tag: deliver.delivery_tag,
+            redelivered: deliver.flags & deliver_flags::REDELIVERED != 0,
+            client: self.clone(),
+        };
+        // Waiting here when the application is slow stops reading, so the
+        // broker's queue for this connection fills and its policy applies.
+        let _ = sender.send(delivery).await;
+    }
+
+    /// Routes an `ERROR` to the request it refers to; false when fatal.
+    fn refused(&self, error: ErrorFrame) -> bool {
+        let failure = ClientError::Refused {
+            code: error.code,
+            message: error.message.clone(),
+        };
+        let mut state = self.lock();
+        if error.reference >= REQUEST_ID_BASE {
+            if let Some(pending) = state.pending.remove(&error.reference) {
+                let _ = pending.sender.send(Err(failure));
+            }
+        } else if error.reference != 0 {
+            let sub_id = error.reference as u32;
+            let failed_subscribe = state
+                .subs
+                .get_mut(&sub_id)
+                .and_then(|entry| entry.ready.take());
+            match failed_subscribe {
+                Some(ready) => {
+                    let _ = ready.send(Err(failure));
+                }
+                None => {
+                    // An error about a live subscription (slow consumer): end its stream.
+                    if error.fatal {
+                        state.subs.remove(&sub_id);
+                    }
+                }
+            }
+        }
+        if error.fatal {
+            tracing::warn!(code = %error.code, message = %error.message, "broker closed the connection");
+        } else if error.reference == 0 {
+            tracing::warn!(code = %error.code, message = %error.message, "broker reported an error");
+        }
+        !error.fatal
+    }
+}

@@ -1,0 +1,37 @@
+//! Client errors.
+
+use sift_proto::ErrorCode;
+
+/// What went wrong in a client call.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientError {
+    /// Could not connect or the handshake failed.
+    #[error("cannot connect to {address}: {reason}")]
+    Connect {
+        /// The address tried.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// The broker refused a request.
+    #[error("broker refused: {code}: {message}")]
+    Refused {
+        /// The broker's error code.
+        code: ErrorCode,
+        /// The broker's explanation.
+        message: String,
+    },
+    /// The connection dropped before the broker answered, and the request
+    /// was not one the client resends.
+    #[error("connection lost before the broker answered")]
+    Disconnected,
+    /// The client was closed.
+    #[error("client is closed")]
+    Closed,
+    /// The broker did not answer in time.
+    #[error("no answer from the broker within {0:?}")]
+    Timeout(std::time::Duration),
+    /// The request could not be encoded (a field too long).
+    #[error("cannot encode request: {0}")]
+    Encode(String),
+}

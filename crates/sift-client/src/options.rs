@@ -1,0 +1,130 @@
+//! Options of the client, its publishes and its subscriptions.
+
+use std::time::Duration;
+
+use sift_proto::{FilterKind, QueuePolicy};
+
+/// Options of a client connection.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Name sent in `HELLO`; the broker stamps it as the publisher.
+    pub name: String,
+    /// Reconnect when the connection drops.
+    pub reconnect: bool,
+    /// Longest pause between reconnect attempts (backoff doubles up to it).
+    pub reconnect_delay_max: Duration,
+    /// Time allowed for connecting and the handshake.
+    pub connect_timeout: Duration,
+    /// Bytes of unsent frames after which publishers wait for the writer.
+    pub write_buffer_bytes_max: usize,
+    /// Deliveries buffered per subscription before the reader waits.
+    pub subscription_buffer: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            name: format!("sift-client-{}", std::process::id()),
+            reconnect: true,
+            reconnect_delay_max: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(5),
+            write_buffer_bytes_max: 4 * 1024 * 1024,
+            subscription_buffer: 8192,
+        }
+    }
+}
+
+/// Options of one confirmed publish.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PublishOptions {
+    /// Confirm only when every matched subscriber acknowledged (JBI sync).
+    pub await_delivered: bool,
+    /// How long the broker waits for those acks; `None` = broker default.
+    pub await_timeout: Option<Duration>,
+}
+
+/// How the application acknowledges deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AckPolicy {
+    /// The client acknowledges each delivery when it hands it over.
+    #[default]
+    Auto,
+    /// The application calls [`crate::Delivery::ack`].
+    Manual,
+    /// The broker counts a delivery as acknowledged once written (fastest,
+    /// at-most-once for reliable messages if the client dies).
+    OnWrite,
+}
+
+/// What to subscribe to and how.
+#[derive(Debug, Clone)]
+pub struct SubscribeOptions {
+    /// Topic filter (`a.*.c`, `a.>`).
+    pub topic_filter: String,
+    /// Queue group; one member of the group gets each message.
+    pub queue_group: Option<String>,
+    /// Content filter language and text.
+    pub filter: Option<(FilterKind, String)>,
+    /// How deliveries are acknowledged.
+    pub ack: AckPolicy,
+    /// What a full queue at the broker does.
+    pub policy: QueuePolicy,
+    /// Queue bound at the broker; `None` = broker default.
+    pub queue_capacity: Option<u32>,
+    /// Reliable deliveries in flight; `None` = broker default.
+    pub max_unacked: Option<u32>,
+    /// Credit mode with this initial credit: more comes from [`crate::Subscription::grant`].
+    pub credit: Option<u32>,
+}
+
+impl SubscribeOptions {
+    /// Default options for `topic_filter`.
+    pub fn new(topic_filter: impl Into<String>) -> SubscribeOptions {
+        SubscribeOptions {
+            topic_filter: topic_filter.into(),
+            queue_group: None,
+            filter: None,
+            ack: AckPolicy::Auto,
+            policy: QueuePolicy::Block,
+            queue_capacity: None,
+            max_unacked: None,
+            credit: None,
+        }
+    }
+
+    /// Joins queue group `group`.
+    pub fn queue_group(mut self, group: impl Into<String>) -> Self {
+        self.queue_group = Some(group.into());
+        self
+    }
+
+    /// Sets the acknowledgement policy.
+    pub fn ack(mut self, ack: AckPolicy) -> Self {
+        self.ack = ack;
+        self
+    }
+
+    /// Sets the full-queue policy.
+    pub fn policy(mut self, policy: QueuePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the queue bound.
+    pub fn queue_capacity(mut self, capacity: u32) -> Self {
+        self.queue_capacity = Some(capacity);
+        self
+    }
+
+    /// Sets the window of unacknowledged reliable deliveries.
+    pub fn max_unacked(mut self, max_unacked: u32) -> Self {
+        self.max_unacked = Some(max_unacked);
+        self
+    }
+
+    /// Sets a content filter.
+    pub fn filter(mut self, kind: FilterKind, text: impl Into<String>) -> Self {
+        self.filter = Some((kind, text.into()));
+        self
+    }
+}

@@ -1,0 +1,113 @@
+//! Subscriptions as the application sees them: a stream of deliveries.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use sift_core::Message;
+use tokio::sync::mpsc;
+
+use crate::connection::Client;
+use crate::options::AckPolicy;
+use crate::ClientError;
+
+/// One message delivered to a subscription.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The message.
+    pub message: Message,
+    /// The subscription it came through.
+    pub sub_id: u32,
+    /// Tag to acknowledge; 0 when the message needs no acknowledgement.
+    pub delivery_tag: u64,
+    /// True when the broker delivered it before without an ack.
+    pub redelivered: bool,
+    pub(crate) client: Client,
+}
+
+impl Delivery {
+    /// Acknowledges the delivery (a no-op when it needs none).
+    pub fn ack(&self) -> Result<(), ClientError> {
+        if self.delivery_tag == 0 {
+            return Ok(());
+        }
+        self.client.queue_ack(self.delivery_tag)
+    }
+
+    /// Refuses the delivery: the broker redelivers it (`requeue`) or drops it.
+    pub fn nack(&self, requeue: bool) -> Result<(), ClientError> {
+        if self.delivery_tag == 0 {
+            return Ok(());
+        }
+        self.client.send_frame(&sift_proto::Frame::Nack {
+            delivery_tag: self.delivery_tag,
+            requeue,
+        })
+    }
+}
+
+/// A live subscription: a stream of [`Delivery`]. Dropping it does not
+/// unsubscribe; call [`Subscription::unsubscribe`].
+#[derive(Debug)]
+pub struct Subscription {
+    pub(crate) sub_id: u32,
+    pub(crate) receiver: mpsc::Receiver<Delivery>,
+    pub(crate) client: Client,
+    pub(crate) ack: AckPolicy,
+}
+
+impl Subscription {
+    /// The subscription's id on this connection.
+    pub fn id(&self) -> u32 {
+        self.sub_id
+    }
+
+    /// The next delivery, or `None` once the subscription is closed.
+    /// With [`AckPolicy::Auto`] the delivery is acknowledged here.
+    pub async fn next(&mut self) -> Option<Delivery> {
+        let delivery = self.receiver.recv().await?;
+        self.auto_ack(&delivery);
+        Some(delivery)
+    }
+
+    /// A delivery if one is already waiting, without waiting.
+    pub fn try_next(&mut self) -> Option<Delivery> {
+        let delivery = self.receiver.try_recv().ok()?;
+        self.auto_ack(&delivery);
+        Some(delivery)
+    }
+
+    fn auto_ack(&self, delivery: &Delivery) {
+        if self.ack == AckPolicy::Auto {
+            // A failed ack means the client is closed; the broker will
+            // redeliver, which is the at-least-once contract.
+            let _ = delivery.ack();
+        }
+    }
+
+    /// Grants `credit` more deliveries to a subscription in credit mode.
+    pub fn grant(&self, credit: u32) -> Result<(), ClientError> {
+        self.client.send_frame(&sift_proto::Frame::Flow {
+            sub_id: self.sub_id,
+            credit,
+        })
+    }
+
+    /// Closes the subscription at the broker and ends the stream.
+    pub async fn unsubscribe(self) -> Result<(), ClientError> {
+        self.client.unsubscribe(self.sub_id)
+    }
+}
+
+impl futures_core::Stream for Subscription {
+    type Item = Delivery;
+
+    fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Delivery>> {
+        match self.receiver.poll_recv(context) {
+            Poll::Ready(Some(delivery)) => {
+                self.auto_ack(&delivery);
+                Poll::Ready(Some(delivery))
+            }
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! `sift bench`: throughput and latency of publish-subscribe runs, driven as
+//! real clients over the wire, against an embedded or a running broker.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use clap::{Args, Subcommand};
+use hdrhistogram::Histogram;
+use sift_broker::{Config, RunningBroker};
+use sift_client::{AckPolicy, Client, ClientOptions, PublishOptions, SubscribeOptions};
+use sift_core::{DeliveryMode, Message, TopicName};
+
+use crate::CliError;
+
+/// Topic the bench publishes on.
+const BENCH_TOPIC: &str = "bench.pubsub";
+/// A run ends when subscribers receive nothing for this long.
+const IDLE_END: Duration = Duration::from_secs(3);
+/// Latency histogram bounds: 1 ns to 60 s, 3 significant digits.
+const LATENCY_NS_MAX: u64 = 60_000_000_000;
+
+/// Arguments of `sift bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+enum Scenario {
+    /// P publishers → S subscribers on one topic: throughput and latency.
+    Pubsub(PubsubArgs),
+}
+
+/// Arguments of `sift bench pubsub`.
+#[derive(Debug, Args, Clone)]
+pub struct PubsubArgs {
+    /// Broker to measure; without it an embedded broker is started.
+    #[arg(long)]
+    server: Option<String>,
+    /// Publishers, one connection each.
+    #[arg(long, default_value_t = 1)]
+    pubs: usize,
+    /// Subscribers, one connection each; each gets every message.
+    #[arg(long, default_value_t = 1)]
+    subs: usize,
+    /// Payload bytes per message (at least 8: the send time rides in it).
+    #[arg(long, default_value_t = 128)]
+    size: usize,
+    /// Messages published in all (split across publishers).
+    #[arg(long, default_value_t = 1_000_000)]
+    count: u64,
+    /// best-effort or reliable (reliable publishes are confirmed, pipelined
+    /// within the broker's publish window, and acknowledged by subscribers).
+    #[arg(long, default_value = "best-effort")]
+    mode: String,
+    /// One message in flight at a time: measures latency, not throughput.
+    #[arg(long)]
+    latency: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the chosen scenario.
+pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+    match args.scenario {
+        Scenario::Pubsub(args) => pubsub(args).await,
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, serde::Serialize)]
+struct PubsubResult {
+    pubs: usize,
+    subs: usize,
+    size: usize,
+    mode: String,
+    latency_mode: bool,
+    published: u64,
+    delivered: u64,
+    seconds: f64,
+    publish_msgs_per_s: f64,
+    delivered_msgs_per_s: f64,
+    delivered_mb_per_s: f64,
+    latency_us_p50: f64,
+    latency_us_p90: f64,
+    latency_us_p99: f64,
+    latency_us_p999: f64,
+    latency_us_max: f64,
+}
+
+async fn pubsub(args: PubsubArgs) -> Result<(), CliError> {
+    if args.size < 8 {
+        return Err(CliError::Usage(
+            "--size must be at least 8 bytes (the send time rides in the payload)".into(),
+        ));
+    }
+    let mode: DeliveryMode = args
+        .mode
+        .parse()
+        .map_err(|error| CliError::Usage(format!("--mode: {error}")))?;
+    if mode == DeliveryMode::Persistent {
+        return Err(CliError::Usage(
+            "--mode persistent is not available yet".into(),
+        ));
+    }
+    let (address, embedded) = match &args.server {
+        Some(address) => (address.clone(), None),
+        None => {
+            let config = Config {
+                listen: ([127, 0, 0, 1], 0).into(),
+                ..Config::default()
+            };
+            let broker = RunningBroker::start(config).await?;
+            (broker.local_addr().to_string(), Some(broker))
+        }
+    };
+    let result = if args.latency {
+        latency_run(&args, &address, mode).await?
+    } else {
+        throughput_run(&args, &address, mode).await?
+    };
+    if let Some(broker) = embedded {
+        broker.shutdown().await;
+    }
+    print_result(&result, args.json);
+    Ok(())
+}
+
+fn client_options(name: String) -> ClientOptions {
+    ClientOptions {
+        name,
+        reconnect: false,
+        subscription_buffer: 65_536,
+        ..ClientOptions::default()
+    }
+}
+
+fn bench_message(mode: DeliveryMode, size: usize, epoch: Instant) -> Message {
+    let mut payload = BytesMut::with_capacity(size);
+    payload.put_u64(epoch.elapsed().as_nanos() as u64);
+    payload.resize(size, b'x');
+    let topic =
+        TopicName::new(BENCH_TOPIC).unwrap_or_else(|_| unreachable!("constant topic is valid"));
+    let mut message = Message::new(topic, Bytes::from(payload));
+    message.delivery_mode = mode;
+    message
+}
+
+fn sent_at_ns(payload: &[u8]) -> u64 {
+    payload.get(..8).map_or(0, |head| {
+        u64::from_be_bytes(head.try_into().unwrap_or([0; 8]))
+    })
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3)
+        .unwrap_or_else(|_| unreachable!("constant bounds are valid"))
+}
+
+async fn subscribe_all(
+    args: &PubsubArgs,
+    address: &str,
+    mode: DeliveryMode,
+) -> Result<Vec<(Client, sift_client::Subscription)>, CliError> {
+    let mut subscribers = Vec::with_capacity(args.subs);
+    for index in 0..args.subs {
+        let client = Client::connect(address, client_options(format!("bench-sub-{index}"))).await?;
+        let ack = if mode.needs_ack() {
+            AckPolicy::Auto
+        } else {
+            AckPolicy::OnWrite
+        };
+        let options = SubscribeOptions::new(BENCH_TOPIC)
+            .ack(ack)
+            .max_unacked(65_536)
+            .queue_capacity(1_048_576);
+        let subscription = client.subscribe(options).await?;
+        subscribers.push((client, subscription));
+    }
+    Ok(subscribers)
+}
+
+async fn throughput_run(
+    args: &PubsubArgs,
+    address: &str,
+    mode: DeliveryMode,
+) -> Result<PubsubResult, CliError> {
+    let subscribers = subscribe_all(args, address, mode).await?;
+    let epoch = Instant::now();
+    let expected = args.count;
+    let delivered = Arc::new(AtomicU64::new(0));
+    let last_receive_ns = Arc::new(AtomicU64::new(0));
+    let mut receivers = Vec::new();
+    for (client, mut subscription) in subscribers {
+        let delivered = delivered.clone();
+        let last_receive_ns = last_receive_ns.clone();
+        receivers.push(tokio::spawn(async move {
+            let mut histogram = new_histogram();
+            let mut received = 0u64;
+            while received < expected {
+                let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await
+                else {
+                    break;
+                };
+                let now_ns = epoch.elapsed().as_nanos() as u64;
+                let _ = histogram.record(
+                    now_ns
+                        .saturating_sub(sent_at_ns(&delivery.message.payload))
+                        .max(1),
+                );
+                received += 1;
+                last_receive_ns.fetch_max(now_ns, Ordering::Relaxed);
+            }
+            delivered.fetch_add(received, Ordering::Relaxed);
+            client.close().await;
+            histogram
+        }));
+    }
+    let started_ns = epoch.elapsed().as_nanos() as u64;
+    let mut publishers = Vec::new();
+    for index in 0..args.pubs {
+        let share = args.count / args.pubs as u64
+            + u64::from((index as u64) < args.count % args.pubs as u64);
+        let client = Client::connect(address, client_options(format!("bench-pub-{index}"))).await?;
+        let size = args.size;
+        publishers.push(tokio::spawn(async move {
+            publish_share(client, share, mode, size, epoch).await
+        }));
+    }
+    let mut published = 0;
+    for publisher in publishers {
+        published += publisher
+            .await
+            .map_err(|error| CliError::Usage(format!("publisher task failed: {error}")))??;
+    }
+    let publish_seconds = (epoch.elapsed().as_nanos() as u64 - started_ns) as f64 / 1e9;
+    let mut histogram = new_histogram();
+    for receiver in receivers {
+        if let Ok(part) = receiver.await {
+            let _ = histogram.add(&part);
+        }
+    }
+    let seconds = (last_receive_ns
+        .load(Ordering::Relaxed)
+        .saturating_sub(started_ns)) as f64
+        / 1e9;
+    let delivered = delivered.load(Ordering::Relaxed);
+    Ok(summarize(
+        args,
+        published,
+        delivered,
+        publish_seconds,
+        seconds,
+        &histogram,
+    ))
+}
+
+async fn publish_share(
+    client: Client,
+    share: u64,
+    mode: DeliveryMode,
+    size: usize,
+    epoch: Instant,
+) -> Result<u64, CliError> {
+    let mut confirms = std::collections::VecDeque::new();
+    for _ in 0..share {
+        let message = bench_message(mode, size, epoch);
+        if mode.needs_ack() {
+            confirms.push_back(
+                client
+                    .start_confirmed(message, PublishOptions::default())
+                    .await?,
+            );
+            // Keep the window full but collect confirms as they come.
+            while confirms.len() > 512 {
+                if let Some(confirm) = confirms.pop_front() {
+                    let _ = confirm.await;
+                }
+            }
+        } else {
+            client.publish(message).await?;
+        }
+    }
+    for confirm in confirms {
+        let _ = confirm.await;
+    }
+    client.ping().await?;
+    client.close().await;
+    Ok(share)
+}
+
+async fn latency_run(
+    args: &PubsubArgs,
+    address: &str,
+    mode: DeliveryMode,
+) -> Result<PubsubResult, CliError> {
+    let mut subscribers = subscribe_all(args, address, mode).await?;
+    let publisher = Client::connect(address, client_options("bench-pub-latency".into())).await?;
+    let epoch = Instant::now();
+    let mut histogram = new_histogram();
+    let started = Instant::now();
+    let mut delivered = 0;
+    for _ in 0..args.count {
+        let message = bench_message(mode, args.size, epoch);
+        if mode.needs_ack() {
+            publisher
+                .start_confirmed(message, PublishOptions::default())
+                .await?;
+        } else {
+            publisher.publish(message).await?;
+        }
+        for (_, subscription) in subscribers.iter_mut() {
+            let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await
+            else {
+                return Err(CliError::Usage(
+                    "a subscriber received nothing for 3 s; is the broker overloaded?".into(),
+                ));
+            };
+            let now_ns = epoch.elapsed().as_nanos() as u64;
+            let _ = histogram.record(
+                now_ns
+                    .saturating_sub(sent_at_ns(&delivery.message.payload))
+                    .max(1),
+            );
+            delivered += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    publisher.close().await;
+    for (client, _) in subscribers {
+        client.close().await;
+    }
+    Ok(summarize(
+        args, args.count, delivered, seconds, seconds, &histogram,
+    ))
+}
+
+fn summarize(
+    args: &PubsubArgs,
+    published: u64,
+    delivered: u64,
+    publish_seconds: f64,
+    seconds: f64,
+    histogram: &Histogram<u64>,
+) -> PubsubResult {
+    let per_second = |count: u64, over: f64| if over > 0.0 { count as f64 / over } else { 0.0 };
+    let micros = |quantile: f64| histogram.value_at_quantile(quantile) as f64 / 1000.0;
+    PubsubResult {
+        pubs: args.pubs,
+        subs: args.subs,
+        size: args.size,
+        mode: args.mode.clone(),
+        latency_mode: args.latency,
+        published,
+        delivered,
+        seconds,
+        publish_msgs_per_s: per_second(published, publish_seconds),
+        delivered_msgs_per_s: per_second(delivered, seconds),
+        delivered_mb_per_s: per_second(delivered, seconds) * args.size as f64 / 1e6,
+        latency_us_p50: micros(0.5),
+        latency_us_p90: micros(0.9),
+        latency_us_p99: micros(0.99),
+        latency_us_p999: micros(0.999),
+        latency_us_max: histogram.max() as f64 / 1000.0,
+    }
+}
+
+fn print_result(result: &PubsubResult, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(result).unwrap_or_default());
+        return;
+    }
+    println!(
+        "pubsub {} pub → {} sub, {} B, {}{}",
+        result.pubs,
+        result.subs,
+        result.size,
+        result.mode,
+        if result.latency_mode {
+            ", one in flight"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  published {} ({:.0} msgs/s), delivered {} in {:.3} s: {:.0} msgs/s, {:.1} MB/s",
+        result.published,
+        result.publish_msgs_per_s,
+        result.delivered,
+        result.seconds,
+        result.delivered_msgs_per_s,
+        result.delivered_mb_per_s
+    );
+    println!(
+        "  latency µs: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",
+        result.latency_us_p50,
+        result.latency_us_p90,
+        result.latency_us_p99,
+        result.latency_us_p999,
+        result.latency_us_max
+    );
+}

@@ -1,0 +1,75 @@
+//! `sift broker`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use sift_broker::{Config, RunningBroker};
+
+use crate::CliError;
+
+/// Arguments of `sift broker`.
+#[derive(Debug, Args)]
+pub struct BrokerArgs {
+    /// Address to listen on [default: 127.0.0.1:7400, or the config file's].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Data directory [default: ./sift-data, or the config file's].
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// TOML configuration file; see sift.example.toml for every option.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Broker name sent to clients.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+/// Runs a broker until SIGINT or SIGTERM, then shuts it down cleanly.
+pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(data) = args.data {
+        config.data_dir = data;
+    }
+    if let Some(name) = args.name {
+        config.name = name;
+    }
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| CliError::File {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let broker = RunningBroker::start(config).await?;
+    println!("sift broker listening on {}", broker.local_addr());
+    wait_for_signal().await;
+    println!("sift broker shutting down");
+    let stats = broker.shutdown().await;
+    let summary: Vec<String> = stats
+        .entries()
+        .into_iter()
+        .filter(|(_, value)| *value != 0)
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    println!("sift broker stopped: {}", summary.join(" "));
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -301,6 +301,6 @@ mod tests {
         assert!(!filter("a.>").matches(&name("a")));
         assert!(filter(">").matches(&name("x")));
         assert!(filter("*.*.c").matches(&name("a.b.c")));
-        assert!(filter("a.*").is_literal() == false && filter("a.b").is_literal());
+        assert!(!filter("a.*").is_literal() && filter("a.b").is_literal());
     }
 }

@@ -45,9 +45,9 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
         source,
     })?;
     let broker = RunningBroker::start(config).await?;
-    println!("sift broker listening on {}", broker.local_addr());
+    say(&format!("sift broker listening on {}", broker.local_addr()));
     wait_for_signal().await;
-    println!("sift broker shutting down");
+    say("sift broker shutting down");
     let stats = broker.shutdown().await;
     let summary: Vec<String> = stats
         .entries()
@@ -55,8 +55,16 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
         .filter(|(_, value)| *value != 0)
         .map(|(name, value)| format!("{name}={value}"))
         .collect();
-    println!("sift broker stopped: {}", summary.join(" "));
+    say(&format!("sift broker stopped: {}", summary.join(" ")));
     Ok(())
+}
+
+/// Prints a status line. A closed or broken stdout (a supervisor that went
+/// away) must not stop the broker, so write errors are ignored.
+fn say(line: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
 
 async fn wait_for_signal() {

@@ -1,0 +1,10 @@
+//! Integration tests: real brokers on ephemeral ports, real clients and raw
+//! sockets over loopback. One test binary (modules below) to keep link time
+//! down.
+
+mod common;
+mod delivery;
+mod limits;
+mod policies;
+mod reliability;
+mod routing;

@@ -1,0 +1,193 @@
+//! Reliable delivery: acks, redelivery, queue-group failover, publisher
+//! order, await=delivered reports, and client reconnection.
+
+use std::time::Duration;
+
+use sift_client::{AckPolicy, Client, ClientError, ClientOptions, ConfirmStatus, PublishOptions, SubscribeOptions};
+use sift_proto::ErrorCode;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn unacked_deliveries_are_redelivered_after_the_ack_timeout() {
+    let broker = broker_with(|config| config.delivery.ack_timeout_ms = 200).await;
+    let subscriber = client(&broker, "sub").await;
+    let mut subscription =
+        subscriber.subscribe(SubscribeOptions::new("jobs").ack(AckPolicy::Manual)).await.expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    publisher.publish_confirmed(reliable("jobs", "job-1"), PublishOptions::default()).await.expect("confirm");
+    let first = next(&mut subscription).await;
+    assert!(!first.redelivered);
+    // Not acknowledged: it comes back, marked.
+    let again = next(&mut subscription).await;
+    assert_eq!(text(&again), "job-1");
+    assert!(again.redelivered);
+    again.ack().expect("ack");
+    assert!(stays_quiet(&mut subscription).await, "acknowledged: no more redelivery");
+    assert!(broker.stats().redelivered >= 1);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dead_subscribers_unacked_messages_go_to_another_group_member() {
+    let broker = broker().await;
+    let doomed = client(&broker, "doomed").await;
+    let mut doomed_subscription = doomed
+        .subscribe(SubscribeOptions::new("jobs").queue_group("g").ack(AckPolicy::Manual))
+        .await
+        .expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    for index in 0..5 {
+        publisher.publish_confirmed(reliable("jobs", &index.to_string()), PublishOptions::default()).await.expect("ok");
+    }
+    // The only member holds all five, unacknowledged.
+    assert_eq!(texts(&mut doomed_subscription, 5).await.len(), 5);
+    let survivor = client(&broker, "survivor").await;
+    let mut survivor_subscription =
+        survivor.subscribe(SubscribeOptions::new("jobs").queue_group("g")).await.expect("subscribe");
+    doomed.close().await;
+    let mut taken_over = Vec::new();
+    for _ in 0..5 {
+        let delivery = next(&mut survivor_subscription).await;
+        assert!(delivery.redelivered, "handed-over messages are marked redelivered");
+        taken_over.push(text(&delivery));
+    }
+    assert_eq!(taken_over, ["0", "1", "2", "3", "4"], "in publisher order");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn nack_with_requeue_redelivers_at_once() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let mut subscription =
+        subscriber.subscribe(SubscribeOptions::new("jobs").ack(AckPolicy::Manual)).await.expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    publisher.publish_confirmed(reliable("jobs", "j"), PublishOptions::default()).await.expect("confirm");
+    next(&mut subscription).await.nack(true).expect("nack");
+    let again = next(&mut subscription).await;
+    assert!(again.redelivered);
+    again.nack(false).expect("nack");
+    assert!(stays_quiet(&mut subscription).await, "nack without requeue drops");
+    assert_eq!(broker.stats().dropped_rejected, 1);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn reliable_messages_keep_publisher_order_per_subscriber() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let mut subscription = subscriber.subscribe(SubscribeOptions::new("seq")).await.expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    let mut confirms = Vec::new();
+    for index in 0..2000 {
+        confirms.push(publisher.start_confirmed(reliable("seq", &index.to_string()), Default::default()).await.expect("send"));
+    }
+    for confirm in confirms {
+        assert_eq!(confirm.await.expect("answer").expect("confirm").status, ConfirmStatus::Accepted);
+    }
+    let mut previous_sequence = 0;
+    for index in 0..2000 {
+        let delivery = next(&mut subscription).await;
+        assert_eq!(text(&delivery), index.to_string());
+        assert!(delivery.message.sequence > previous_sequence);
+        previous_sequence = delivery.message.sequence;
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn await_delivered_confirms_after_every_ack_or_names_who_did_not() {
+    let broker = broker().await;
+    let acker = client(&broker, "acker").await;
+    let mut acking = acker.subscribe(SubscribeOptions::new("sync")).await.expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    let options = PublishOptions { await_delivered: true, await_timeout: Some(Duration::from_secs(5)) };
+    let (confirm, _) = tokio::join!(publisher.publish_confirmed(reliable("sync", "a"), options), next(&mut acking));
+    let confirm = confirm.expect("confirm");
+    assert_eq!((confirm.status, confirm.matched, confirm.acked), (ConfirmStatus::Delivered, 1, 1));
+    // A second subscriber that never acknowledges.
+    let silent = client(&broker, "silent").await;
+    let _silent_subscription =
+        silent.subscribe(SubscribeOptions::new("sync").ack(AckPolicy::Manual)).await.expect("subscribe");
+    let options = PublishOptions { await_delivered: true, await_timeout: Some(Duration::from_millis(300)) };
+    let (confirm, _) = tokio::join!(publisher.publish_confirmed(message("sync", "b"), options), next(&mut acking));
+    let confirm = confirm.expect("confirm");
+    assert_eq!((confirm.status, confirm.matched, confirm.acked), (ConfirmStatus::Incomplete, 2, 1));
+    assert_eq!(confirm.pending.len(), 1);
+    assert!(confirm.pending[0].starts_with("silent#"), "{:?}", confirm.pending);
+    let none = publisher.publish_confirmed(message("nobody", "c"), options).await.expect("confirm");
+    assert_eq!(none.status, ConfirmStatus::NoSubscribers);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn persistent_publishes_are_refused_clearly() {
+    let broker = broker().await;
+    let publisher = client(&broker, "pub").await;
+    let mut persistent = message("t", "x");
+    persistent.delivery_mode = sift_core::DeliveryMode::Persistent;
+    let refused = publisher.publish_confirmed(persistent, PublishOptions::default()).await;
+    match refused {
+        Err(ClientError::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::Unsupported);
+            assert!(message.contains("persistent"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // The connection is still usable.
+    publisher.publish_confirmed(message("t", "x"), PublishOptions::default()).await.expect("confirm");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn expired_messages_are_not_delivered() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let mut options = SubscribeOptions::new("t");
+    options.credit = Some(0);
+    let mut subscription = subscriber.subscribe(options).await.expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    let mut short_lived = message("t", "expired");
+    short_lived.expiry_ns = sift_broker::publish::now_ns() + 50_000_000;
+    publisher.publish(short_lived).await.expect("publish");
+    publisher.publish(message("t", "kept")).await.expect("publish");
+    publisher.ping().await.expect("ping");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    subscription.grant(10).expect("grant");
+    assert_eq!(texts(&mut subscription, 1).await, ["kept"]);
+    assert_eq!(broker.stats().dropped_expired, 1);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn clients_reconnect_resubscribe_and_resend_unconfirmed_reliable_publishes() {
+    let first = broker().await;
+    let address = first.local_addr();
+    let options = ClientOptions { reconnect: true, reconnect_delay_max: Duration::from_millis(100), ..Default::default() };
+    let subscriber = Client::connect(address.to_string(), options.clone()).await.expect("connect");
+    let mut subscription = subscriber.subscribe(SubscribeOptions::new("t")).await.expect("subscribe");
+    let publisher = Client::connect(address.to_string(), options).await.expect("connect");
+    publisher.publish_confirmed(reliable("t", "before"), PublishOptions::default()).await.expect("confirm");
+    assert_eq!(texts(&mut subscription, 1).await, ["before"]);
+    first.shutdown().await;
+    // The same address again: clients find it and restore their state.
+    let second = broker_with(|config| config.listen = address).await;
+    let confirm = tokio::time::timeout(PATIENCE, publisher.publish_confirmed(reliable("t", "after"), Default::default()))
+        .await
+        .expect("confirmed after reconnecting")
+        .expect("confirm");
+    // The subscription may be restored just after the publish; publish until it is seen.
+    let mut seen = confirm.matched == 1;
+    for attempt in 0..50 {
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let retry = publisher.publish_confirmed(reliable("t", "after"), Default::default()).await.expect("confirm");
+        seen = retry.matched == 1;
+        assert!(attempt < 49, "subscription never restored");
+    }
+    assert_eq!(text(&next(&mut subscription).await), "after");
+    second.shutdown().await;
+}

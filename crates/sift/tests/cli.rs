@@ -1,0 +1,173 @@
+//! The `sift` binary as a user runs it: broker, sub and pub as separate
+//! processes talking over loopback.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SIFT: &str = env!("CARGO_BIN_EXE_sift");
+
+/// A child process killed when the test ends, pass or fail.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `sift broker` on an ephemeral port and returns it with its address.
+fn start_broker(data: &std::path::Path) -> (Running, String) {
+    let mut child = Command::new(SIFT)
+        .args(["broker", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("broker starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    BufReader::new(stdout).read_line(&mut first).expect("broker prints its address");
+    let address = first.trim().rsplit(' ').next().expect("address").to_string();
+    assert!(first.starts_with("sift broker listening on 127.0.0.1:"), "{first}");
+    (Running(child), address)
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sift-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Starts `sift sub` and waits until it says it is subscribed.
+fn start_sub(address: &str, extra: &[&str]) -> Running {
+    let mut child = Command::new(SIFT)
+        .args(["sub", "--server", address])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sub starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line).expect("sub reports");
+    assert!(line.starts_with("subscribed to"), "{line}");
+    Running(child)
+}
+
+fn wait_output(mut running: Running) -> (bool, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = running.0.try_wait().expect("wait") {
+            let mut out = String::new();
+            if let Some(stdout) = running.0.stdout.take() {
+                for line in BufReader::new(stdout).lines() {
+                    out.push_str(&line.expect("utf-8"));
+                    out.push('\n');
+                }
+            }
+            return (status.success(), out);
+        }
+        assert!(Instant::now() < deadline, "process did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn pub_and_sub_round_trip_with_typed_properties_and_json_output() {
+    let data = temp_dir("roundtrip");
+    let (_broker, address) = start_broker(&data);
+    let sub = start_sub(&address, &["--topic", "jbi.>", "--count", "2", "--format", "json"]);
+    let published = Command::new(SIFT)
+        .args(["pub", "--server", &address, "--topic", "jbi.basic", "--count", "2", "--mode", "reliable"])
+        .args(["--prop", "n=42", "--prop", "s=\"42\"", "--prop", "f=2.5", "--prop", "b=true", "--payload", "hello"])
+        .args(["--await", "delivered"])
+        .output()
+        .expect("pub runs");
+    assert!(published.status.success(), "{}", String::from_utf8_lossy(&published.stderr));
+    let confirms = String::from_utf8(published.stdout).expect("utf-8");
+    assert_eq!(confirms, "1: delivered to 1 of 1 matched\n2: delivered to 1 of 1 matched\n");
+    let (ok, out) = wait_output(sub);
+    assert!(ok, "sub exits 0 after --count");
+    let lines: Vec<serde_json::Value> =
+        out.lines().map(|line| serde_json::from_str(line).expect("one JSON object per line")).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["topic"], "jbi.basic");
+    assert_eq!(lines[0]["payload"], "hello");
+    assert_eq!(lines[0]["properties"]["n"], 42);
+    assert_eq!(lines[0]["properties"]["s"], "42");
+    assert_eq!(lines[0]["properties"]["f"], 2.5);
+    assert_eq!(lines[0]["properties"]["b"], true);
+    assert_eq!(lines[0]["priority"], 4);
+    assert!(lines[0]["timestamp_ns"].as_u64().expect("number") > 0);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn pub_reports_no_subscribers_and_bad_arguments_fail_clearly() {
+    let data = temp_dir("nosubs");
+    let (_broker, address) = start_broker(&data);
+    let published =
+        Command::new(SIFT).args(["pub", "--server", &address, "--topic", "nobody.here"]).output().expect("runs");
+    assert!(published.status.success());
+    assert_eq!(String::from_utf8_lossy(&published.stdout), "1: no subscribers\n");
+    let bad_topic = Command::new(SIFT).args(["pub", "--server", &address, "--topic", "a..b"]).output().expect("runs");
+    assert!(!bad_topic.status.success());
+    assert!(String::from_utf8_lossy(&bad_topic.stderr).contains("--topic"));
+    let bad_policy = Command::new(SIFT)
+        .args(["sub", "--server", &address, "--topic", "a", "--policy", "sometimes"])
+        .output()
+        .expect("runs");
+    assert!(!bad_policy.status.success());
+    assert!(String::from_utf8_lossy(&bad_policy.stderr).contains("keep-last:N"));
+    let persistent = Command::new(SIFT)
+        .args(["pub", "--server", &address, "--topic", "t", "--mode", "persistent"])
+        .output()
+        .expect("runs");
+    assert!(!persistent.status.success());
+    assert!(String::from_utf8_lossy(&persistent.stderr).contains("persistent"));
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn broker_stops_cleanly_on_sigterm() {
+    let data = temp_dir("sigterm");
+    let (mut broker, _address) = start_broker(&data);
+    let pid = broker.0.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = broker.0.try_wait().expect("wait") {
+            assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "broker did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(data.is_dir(), "the data directory was created");
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [&["--help"][..], &["broker", "--help"], &["pub", "--help"], &["sub", "--help"], &["bench", "--help"], &["bench", "pubsub", "--help"]] {
+        let output = Command::new(SIFT).args(args).output().expect("runs");
+        assert!(output.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains("Usage"), "{args:?}");
+    }
+}
+
+#[test]
+fn bench_pubsub_runs_embedded_and_prints_json() {
+    let output = Command::new(SIFT)
+        .args(["bench", "pubsub", "--count", "2000", "--subs", "2", "--json"])
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["published"], 2000);
+    assert_eq!(result["delivered"], 4000);
+    assert!(result["latency_us_p99"].as_f64().expect("number") > 0.0);
+}

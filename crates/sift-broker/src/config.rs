@@ -107,15 +107,17 @@ pub struct DeliveryConfig {
     pub write_batch_bytes: usize,
     /// Bytes a connection reader asks the socket for at a time.
     pub read_buffer_bytes: usize,
+    /// Bytes of later publishes a connection reads ahead and holds while one
+    /// of its publishes waits for space in a full `block` queue; reading on
+    /// lets its acks and pings through, so it never waits on itself.
+    pub blocked_read_ahead_bytes: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             name: "sift".to_string(),
-            listen: DEFAULT_LISTEN
-                .parse()
-                .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7400))),
+            listen: DEFAULT_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7400))),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             limits: Limits::default(),
             delivery: DeliveryConfig::default(),
@@ -153,6 +155,7 @@ impl Default for DeliveryConfig {
             match_cache_entries_max: 4_096,
             write_batch_bytes: 64 * 1024,
             read_buffer_bytes: 64 * 1024,
+            blocked_read_ahead_bytes: 1024 * 1024,
         }
     }
 }
@@ -160,35 +163,25 @@ impl Default for DeliveryConfig {
 impl Config {
     /// Reads a TOML file over the defaults and checks the result.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         Config::from_toml(&text).map_err(|error| match error {
-            ConfigError::Parse { source, .. } => ConfigError::Parse {
-                path: path.to_path_buf(),
-                source,
-            },
+            ConfigError::Parse { source, .. } => ConfigError::Parse { path: path.to_path_buf(), source },
             other => other,
         })
     }
 
     /// Parses TOML text over the defaults and checks the result.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
-            path: PathBuf::from("<text>"),
-            source: Box::new(source),
-        })?;
+        let config: Config = toml::from_str(text)
+            .map_err(|source| ConfigError::Parse { path: PathBuf::from("<text>"), source: Box::new(source) })?;
         config.validate()?;
         Ok(config)
     }
 
     /// The default subscription policy, parsed.
     pub fn policy_default(&self) -> QueuePolicy {
-        self.delivery
-            .policy_default
-            .parse()
-            .unwrap_or(QueuePolicy::Block)
+        self.delivery.policy_default.parse().unwrap_or(QueuePolicy::Block)
     }
 
     /// Checks that limits are coherent and non-zero where zero makes no sense.
@@ -199,39 +192,16 @@ impl Config {
             ("limits.max_frame_bytes", u64::from(limits.max_frame_bytes)),
             ("limits.max_connections", u64::from(limits.max_connections)),
             ("limits.handshake_timeout_ms", limits.handshake_timeout_ms),
-            (
-                "limits.max_pending_bytes_per_connection",
-                limits.max_pending_bytes_per_connection,
-            ),
-            (
-                "delivery.queue_capacity_default",
-                u64::from(delivery.queue_capacity_default),
-            ),
-            (
-                "delivery.ack_timeout_ms",
-                u64::from(delivery.ack_timeout_ms),
-            ),
-            (
-                "delivery.max_unacked_default",
-                u64::from(delivery.max_unacked_default),
-            ),
-            (
-                "delivery.publish_window",
-                u64::from(delivery.publish_window),
-            ),
-            (
-                "delivery.write_batch_bytes",
-                delivery.write_batch_bytes as u64,
-            ),
-            (
-                "delivery.read_buffer_bytes",
-                delivery.read_buffer_bytes as u64,
-            ),
+            ("limits.max_pending_bytes_per_connection", limits.max_pending_bytes_per_connection),
+            ("delivery.queue_capacity_default", u64::from(delivery.queue_capacity_default)),
+            ("delivery.ack_timeout_ms", u64::from(delivery.ack_timeout_ms)),
+            ("delivery.max_unacked_default", u64::from(delivery.max_unacked_default)),
+            ("delivery.publish_window", u64::from(delivery.publish_window)),
+            ("delivery.write_batch_bytes", delivery.write_batch_bytes as u64),
+            ("delivery.read_buffer_bytes", delivery.read_buffer_bytes as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(ConfigError::Invalid(format!(
-                "{name} must be greater than 0"
-            )));
+            return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
         if limits.max_payload_bytes >= limits.max_frame_bytes {
             return Err(ConfigError::Invalid(format!(
@@ -240,14 +210,10 @@ impl Config {
             )));
         }
         if delivery.queue_capacity_default > delivery.queue_capacity_max {
-            return Err(ConfigError::Invalid(
-                "delivery.queue_capacity_default exceeds queue_capacity_max".into(),
-            ));
+            return Err(ConfigError::Invalid("delivery.queue_capacity_default exceeds queue_capacity_max".into()));
         }
         if delivery.max_unacked_default > delivery.max_unacked_max {
-            return Err(ConfigError::Invalid(
-                "delivery.max_unacked_default exceeds max_unacked_max".into(),
-            ));
+            return Err(ConfigError::Invalid("delivery.max_unacked_default exceeds max_unacked_max".into()));
         }
         delivery
             .policy_default
@@ -271,10 +237,8 @@ mod tests {
 
     #[test]
     fn partial_files_override_only_what_they_name() {
-        let config = Config::from_toml(
-            "[limits]\nmax_connections = 3\n[delivery]\npolicy_default = \"keep-last:5\"\n",
-        )
-        .expect("valid");
+        let config = Config::from_toml("[limits]\nmax_connections = 3\n[delivery]\npolicy_default = \"keep-last:5\"\n")
+            .expect("valid");
         assert_eq!(config.limits.max_connections, 3);
         assert_eq!(config.limits.max_subscriptions_per_connection, 10_000);
         assert_eq!(config.policy_default(), QueuePolicy::KeepLast(5));
@@ -282,22 +246,13 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bad_values_are_errors() {
-        let misspelt =
-            Config::from_toml("[limits]\nmax_conections = 3\n").expect_err("unknown key");
-        assert!(
-            misspelt.to_string().contains("max_conections"),
-            "{misspelt}"
-        );
+        let misspelt = Config::from_toml("[limits]\nmax_conections = 3\n").expect_err("unknown key");
+        assert!(misspelt.to_string().contains("max_conections"), "{misspelt}");
         let zero = Config::from_toml("[limits]\nmax_connections = 0\n").expect_err("zero");
-        assert!(
-            zero.to_string().contains("limits.max_connections"),
-            "{zero}"
-        );
-        let policy = Config::from_toml("[delivery]\npolicy_default = \"sometimes\"\n")
-            .expect_err("bad policy");
+        assert!(zero.to_string().contains("limits.max_connections"), "{zero}");
+        let policy = Config::from_toml("[delivery]\npolicy_default = \"sometimes\"\n").expect_err("bad policy");
         assert!(policy.to_string().contains("sometimes"), "{policy}");
-        let payload =
-            Config::from_toml("[limits]\nmax_payload_bytes = 100\nmax_frame_bytes = 100\n");
+        let payload = Config::from_toml("[limits]\nmax_payload_bytes = 100\nmax_frame_bytes = 100\n");
         assert!(payload.is_err());
     }
 }

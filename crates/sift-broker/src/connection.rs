@@ -9,25 +9,28 @@
 //! batches. The redelivery timer requeues reliable deliveries whose ack is
 //! late. All three stop when the connection closes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use sift_core::MatchCache;
-use sift_proto::{
-    Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
-};
+use sift_proto::{Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
 use crate::outbox::{Outbox, ReportEvent};
+use crate::publish::Parked;
 use crate::server::BrokerShared;
 use crate::stats::{add, bump};
 use crate::subscription::SubRef;
+
+/// Longest client name accepted in `HELLO`. The name is stamped on every
+/// message as its publisher, so it must stay small.
+pub const CLIENT_NAME_BYTES_MAX: usize = 256;
 
 /// Why a connection's reader stopped.
 #[derive(Debug, thiserror::Error)]
@@ -78,9 +81,7 @@ impl ConnShared {
     /// Locks the outbox. Outbox methods do not panic midway through an
     /// update, so a poisoned lock still guards consistent data.
     pub fn lock(&self) -> MutexGuard<'_, Outbox> {
-        self.outbox
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.outbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// True once the connection has started closing.
@@ -142,12 +143,7 @@ impl ConnShared {
 
 /// An `ERROR` frame.
 pub fn error_frame(code: ErrorCode, reference: u64, fatal: bool, message: String) -> Frame {
-    Frame::Error(ErrorFrame {
-        code,
-        reference,
-        fatal,
-        message,
-    })
+    Frame::Error(ErrorFrame { code, reference, fatal, message })
 }
 
 /// Applies report events collected under an outbox lock.
@@ -181,18 +177,11 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
             return;
         }
     };
-    let conn = ConnShared::new(
-        id,
-        hello.client_name.clone(),
-        shared.config.limits.max_pending_bytes_per_connection,
-    );
+    let conn = ConnShared::new(id, hello.client_name.clone(), shared.config.limits.max_pending_bytes_per_connection);
     shared.register(conn.clone());
     conn.send_control(&Frame::Welcome(welcome(&shared, id)));
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), writer, shared.clone()));
-    let timer_task = tokio::spawn(crate::writer::redelivery_timer(
-        conn.clone(),
-        shared.clone(),
-    ));
+    let timer_task = tokio::spawn(crate::writer::redelivery_timer(conn.clone(), shared.clone()));
     let mut session = Session::new(conn.clone(), shared.clone());
     decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
     let outcome = session.read_loop(&mut reader, &mut buf, &decoder).await;
@@ -200,6 +189,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
         tracing::debug!(connection = id, ?peer, %error, "connection ended");
     }
     conn.close(None);
+    session.abandon_held_publishes();
     session.release_subscriptions();
     // The writer flushes what is queued (a final ERROR or CLOSE) and stops.
     let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
@@ -235,10 +225,7 @@ async fn handshake(
     let first = tokio::time::timeout(limit, read_frame(reader, buf, decoder, shared)).await;
     let frame = match first {
         Err(_) => {
-            let message = format!(
-                "no HELLO within handshake_timeout_ms = {}",
-                limit.as_millis()
-            );
+            let message = format!("no HELLO within handshake_timeout_ms = {}", limit.as_millis());
             let reply = error_frame(ErrorCode::HandshakeTimeout, 0, true, message);
             return Err((ConnectionError::HandshakeTimeout(limit), Some(reply)));
         }
@@ -250,6 +237,14 @@ async fn handshake(
         let reply = error_frame(ErrorCode::UnexpectedFrame, 0, true, message.clone());
         return Err((ConnectionError::Protocol(message), Some(reply)));
     };
+    if hello.client_name.len() > CLIENT_NAME_BYTES_MAX {
+        let message = format!(
+            "client_name is {} bytes; the limit is {CLIENT_NAME_BYTES_MAX} (it is stamped on every message)",
+            hello.client_name.len()
+        );
+        let reply = error_frame(ErrorCode::InvalidField, 0, true, message.clone());
+        return Err((ConnectionError::Protocol(message), Some(reply)));
+    }
     if hello.version_max < PROTOCOL_VERSION_MIN || hello.version_min > PROTOCOL_VERSION {
         let message = format!(
             "client speaks versions {}-{}, this broker {}-{}",
@@ -276,10 +271,7 @@ async fn read_frame(
                 return Err((ConnectionError::Protocol(error.to_string()), Some(reply)));
             }
         }
-        let read = reader
-            .read_buf(buf)
-            .await
-            .map_err(|error| (ConnectionError::Io(error), None))?;
+        let read = reader.read_buf(buf).await.map_err(|error| (ConnectionError::Io(error), None))?;
         if read == 0 {
             let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before HELLO");
             return Err((ConnectionError::Io(eof), None));
@@ -288,14 +280,59 @@ async fn read_frame(
     }
 }
 
-/// The reader's state: this connection's subscriptions and match cache.
+/// How long a parked publish waits for a wake-up before it looks again; the
+/// subscriber's writer normally wakes it sooner.
+const BLOCKED_RECHECK: Duration = Duration::from_millis(50);
+
+/// Counters a reader updates per message, kept locally and added to the
+/// broker-wide [`crate::stats::Stats`] once per read, so that the hot path
+/// does not bounce shared cache lines between cores.
+#[derive(Debug, Default)]
+pub struct LocalCounters {
+    /// Messages accepted.
+    pub published: u64,
+    /// Publishes that matched nothing.
+    pub unmatched: u64,
+    /// Match lookups answered by the cache.
+    pub cache_hits: u64,
+    /// Match lookups that walked the trie.
+    pub cache_misses: u64,
+    /// Copies lost because their subscriber went away.
+    pub subscriber_gone: u64,
+}
+
+impl LocalCounters {
+    fn flush(&mut self, stats: &crate::stats::Stats) {
+        let taken = std::mem::take(self);
+        for (counter, amount) in [
+            (&stats.messages_published, taken.published),
+            (&stats.messages_unmatched, taken.unmatched),
+            (&stats.match_cache_hits, taken.cache_hits),
+            (&stats.match_cache_misses, taken.cache_misses),
+            (&stats.dropped_subscriber_gone, taken.subscriber_gone),
+        ] {
+            if amount != 0 {
+                add(counter, amount);
+            }
+        }
+    }
+}
+
+/// The reader's state: this connection's subscriptions, match cache, and
+/// the publish it may be holding back.
 pub struct Session {
     pub(crate) conn: Arc<ConnShared>,
     pub(crate) shared: Arc<BrokerShared>,
     pub(crate) subscriptions: HashMap<u32, SubRef>,
     pub(crate) cache: MatchCache<SubRef>,
-    /// Round-robin position for picking queue-group members.
-    pub(crate) group_cursor: usize,
+    pub(crate) counters: LocalCounters,
+    /// Round-robin turn of each queue group this connection published to.
+    pub(crate) group_turns: HashMap<Arc<str>, usize>,
+    /// A publish waiting for space in a full `block` queue.
+    pub(crate) parked: Option<Parked>,
+    /// Publishes that arrived while one was parked, in arrival order.
+    deferred: VecDeque<Frame>,
+    deferred_bytes: usize,
 }
 
 impl Session {
@@ -306,7 +343,11 @@ impl Session {
             shared,
             subscriptions: HashMap::new(),
             cache,
-            group_cursor: 0,
+            counters: LocalCounters::default(),
+            group_turns: HashMap::new(),
+            parked: None,
+            deferred: VecDeque::new(),
+            deferred_bytes: 0,
         }
     }
 
@@ -318,37 +359,37 @@ impl Session {
     ) -> Result<(), ConnectionError> {
         let mut close_watch = self.conn.close_watch();
         let read_size = self.shared.config.delivery.read_buffer_bytes;
+        let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
-            loop {
-                match decoder.decode(buf) {
-                    Ok(Some(frame)) => {
-                        if !self.handle(frame).await {
-                            return Ok(());
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(error) => {
-                        bump(&self.shared.stats.errors_sent);
-                        let fatal = error.is_fatal();
-                        let reply =
-                            error_frame(error.code(), error.reference(), fatal, error.to_string());
-                        if fatal {
-                            self.conn.close(Some(reply));
-                            return Err(ConnectionError::Protocol(error.to_string()));
-                        }
-                        self.conn.send_control(&reply);
-                    }
-                }
-            }
-            if *close_watch.borrow() {
+            let keep_going = self.process_frames(buf, decoder);
+            self.counters.flush(&self.shared.stats);
+            if !keep_going? || *close_watch.borrow() {
                 return Ok(());
             }
             if buf.capacity() - buf.len() < read_size / 4 {
                 buf.reserve(read_size);
             }
-            let read = tokio::select! {
-                read = reader.read_buf(buf) => read?,
-                _ = close_watch.changed() => return Ok(()),
+            let blocked_on = self.parked.as_ref().and_then(Parked::blocked_on).map(|target| target.conn.clone());
+            let read = match blocked_on {
+                None => tokio::select! {
+                    read = reader.read_buf(buf) => read?,
+                    _ = close_watch.changed() => return Ok(()),
+                },
+                Some(blocked_conn) => {
+                    let space = blocked_conn.space.notified();
+                    tokio::pin!(space);
+                    space.as_mut().enable();
+                    if self.retry_parked() {
+                        continue;
+                    }
+                    let may_read = self.deferred_bytes < read_ahead_max;
+                    tokio::select! {
+                        read = reader.read_buf(buf), if may_read => read?,
+                        _ = &mut space => continue,
+                        _ = tokio::time::sleep(BLOCKED_RECHECK) => continue,
+                        _ = close_watch.changed() => return Ok(()),
+                    }
+                }
             };
             if read == 0 {
                 return Ok(());
@@ -357,17 +398,79 @@ impl Session {
         }
     }
 
+    /// Tries the parked publish again; true when it is no longer parked.
+    fn retry_parked(&mut self) -> bool {
+        match self.parked.take() {
+            Some(parked) => {
+                self.continue_publish(parked);
+                self.parked.is_none()
+            }
+            None => true,
+        }
+    }
+
+    /// Handles deferred publishes (when nothing is parked) and every whole
+    /// frame in `buf`. While a publish is parked, later publishes are set
+    /// aside, up to `blocked_read_ahead_bytes`; everything else is handled.
+    /// Returns false when the reader must stop.
+    fn process_frames(&mut self, buf: &mut BytesMut, decoder: &Decoder) -> Result<bool, ConnectionError> {
+        let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
+        loop {
+            if self.parked.is_none() {
+                if let Some(frame) = self.deferred.pop_front() {
+                    self.deferred_bytes -= approximate_size(&frame);
+                    if !self.handle(frame) {
+                        return Ok(false);
+                    }
+                    continue;
+                }
+            } else if self.deferred_bytes >= read_ahead_max {
+                return Ok(true);
+            }
+            match decoder.decode(buf) {
+                Ok(Some(frame)) => {
+                    if self.parked.is_some() && matches!(frame, Frame::Publish(_)) {
+                        self.deferred_bytes += approximate_size(&frame);
+                        self.deferred.push_back(frame);
+                    } else if !self.handle(frame) {
+                        return Ok(false);
+                    }
+                }
+                Ok(None) => return Ok(true),
+                Err(error) => {
+                    bump(&self.shared.stats.errors_sent);
+                    let fatal = error.is_fatal();
+                    let reply = error_frame(error.code(), error.reference(), fatal, error.to_string());
+                    if fatal {
+                        self.conn.close(Some(reply));
+                        return Err(ConnectionError::Protocol(error.to_string()));
+                    }
+                    self.conn.send_control(&reply);
+                }
+            }
+        }
+    }
+
+    /// Gives up what the session holds back (the connection is closing).
+    pub(crate) fn abandon_held_publishes(&mut self) {
+        if let Some(parked) = self.parked.take() {
+            parked.abandon();
+        }
+        self.deferred.clear();
+        self.deferred_bytes = 0;
+    }
+
     /// Acts on one frame; false when the reader must stop.
-    async fn handle(&mut self, frame: Frame) -> bool {
+    fn handle(&mut self, frame: Frame) -> bool {
         match frame {
-            Frame::Publish(publish) => self.publish(publish).await,
+            Frame::Publish(publish) => {
+                self.publish(publish);
+                true
+            }
             Frame::Subscribe(subscribe) => self.subscribe(subscribe),
             Frame::Unsubscribe { sub_id } => self.unsubscribe(sub_id),
             Frame::Ack { delivery_tags } => self.ack(&delivery_tags),
-            Frame::Nack {
-                delivery_tag,
-                requeue,
-            } => self.nack(delivery_tag, requeue),
+            Frame::Nack { delivery_tag, requeue } => self.nack(delivery_tag, requeue),
             Frame::Flow { sub_id, credit } => self.flow(sub_id, credit),
             Frame::Ping { nonce } => {
                 self.conn.send_control(&Frame::Pong { nonce });
@@ -387,10 +490,7 @@ impl Session {
             | Frame::Confirm(_)
             | Frame::Subscribed { .. }
             | Frame::Deliver(_)) => {
-                let message = format!(
-                    "{} is not allowed from a client after the handshake",
-                    other.name()
-                );
+                let message = format!("{} is not allowed from a client after the handshake", other.name());
                 self.refuse(ErrorCode::UnexpectedFrame, 0, message);
                 true
             }
@@ -400,7 +500,20 @@ impl Session {
     /// Sends a non-fatal `ERROR`.
     pub(crate) fn refuse(&self, code: ErrorCode, reference: u64, message: String) {
         bump(&self.shared.stats.errors_sent);
-        self.conn
-            .send_control(&error_frame(code, reference, false, message));
+        self.conn.send_control(&error_frame(code, reference, false, message));
+    }
+}
+
+/// Bytes a held-back frame stands for, for the read-ahead bound.
+fn approximate_size(frame: &Frame) -> usize {
+    match frame {
+        Frame::Publish(publish) => {
+            let message = &publish.message;
+            64 + message.topic.as_str().len()
+                + message.payload.len()
+                + message.metadata.as_ref().map_or(0, |metadata| metadata.len())
+                + message.properties.iter().map(|(name, _)| name.len() + 16).sum::<usize>()
+        }
+        _ => 64,
     }
 }

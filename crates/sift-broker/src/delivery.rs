@@ -2,7 +2,6 @@
 //! departing subscriber's messages to the rest of its queue group.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use sift_proto::ErrorCode;
 
@@ -12,76 +11,45 @@ use crate::server::BrokerShared;
 use crate::stats::bump;
 use crate::subscription::SubRef;
 
-/// How long a publisher blocked on a full `block` queue waits before it looks
-/// again; a wake-up normally comes sooner, from the subscriber's writer.
-const BLOCKED_RECHECK: Duration = Duration::from_millis(50);
-
-/// Result of [`deliver`].
-#[derive(Debug)]
-pub enum Delivered {
-    /// Queued (or dropped by the subscriber's own policy, which is final).
+/// Result of [`push_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Queued, or dropped by the subscriber's own policy (which is final).
     Done,
-    /// The subscription is gone; the entry can go to another group member.
-    Gone(Entry),
+    /// Full under `block` for a reliable message: try again when there is space.
+    Full,
+    /// The subscription is gone; the message may go to another group member.
+    Gone,
 }
 
-/// Queues `entry` for `target`, applying its policy. Under `block` a reliable
-/// entry waits here for space, which holds back this publisher only.
-pub async fn deliver(shared: &BrokerShared, target: &SubRef, mut entry: Entry) -> Delivered {
-    let mut blocked = false;
-    loop {
-        let space = target.conn.space.notified();
-        tokio::pin!(space);
-        space.as_mut().enable();
-        let outcome = target.conn.lock().push(target.sub_id, entry);
-        match outcome {
-            PushOutcome::Queued { wake_writer } => {
-                if wake_writer {
-                    target.conn.writer_wake.notify_one();
-                }
-                return Delivered::Done;
-            }
-            PushOutcome::Dropped(dropped) => {
-                bump(&shared.stats.dropped_queue_full);
-                apply_events(failure_event(&dropped, target.key).into_iter().collect());
-                return Delivered::Done;
-            }
-            PushOutcome::Evicted(evicted) => {
-                bump(&shared.stats.dropped_keep_last);
+/// Queues `entry` for `target` and acts on the outcome. Never waits.
+pub fn push_to(shared: &BrokerShared, target: &SubRef, entry: Entry) -> Pushed {
+    let outcome = target.conn.lock().push(target.sub_id, entry);
+    match outcome {
+        PushOutcome::Queued { wake_writer } => {
+            if wake_writer {
                 target.conn.writer_wake.notify_one();
-                apply_events(failure_event(&evicted, target.key).into_iter().collect());
-                return Delivered::Done;
-            }
-            PushOutcome::Disconnect(dropped) => {
-                bump(&shared.stats.slow_consumer_disconnects);
-                let message = format!(
-                    "subscription {} fell behind and its policy is disconnect",
-                    target.sub_id
-                );
-                target.conn.close(Some(error_frame(
-                    ErrorCode::SlowConsumer,
-                    u64::from(target.sub_id),
-                    true,
-                    message,
-                )));
-                apply_events(failure_event(&dropped, target.key).into_iter().collect());
-                return Delivered::Done;
-            }
-            PushOutcome::Gone(returned) => return Delivered::Gone(returned),
-            PushOutcome::Full(returned) => {
-                if !blocked {
-                    blocked = true;
-                    bump(&shared.stats.publisher_blocked);
-                }
-                entry = returned;
-                if shared.is_shutting_down() {
-                    apply_events(failure_event(&entry, target.key).into_iter().collect());
-                    return Delivered::Done;
-                }
-                let _ = tokio::time::timeout(BLOCKED_RECHECK, space).await;
             }
         }
+        PushOutcome::Dropped(dropped) => {
+            bump(&shared.stats.dropped_queue_full);
+            apply_events(failure_event(&dropped, target.key).into_iter().collect());
+        }
+        PushOutcome::Evicted(evicted) => {
+            bump(&shared.stats.dropped_keep_last);
+            target.conn.writer_wake.notify_one();
+            apply_events(failure_event(&evicted, target.key).into_iter().collect());
+        }
+        PushOutcome::Disconnect(dropped) => {
+            bump(&shared.stats.slow_consumer_disconnects);
+            let message = format!("subscription {} fell behind and its policy is disconnect", target.sub_id);
+            target.conn.close(Some(error_frame(ErrorCode::SlowConsumer, u64::from(target.sub_id), true, message)));
+            apply_events(failure_event(&dropped, target.key).into_iter().collect());
+        }
+        PushOutcome::Gone(_) => return Pushed::Gone,
+        PushOutcome::Full(_) => return Pushed::Full,
     }
+    Pushed::Done
 }
 
 /// Hands the messages of a departed subscription to another member of its
@@ -89,11 +57,10 @@ pub async fn deliver(shared: &BrokerShared, target: &SubRef, mut entry: Entry) -
 /// them lost. Messages moved this way are marked redelivered.
 pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Entry>) {
     let mut cursor = departed.key as usize;
-    for mut entry in entries {
+    for entry in entries {
         let reliable = entry.routed.message.delivery_mode.needs_ack();
         let taken = match (&departed.group, reliable) {
             (Some(group), true) => {
-                entry.attempts += 1;
                 cursor += 1;
                 match take_over(shared, departed, group, entry, cursor) {
                     Ok(()) => continue,
@@ -108,13 +75,7 @@ pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Ent
 }
 
 /// Gives `entry` to a live member of `group` that matches its topic.
-fn take_over(
-    shared: &BrokerShared,
-    departed: &SubRef,
-    group: &str,
-    entry: Entry,
-    cursor: usize,
-) -> Result<(), Entry> {
+fn take_over(shared: &BrokerShared, departed: &SubRef, group: &str, entry: Entry, cursor: usize) -> Result<(), Entry> {
     let matches = shared.router.matches_uncached(&entry.routed.message.topic);
     let Some((_, members)) = matches.groups.iter().find(|(name, _)| &**name == group) else {
         return Err(entry);

@@ -54,10 +54,7 @@ pub struct Entry {
 impl Entry {
     /// A first delivery of `routed`.
     pub fn new(routed: Arc<Routed>) -> Entry {
-        Entry {
-            routed,
-            attempts: 0,
-        }
+        Entry { routed, attempts: 0 }
     }
 
     /// Bytes this delivery takes on the wire, counted against pending bytes.
@@ -95,11 +92,7 @@ impl ReportEvent {
 
 /// The event for `entry` having been lost by subscription `key`, if it has a report.
 pub fn failure_event(entry: &Entry, key: u64) -> Option<ReportEvent> {
-    entry
-        .routed
-        .report
-        .clone()
-        .map(|report| ReportEvent::Failed(report, key))
+    entry.routed.report.clone().map(|report| ReportEvent::Failed(report, key))
 }
 
 /// Options of a subscription's queue.
@@ -133,14 +126,7 @@ struct SubQueue {
 
 impl SubQueue {
     fn new(options: QueueOptions) -> SubQueue {
-        SubQueue {
-            options,
-            levels: Default::default(),
-            nonempty: 0,
-            len: 0,
-            unacked: 0,
-            in_ready: false,
-        }
+        SubQueue { options, levels: Default::default(), nonempty: 0, len: 0, unacked: 0, in_ready: false }
     }
 
     fn capacity(&self) -> usize {
@@ -199,8 +185,7 @@ impl SubQueue {
 
     /// True when the writer may send this subscription's next entry.
     fn eligible(&self) -> bool {
-        let window_open =
-            self.options.ack_mode == AckMode::Auto || self.unacked < self.options.max_unacked;
+        let window_open = self.options.ack_mode == AckMode::Auto || self.unacked < self.options.max_unacked;
         self.len > 0 && self.options.credit != Some(0) && window_open
     }
 }
@@ -211,6 +196,15 @@ struct Unacked {
     sub_id: u32,
     entry: Entry,
     sent_at: Instant,
+}
+
+/// Why credit could not be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreditError {
+    /// No subscription with that id.
+    UnknownSubscription,
+    /// The subscription was not opened in credit mode.
+    NotInCreditMode,
 }
 
 /// Result of [`Outbox::push`].
@@ -387,20 +381,16 @@ impl Outbox {
     /// Moves control frames and then deliveries into `buf` until it holds
     /// `budget` bytes or nothing is eligible. Highest priority first within a
     /// subscription; ready subscriptions take turns.
-    pub fn drain(
-        &mut self,
-        buf: &mut BytesMut,
-        budget: usize,
-        now_ns: u64,
-        now: Instant,
-    ) -> Drained {
+    pub fn drain(&mut self, buf: &mut BytesMut, budget: usize, now_ns: u64, now: Instant) -> Drained {
         let mut drained = Drained::default();
         if !self.control.is_empty() {
             self.pending_bytes -= self.control.len() as u64;
             buf.extend_from_slice(&self.control);
             self.control.clear();
         }
-        while buf.len() < budget {
+        // Once closing, only the control frames (ending with the final ERROR
+        // or CLOSE) are written: no delivery may follow the last frame.
+        while buf.len() < budget && !self.closed {
             let Some(sub_id) = self.ready.pop_front() else {
                 break;
             };
@@ -416,9 +406,7 @@ impl Outbox {
                 self.pending_bytes -= entry.size();
                 if entry.routed.message.is_expired(now_ns) {
                     drained.expired += 1;
-                    drained
-                        .events
-                        .extend(failure_event(&entry, sub.options.key));
+                    drained.events.extend(failure_event(&entry, sub.options.key));
                     continue;
                 }
                 let mut tag = 0;
@@ -428,18 +416,12 @@ impl Outbox {
                             tag = self.next_tag;
                             self.next_tag += 1;
                             sub.unacked += 1;
-                            let unacked = Unacked {
-                                sub_id,
-                                entry: entry.clone(),
-                                sent_at: now,
-                            };
+                            let unacked = Unacked { sub_id, entry: entry.clone(), sent_at: now };
                             self.unacked.insert(tag, unacked);
                         }
                         AckMode::Auto => {
                             if let Some(report) = &entry.routed.report {
-                                drained
-                                    .events
-                                    .push(ReportEvent::Acked(report.clone(), sub.options.key));
+                                drained.events.push(ReportEvent::Acked(report.clone(), sub.options.key));
                             }
                         }
                     }
@@ -447,11 +429,7 @@ impl Outbox {
                 if let Some(credit) = &mut sub.options.credit {
                     *credit -= 1;
                 }
-                let flags = if entry.attempts > 0 {
-                    deliver_flags::REDELIVERED
-                } else {
-                    0
-                };
+                let flags = if entry.attempts > 0 { deliver_flags::REDELIVERED } else { 0 };
                 encode_deliver_prefix(buf, sub_id, tag, flags, entry.routed.encoded.len());
                 buf.extend_from_slice(&entry.routed.encoded);
                 drained.delivered += 1;
@@ -497,9 +475,7 @@ impl Outbox {
             };
             sub.unacked -= 1;
             if let Some(report) = &unacked.entry.routed.report {
-                settled
-                    .events
-                    .push(ReportEvent::Acked(report.clone(), sub.options.key));
+                settled.events.push(ReportEvent::Acked(report.clone(), sub.options.key));
             }
             self.mark_ready(unacked.sub_id);
         }
@@ -520,12 +496,7 @@ impl Outbox {
 
     /// Requeues every delivery unacknowledged for longer than `ack_timeout`,
     /// oldest first, at the front of its queue.
-    pub fn requeue_expired(
-        &mut self,
-        now: Instant,
-        ack_timeout: Duration,
-        max_redeliveries: u32,
-    ) -> Settled {
+    pub fn requeue_expired(&mut self, now: Instant, ack_timeout: Duration, max_redeliveries: u32) -> Settled {
         let mut settled = Settled::default();
         let mut expired: Vec<u64> = self
             .unacked
@@ -544,13 +515,7 @@ impl Outbox {
         settled
     }
 
-    fn retry(
-        &mut self,
-        unacked: Unacked,
-        requeue: bool,
-        max_redeliveries: u32,
-        settled: &mut Settled,
-    ) {
+    fn retry(&mut self, unacked: Unacked, requeue: bool, max_redeliveries: u32, settled: &mut Settled) {
         let Some(sub) = self.subs.get_mut(&unacked.sub_id) else {
             return;
         };
@@ -560,9 +525,7 @@ impl Outbox {
         let exhausted = max_redeliveries > 0 && entry.attempts > max_redeliveries;
         if !requeue || exhausted {
             settled.rejected += 1;
-            settled
-                .events
-                .extend(failure_event(&entry, sub.options.key));
+            settled.events.extend(failure_event(&entry, sub.options.key));
         } else {
             settled.requeued += 1;
             self.pending_bytes += entry.size();
@@ -571,35 +534,31 @@ impl Outbox {
         self.mark_ready(unacked.sub_id);
     }
 
-    /// Adds delivery credit to a subscription in credit mode. Returns false
-    /// when there is no such subscription.
-    pub fn add_credit(&mut self, sub_id: u32, credit: u32) -> bool {
+    /// Adds delivery credit to a subscription opened in credit mode.
+    pub fn add_credit(&mut self, sub_id: u32, credit: u32) -> Result<(), CreditError> {
         let Some(sub) = self.subs.get_mut(&sub_id) else {
-            return false;
+            return Err(CreditError::UnknownSubscription);
         };
-        let current = sub.options.credit.get_or_insert(0);
+        let Some(current) = sub.options.credit.as_mut() else {
+            return Err(CreditError::NotInCreditMode);
+        };
         *current = current.saturating_add(u64::from(credit));
         self.mark_ready(sub_id);
-        true
+        Ok(())
     }
 
-    /// Removes a subscription's queue and returns everything it still held:
-    /// queued entries and unacknowledged ones, oldest first.
+    /// Removes a subscription's queue and returns everything it still held,
+    /// oldest first: the unacknowledged deliveries (written once, so their
+    /// attempt count goes up) and then the queued ones.
     pub fn remove_subscription(&mut self, sub_id: u32) -> Vec<Entry> {
-        let Some(mut sub) = self.subs.remove(&sub_id) else {
-            return Vec::new();
-        };
-        let mut tags: Vec<u64> = self
-            .unacked
-            .iter()
-            .filter(|(_, unacked)| unacked.sub_id == sub_id)
-            .map(|(tag, _)| *tag)
-            .collect();
+        let Some(mut sub) = self.subs.remove(&sub_id) else { return Vec::new() };
+        let mut tags: Vec<u64> =
+            self.unacked.iter().filter(|(_, unacked)| unacked.sub_id == sub_id).map(|(tag, _)| *tag).collect();
         tags.sort_unstable();
         let mut entries: Vec<Entry> = tags
             .iter()
             .filter_map(|tag| self.unacked.remove(tag))
-            .map(|unacked| unacked.entry)
+            .map(|unacked| Entry { attempts: unacked.entry.attempts + 1, ..unacked.entry })
             .collect();
         let queued = sub.drain_all();
         self.pending_bytes -= queued.iter().map(Entry::size).sum::<u64>();
@@ -625,22 +584,11 @@ mod tests {
         message.delivery_mode = mode;
         let mut encoded = BytesMut::new();
         sift_proto::encode_message(&mut encoded, &message).expect("encodable");
-        Entry::new(Arc::new(Routed {
-            message,
-            encoded: encoded.freeze(),
-            report: None,
-        }))
+        Entry::new(Arc::new(Routed { message, encoded: encoded.freeze(), report: None }))
     }
 
     fn options(policy: QueuePolicy, capacity: u32, ack_mode: AckMode) -> QueueOptions {
-        QueueOptions {
-            key: 1,
-            capacity,
-            policy,
-            ack_mode,
-            max_unacked: 2,
-            credit: None,
-        }
+        QueueOptions { key: 1, capacity, policy, ack_mode, max_unacked: 2, credit: None }
     }
 
     fn drain_payloads(outbox: &mut Outbox) -> Vec<(String, u64)> {
@@ -665,22 +613,13 @@ mod tests {
     fn higher_priority_goes_first_and_order_holds_within_a_priority() {
         let mut outbox = Outbox::new(u64::MAX);
         outbox.add_subscription(1, options(QueuePolicy::Block, 10, AckMode::Auto));
-        for (priority, text) in [
-            (1, "low1"),
-            (1, "low2"),
-            (9, "high1"),
-            (4, "mid"),
-            (9, "high2"),
-        ] {
+        for (priority, text) in [(1, "low1"), (1, "low2"), (9, "high1"), (4, "mid"), (9, "high2")] {
             assert!(matches!(
                 outbox.push(1, entry(priority, DeliveryMode::BestEffort, text)),
                 PushOutcome::Queued { .. }
             ));
         }
-        assert_eq!(
-            texts(drain_payloads(&mut outbox)),
-            ["high1", "high2", "mid", "low1", "low2"]
-        );
+        assert_eq!(texts(drain_payloads(&mut outbox)), ["high1", "high2", "mid", "low1", "low2"]);
         assert_eq!(outbox.pending_bytes(), 0);
     }
 
@@ -693,42 +632,18 @@ mod tests {
         outbox.add_subscription(4, options(QueuePolicy::Disconnect, 1, AckMode::Auto));
         let best_effort = |text| entry(4, DeliveryMode::BestEffort, text);
         let reliable = |text| entry(4, DeliveryMode::Reliable, text);
-        assert!(matches!(
-            outbox.push(1, best_effort("a")),
-            PushOutcome::Queued { .. }
-        ));
-        assert!(matches!(
-            outbox.push(1, best_effort("b")),
-            PushOutcome::Dropped(_)
-        ));
+        assert!(matches!(outbox.push(1, best_effort("a")), PushOutcome::Queued { .. }));
+        assert!(matches!(outbox.push(1, best_effort("b")), PushOutcome::Dropped(_)));
         for text in ["a", "b", "c"] {
             outbox.push(2, best_effort(text));
         }
         assert_eq!(outbox.queued(2), 2, "keep-last:2 holds two");
-        assert!(matches!(
-            outbox.push(3, reliable("a")),
-            PushOutcome::Queued { .. }
-        ));
-        assert!(matches!(
-            outbox.push(3, reliable("b")),
-            PushOutcome::Full(_)
-        ));
-        assert!(matches!(
-            outbox.push(3, best_effort("c")),
-            PushOutcome::Dropped(_)
-        ));
-        assert!(matches!(
-            outbox.push(4, best_effort("a")),
-            PushOutcome::Queued { .. }
-        ));
-        assert!(matches!(
-            outbox.push(4, best_effort("b")),
-            PushOutcome::Disconnect(_)
-        ));
-        assert!(matches!(
-            outbox.push(9, best_effort("x")),
-            PushOutcome::Gone(_)
-        ));
+        assert!(matches!(outbox.push(3, reliable("a")), PushOutcome::Queued { .. }));
+        assert!(matches!(outbox.push(3, reliable("b")), PushOutcome::Full(_)));
+        assert!(matches!(outbox.push(3, best_effort("c")), PushOutcome::Dropped(_)));
+        assert!(matches!(outbox.push(4, best_effort("a")), PushOutcome::Queued { .. }));
+        assert!(matches!(outbox.push(4, best_effort("b")), PushOutcome::Disconnect(_)));
+        assert!(matches!(outbox.push(9, best_effort("x")), PushOutcome::Gone(_)));
         let mut drained = texts(drain_payloads(&mut outbox));
         drained.sort();
         // sub 1 keeps "a", keep-last keeps "b" and "c", block and disconnect keep their "a".
@@ -741,14 +656,8 @@ mod tests {
         let mut outbox = Outbox::new(sample.size() * 2);
         outbox.add_subscription(1, options(QueuePolicy::DropNew, 100, AckMode::Auto));
         outbox.add_subscription(2, options(QueuePolicy::DropNew, 100, AckMode::Auto));
-        assert!(matches!(
-            outbox.push(1, sample.clone()),
-            PushOutcome::Queued { .. }
-        ));
-        assert!(matches!(
-            outbox.push(2, sample.clone()),
-            PushOutcome::Queued { .. }
-        ));
+        assert!(matches!(outbox.push(1, sample.clone()), PushOutcome::Queued { .. }));
+        assert!(matches!(outbox.push(2, sample.clone()), PushOutcome::Queued { .. }));
         assert!(matches!(outbox.push(1, sample), PushOutcome::Dropped(_)));
     }
 
@@ -780,11 +689,7 @@ mod tests {
         let tag = drain_payloads(&mut outbox)[0].1;
         assert_eq!(outbox.nack(tag, true, 1).requeued, 1);
         let tag = drain_payloads(&mut outbox)[0].1;
-        assert_eq!(
-            outbox.nack(tag, true, 1).rejected,
-            1,
-            "second redelivery exceeds max_redeliveries = 1"
-        );
+        assert_eq!(outbox.nack(tag, true, 1).rejected, 1, "second redelivery exceeds max_redeliveries = 1");
         assert!(drain_payloads(&mut outbox).is_empty());
     }
 
@@ -799,7 +704,10 @@ mod tests {
         }
         assert_eq!(texts(drain_payloads(&mut outbox)), ["a"]);
         assert!(drain_payloads(&mut outbox).is_empty());
-        assert!(outbox.add_credit(1, 5));
+        assert_eq!(outbox.add_credit(1, 5), Ok(()));
+        outbox.add_subscription(2, options(QueuePolicy::Block, 10, AckMode::Auto));
+        assert_eq!(outbox.add_credit(2, 5), Err(CreditError::NotInCreditMode));
+        assert_eq!(outbox.add_credit(3, 5), Err(CreditError::UnknownSubscription));
         assert_eq!(texts(drain_payloads(&mut outbox)), ["b", "c"]);
     }
 

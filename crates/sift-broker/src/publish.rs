@@ -1,165 +1,195 @@
 //! `PUBLISH`: check, stamp, match, queue, confirm.
 //!
-//! This is the hot path. The reader that decoded the frame does all of it:
-//! the message is encoded once, wrapped in one shared [`Routed`], and a
-//! reference is pushed into each matching subscriber's outbox; that
-//! subscriber's writer copies the bytes to its socket.
+//! This is the hot path, and it never waits. The reader that decoded the
+//! frame matches the message, encodes it once into one shared [`Routed`], and
+//! pushes a reference into each matching subscriber's outbox. When a `block`
+//! queue is full for a reliable message, the publish is *parked*: the
+//! session remembers which targets are left and stops taking publishes from
+//! this connection (later ones wait, in order) while it goes on reading acks,
+//! nacks, credit and pings. That is what keeps a connection that both
+//! publishes and subscribes from waiting on itself.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sift_core::DeliveryMode;
+use sift_core::{DeliveryMode, MatchResult};
 use sift_proto::{
-    encode_message, publish_flags, Confirm, ConfirmStatus, ErrorCode, Frame, Publish,
+    encode_message, encoded_deliver_len, publish_flags, Confirm, ConfirmStatus, ErrorCode, Frame, Publish,
 };
 
 use crate::connection::Session;
-use crate::delivery::{deliver, Delivered};
+use crate::delivery::{push_to, Pushed};
 use crate::outbox::{failure_event, Entry, Routed};
 use crate::report::DeliveryReport;
-use crate::stats::bump;
 use crate::subscription::SubRef;
 
 /// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
 pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
-        })
+        .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A publish waiting for space in a full `block` queue.
+#[derive(Debug)]
+pub struct Parked {
+    routed: Arc<Routed>,
+    matches: Arc<MatchResult<SubRef>>,
+    /// Targets not yet served; the first is the one whose queue is full.
+    remaining: VecDeque<SubRef>,
+    request_id: u64,
+    matched: u32,
+    wants_confirm: bool,
+    await_timeout_ms: u32,
+}
+
+impl Parked {
+    /// The subscription whose full queue holds the publish back.
+    pub fn blocked_on(&self) -> Option<&SubRef> {
+        self.remaining.front()
+    }
+
+    /// Gives up: the message is lost for the targets not served (the
+    /// publisher had no confirm, so a reliable client sends it again).
+    pub fn abandon(self) {
+        for target in &self.remaining {
+            if let Some(event) = failure_event(&Entry::new(self.routed.clone()), target.key) {
+                event.apply();
+            }
+        }
+    }
 }
 
 impl Session {
-    /// Handles one publish; always returns true (the connection goes on).
-    pub(crate) async fn publish(&mut self, publish: Publish) -> bool {
-        let Publish {
-            request_id,
-            flags,
-            await_timeout_ms,
-            mut message,
-        } = publish;
+    /// Handles one publish. Leaves `self.parked` set when a `block` queue is full.
+    pub(crate) fn publish(&mut self, publish: Publish) {
+        let Publish { request_id, flags, await_timeout_ms, mut message } = publish;
         let limits = &self.shared.config.limits;
         if message.payload.len() > limits.max_payload_bytes as usize {
-            let text = format!(
-                "payload is {} bytes; max_payload_bytes = {}",
-                message.payload.len(),
-                limits.max_payload_bytes
-            );
+            let text =
+                format!("payload is {} bytes; max_payload_bytes = {}", message.payload.len(), limits.max_payload_bytes);
             self.refuse(ErrorCode::PayloadTooLarge, request_id, text);
-            return true;
+            return;
         }
         if message.delivery_mode == DeliveryMode::Persistent {
-            let text =
-                "persistent delivery is not available on this broker yet; use reliable".to_string();
+            let text = "persistent delivery is not available on this broker yet; use reliable".to_string();
             self.refuse(ErrorCode::Unsupported, request_id, text);
-            return true;
+            return;
         }
         let await_delivered = flags & publish_flags::AWAIT_DELIVERED != 0;
         if await_delivered {
             // Waiting for acknowledgements only makes sense for messages that get them.
             message.delivery_mode = DeliveryMode::Reliable;
         }
-        let wants_confirm =
-            flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
+        let wants_confirm = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
         message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
         message.publisher.clone_from(&self.conn.name);
         message.timestamp_ns = now_ns();
-        bump(&self.shared.stats.messages_published);
+        self.counters.published += 1;
 
-        let matches =
-            self.shared
-                .router
-                .matches(&message.topic, &mut self.cache, &self.shared.stats);
+        let matches = self.shared.router.matches(&message.topic, &mut self.cache, &mut self.counters);
         let matched = (matches.plain.len() + matches.groups.len()) as u32;
         if matched == 0 {
-            bump(&self.shared.stats.messages_unmatched);
+            self.counters.unmatched += 1;
             if wants_confirm {
                 self.confirm(request_id, ConfirmStatus::NoSubscribers, 0);
             }
-            return true;
+            return;
         }
-        let mut encoded =
-            BytesMut::with_capacity(64 + message.topic.as_str().len() + message.payload.len());
+        let mut encoded = BytesMut::with_capacity(64 + message.topic.as_str().len() + message.payload.len());
         if let Err(error) = encode_message(&mut encoded, &message) {
             self.refuse(ErrorCode::InvalidField, request_id, error.to_string());
-            return true;
+            return;
         }
-        let report =
-            await_delivered.then(|| DeliveryReport::new(self.conn.clone(), request_id, matched));
-        let targets = self.pick_targets(&matches.plain, &matches.groups);
+        let deliver_bytes = encoded_deliver_len(encoded.len());
+        if deliver_bytes > limits.max_frame_bytes as usize {
+            let text =
+                format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {}", limits.max_frame_bytes);
+            self.refuse(ErrorCode::FrameTooLarge, request_id, text);
+            return;
+        }
+        let report = await_delivered.then(|| DeliveryReport::new(self.conn.clone(), request_id, matched));
+        let remaining = self.pick_targets(&matches);
         if let Some(report) = &report {
-            for target in &targets {
+            for target in &remaining {
                 report.expect(target.key, target.label.clone());
             }
         }
-        let routed = Arc::new(Routed {
-            message,
-            encoded: encoded.freeze(),
-            report: report.clone(),
-        });
-        for target in &targets {
-            self.deliver_one(target, &routed, &matches.groups).await;
-        }
-        match report {
-            Some(report) => self.arm_report_timeout(report, await_timeout_ms),
-            None if wants_confirm => self.confirm(request_id, ConfirmStatus::Accepted, matched),
-            None => {}
-        }
-        true
+        let routed = Arc::new(Routed { message, encoded: encoded.freeze(), report });
+        let parked = Parked { routed, matches, remaining, request_id, matched, wants_confirm, await_timeout_ms };
+        self.continue_publish(parked);
     }
 
-    /// Every plain subscription plus one member of each queue group, chosen
-    /// round-robin.
-    fn pick_targets(
-        &mut self,
-        plain: &[SubRef],
-        groups: &[(Arc<str>, Vec<SubRef>)],
-    ) -> Vec<SubRef> {
-        let mut targets = Vec::with_capacity(plain.len() + groups.len());
-        targets.extend(plain.iter().cloned());
-        for (_, members) in groups {
-            self.group_cursor = self.group_cursor.wrapping_add(1);
-            targets.push(members[self.group_cursor % members.len()].clone());
+    /// Every plain subscription plus one member of each queue group, each
+    /// group taking turns among its members.
+    fn pick_targets(&mut self, matches: &MatchResult<SubRef>) -> VecDeque<SubRef> {
+        let mut targets = VecDeque::with_capacity(matches.plain.len() + matches.groups.len());
+        targets.extend(matches.plain.iter().cloned());
+        for (group, members) in &matches.groups {
+            let turn = match self.group_turns.get_mut(group) {
+                Some(turn) => turn,
+                None => self.group_turns.entry(group.clone()).or_insert(0),
+            };
+            *turn = turn.wrapping_add(1);
+            targets.push_back(members[*turn % members.len()].clone());
         }
         targets
     }
 
-    /// Delivers to `target`; if it has just gone away and belongs to a group,
-    /// tries the other members of the group.
-    async fn deliver_one(
-        &mut self,
-        target: &SubRef,
-        routed: &Arc<Routed>,
-        groups: &[(Arc<str>, Vec<SubRef>)],
-    ) {
-        let Delivered::Gone(mut entry) =
-            deliver(&self.shared, target, Entry::new(routed.clone())).await
-        else {
-            return;
-        };
-        let members = target
+    /// Serves the targets of a publish in order until done or blocked.
+    pub(crate) fn continue_publish(&mut self, mut parked: Parked) {
+        while let Some(target) = parked.remaining.front().cloned() {
+            match push_to(&self.shared, &target, Entry::new(parked.routed.clone())) {
+                Pushed::Done => {}
+                Pushed::Full => {
+                    if self.parked.is_none() {
+                        crate::stats::bump(&self.shared.stats.publisher_blocked);
+                    }
+                    self.parked = Some(parked);
+                    return;
+                }
+                Pushed::Gone => self.fail_over(&mut parked, &target),
+            }
+            parked.remaining.pop_front();
+        }
+        self.finish_publish(parked);
+    }
+
+    /// The target went away between matching and queuing: give its copy to
+    /// another member of its queue group, or count it lost.
+    fn fail_over(&mut self, parked: &mut Parked, gone: &SubRef) {
+        let members = gone
             .group
             .as_ref()
-            .and_then(|group| groups.iter().find(|(name, _)| name == group))
+            .and_then(|group| parked.matches.groups.iter().find(|(name, _)| name == group))
             .map(|(_, members)| members.as_slice())
             .unwrap_or_default();
-        // The key under which the report expects an ack follows the entry.
-        let mut owner_key = target.key;
-        for member in members.iter().filter(|member| member.key != target.key) {
-            if let Some(report) = &routed.report {
-                report.reassign(owner_key, member.key, member.label.clone());
+        let alternative = members.iter().find(|member| member.key != gone.key && !member.conn.is_closing());
+        match alternative {
+            Some(member) => {
+                if let Some(report) = &parked.routed.report {
+                    report.reassign(gone.key, member.key, member.label.clone());
+                }
+                // Served next, in place of the one that went away.
+                parked.remaining.insert(1, member.clone());
             }
-            owner_key = member.key;
-            match deliver(&self.shared, member, entry).await {
-                Delivered::Done => return,
-                Delivered::Gone(returned) => entry = returned,
+            None => {
+                self.counters.subscriber_gone += 1;
+                if let Some(event) = failure_event(&Entry::new(parked.routed.clone()), gone.key) {
+                    event.apply();
+                }
             }
         }
-        bump(&self.shared.stats.dropped_subscriber_gone);
-        if let Some(event) = failure_event(&entry, owner_key) {
-            event.apply();
+    }
+
+    fn finish_publish(&mut self, parked: Parked) {
+        match &parked.routed.report {
+            Some(report) => self.arm_report_timeout(report.clone(), parked.await_timeout_ms),
+            None if parked.wants_confirm => self.confirm(parked.request_id, ConfirmStatus::Accepted, parked.matched),
+            None => {}
         }
     }
 
@@ -172,9 +202,8 @@ impl Session {
         if report.is_finished() {
             return;
         }
-        let shutdown = self.shared.shutdown_watch();
+        let mut shutdown = self.shared.shutdown_watch();
         tokio::spawn(async move {
-            let mut shutdown = shutdown;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(u64::from(timeout_ms))) => {}
                 _ = shutdown.changed() => {}
@@ -184,13 +213,7 @@ impl Session {
     }
 
     fn confirm(&self, request_id: u64, status: ConfirmStatus, matched: u32) {
-        let confirm = Confirm {
-            request_id,
-            status,
-            matched,
-            acked: 0,
-            pending: Vec::new(),
-        };
+        let confirm = Confirm { request_id, status, matched, acked: 0, pending: Vec::new() };
         self.conn.send_control(&Frame::Confirm(confirm));
     }
 }

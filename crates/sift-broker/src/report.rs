@@ -37,20 +37,13 @@ struct ReportState {
 impl DeliveryReport {
     /// A report for `matched` subscriptions, to be filled with [`Self::expect`].
     pub fn new(publisher: Arc<ConnShared>, request_id: u64, matched: u32) -> Arc<DeliveryReport> {
-        Arc::new(DeliveryReport {
-            publisher,
-            request_id,
-            matched,
-            state: Mutex::new(ReportState::default()),
-        })
+        Arc::new(DeliveryReport { publisher, request_id, matched, state: Mutex::new(ReportState::default()) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ReportState> {
         // A panic while holding this lock cannot leave the state half-updated
         // in a way that matters more than losing the report, so recover it.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Records that subscription `key` (named `label`) owes an ack.
@@ -112,22 +105,12 @@ impl DeliveryReport {
         let failed = std::mem::take(&mut state.failed);
         let acked = state.acked;
         drop(state);
-        let status = if failed.is_empty() {
-            ConfirmStatus::Delivered
-        } else {
-            ConfirmStatus::Incomplete
-        };
+        let status = if failed.is_empty() { ConfirmStatus::Delivered } else { ConfirmStatus::Incomplete };
         self.send(status, acked, failed);
     }
 
     fn send(&self, status: ConfirmStatus, acked: u32, pending: Vec<String>) {
-        let confirm = Confirm {
-            request_id: self.request_id,
-            status,
-            matched: self.matched,
-            acked,
-            pending,
-        };
+        let confirm = Confirm { request_id: self.request_id, status, matched: self.matched, acked, pending };
         self.publisher.send_control(&Frame::Confirm(confirm));
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use sift_core::{MatchCache, MatchResult, SubjectTrie, TopicName};
 
-use crate::stats::{bump, Stats};
+use crate::connection::LocalCounters;
 use crate::subscription::SubRef;
 
 /// The broker's subscriptions, indexed by topic filter.
@@ -33,11 +33,7 @@ impl Router {
     /// Removes a subscription; false when it was not there.
     pub fn remove(&self, subscription: &SubRef) -> bool {
         let mut trie = self.write();
-        let removed = trie.remove(
-            &subscription.topic_filter,
-            subscription.group.as_deref(),
-            subscription,
-        );
+        let removed = trie.remove(&subscription.topic_filter, subscription.group.as_deref(), subscription);
         self.generation.store(trie.generation(), Ordering::Release);
         removed
     }
@@ -57,14 +53,14 @@ impl Router {
         &self,
         topic: &TopicName,
         cache: &mut MatchCache<SubRef>,
-        stats: &Stats,
+        counters: &mut LocalCounters,
     ) -> Arc<MatchResult<SubRef>> {
         let generation = self.generation.load(Ordering::Acquire);
         if let Some(found) = cache.get(topic.as_str(), generation) {
-            bump(&stats.match_cache_hits);
+            counters.cache_hits += 1;
             return found;
         }
-        bump(&stats.match_cache_misses);
+        counters.cache_misses += 1;
         let trie = self.read();
         let result = Arc::new(trie.matches(topic));
         cache.insert(topic.as_str(), trie.generation(), result.clone());
@@ -79,14 +75,10 @@ impl Router {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, SubjectTrie<SubRef>> {
         // The trie is only changed by complete insert/remove calls, which do
         // not panic midway; a poisoned lock still holds a consistent trie.
-        self.trie
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.trie.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, SubjectTrie<SubRef>> {
-        self.trie
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.trie.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -71,25 +71,19 @@ impl BrokerShared {
     }
 
     fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnShared>>> {
-        self.connections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Records an open connection.
     pub fn register(&self, conn: Arc<ConnShared>) {
         self.connections().insert(conn.id, conn);
-        self.stats
-            .connections_current
-            .fetch_add(1, Ordering::Relaxed);
+        self.stats.connections_current.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Forgets a closed connection.
     pub fn unregister(&self, id: u64) {
         if self.connections().remove(&id).is_some() {
-            self.stats
-                .connections_current
-                .fetch_sub(1, Ordering::Relaxed);
+            self.stats.connections_current.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -117,19 +111,11 @@ impl RunningBroker {
     pub async fn start(config: Config) -> Result<RunningBroker, BrokerError> {
         config.validate()?;
         let address = config.listen;
-        let listener = TcpListener::bind(address)
-            .await
-            .map_err(|source| BrokerError::Bind { address, source })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| BrokerError::Bind { address, source })?;
+        let listener = TcpListener::bind(address).await.map_err(|source| BrokerError::Bind { address, source })?;
+        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind { address, source })?;
         let shared = BrokerShared::new(config);
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone()));
-        Ok(RunningBroker {
-            local_addr,
-            shared,
-            accept_task,
-        })
+        Ok(RunningBroker { local_addr, shared, accept_task })
     }
 
     /// The address actually bound (useful with port 0).
@@ -183,17 +169,9 @@ async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {
     drop(listener);
     let open: Vec<Arc<ConnShared>> = shared.connections().values().cloned().collect();
     for conn in open {
-        conn.close(Some(error_frame(
-            ErrorCode::ShuttingDown,
-            0,
-            true,
-            "broker is shutting down".into(),
-        )));
+        conn.close(Some(error_frame(ErrorCode::ShuttingDown, 0, true, "broker is shutting down".into())));
     }
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while tasks.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         tasks.abort_all();
     }
@@ -217,10 +195,7 @@ fn admit(stream: TcpStream, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Joi
 async fn refuse(mut stream: TcpStream, limit: u64) {
     let message = format!("broker already serves max_connections = {limit} connections");
     let mut bytes = BytesMut::new();
-    if error_frame(ErrorCode::TooManyConnections, 0, true, message)
-        .encode(&mut bytes)
-        .is_ok()
-    {
+    if error_frame(ErrorCode::TooManyConnections, 0, true, message).encode(&mut bytes).is_ok() {
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
     }
     let _ = stream.shutdown().await;

@@ -68,6 +68,8 @@ counters! {
     publisher_blocked,
     /// Error frames sent to clients.
     errors_sent,
+    /// ACK or NACK tags that were not awaiting an acknowledgement.
+    unknown_delivery_tags,
     /// Match lookups answered from a connection's cache.
     match_cache_hits,
     /// Match lookups that walked the subject trie.

@@ -9,7 +9,7 @@ use sift_proto::{subscribe_flags, ErrorCode, FilterKind, Frame, Subscribe};
 
 use crate::connection::{apply_events, Session};
 use crate::delivery::hand_over;
-use crate::outbox::{QueueOptions, Settled};
+use crate::outbox::{CreditError, QueueOptions, Settled};
 use crate::stats::add;
 use crate::subscription::{SubRef, Subscription};
 
@@ -20,8 +20,7 @@ impl Session {
         let reference = u64::from(sub_id);
         match self.check_subscribe(&request) {
             Ok((topic_filter, options)) => {
-                let group = (!request.queue_group.is_empty())
-                    .then(|| Arc::from(request.queue_group.as_str()));
+                let group = (!request.queue_group.is_empty()).then(|| Arc::from(request.queue_group.as_str()));
                 let subscription = SubRef(Arc::new(Subscription {
                     key: options.key,
                     sub_id,
@@ -33,26 +32,23 @@ impl Session {
                     label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
                 }));
                 self.conn.lock().add_subscription(sub_id, options);
+                // SUBSCRIBED is queued before the router can match the new
+                // subscription, and control frames go out before deliveries,
+                // so no DELIVER for it can overtake its SUBSCRIBED.
+                self.conn.send_control(&Frame::Subscribed { sub_id });
                 self.shared.router.insert(subscription.clone());
                 self.subscriptions.insert(sub_id, subscription);
-                self.conn.send_control(&Frame::Subscribed { sub_id });
             }
             Err((code, message)) => self.refuse(code, reference, message),
         }
         true
     }
 
-    fn check_subscribe(
-        &self,
-        request: &Subscribe,
-    ) -> Result<(TopicFilter, QueueOptions), (ErrorCode, String)> {
+    fn check_subscribe(&self, request: &Subscribe) -> Result<(TopicFilter, QueueOptions), (ErrorCode, String)> {
         let limits = &self.shared.config.limits;
         let delivery = &self.shared.config.delivery;
         if self.subscriptions.contains_key(&request.sub_id) {
-            return Err((
-                ErrorCode::DuplicateSubscription,
-                format!("sub_id {} is already in use", request.sub_id),
-            ));
+            return Err((ErrorCode::DuplicateSubscription, format!("sub_id {} is already in use", request.sub_id)));
         }
         if self.subscriptions.len() >= limits.max_subscriptions_per_connection as usize {
             let message = format!(
@@ -62,20 +58,15 @@ impl Session {
             return Err((ErrorCode::TooManySubscriptions, message));
         }
         if request.filter.len() > limits.max_filter_bytes as usize {
-            let message = format!(
-                "filter is {} bytes; max_filter_bytes = {}",
-                request.filter.len(),
-                limits.max_filter_bytes
-            );
+            let message =
+                format!("filter is {} bytes; max_filter_bytes = {}", request.filter.len(), limits.max_filter_bytes);
             return Err((ErrorCode::FilterTooLong, message));
         }
         let topic_filter = TopicFilter::new(request.topic_filter.as_str())
             .map_err(|error| (ErrorCode::InvalidTopic, format!("topic filter: {error}")))?;
         if request.filter_kind != FilterKind::None {
-            let message = format!(
-                "{} content filters are not supported by this broker yet",
-                request.filter_kind.name()
-            );
+            let message =
+                format!("{} content filters are not supported by this broker yet", request.filter_kind.name());
             return Err((ErrorCode::Unsupported, message));
         }
         if request.queue_capacity > delivery.queue_capacity_max {
@@ -86,21 +77,16 @@ impl Session {
             return Err((ErrorCode::InvalidField, message));
         }
         if request.max_unacked > delivery.max_unacked_max {
-            let message = format!(
-                "max_unacked {} exceeds max_unacked_max = {}",
-                request.max_unacked, delivery.max_unacked_max
-            );
+            let message =
+                format!("max_unacked {} exceeds max_unacked_max = {}", request.max_unacked, delivery.max_unacked_max);
             return Err((ErrorCode::InvalidField, message));
         }
         let non_zero = |value: u32, default: u32| if value == 0 { default } else { value };
         let credit_mode = request.flags & subscribe_flags::CREDIT_MODE != 0;
         let options = QueueOptions {
-            key: self
-                .shared
-                .next_subscription_key
-                .fetch_add(1, Ordering::Relaxed),
+            key: self.shared.next_subscription_key.fetch_add(1, Ordering::Relaxed),
             capacity: non_zero(request.queue_capacity, delivery.queue_capacity_default),
-            policy: request.policy,
+            policy: request.policy.unwrap_or_else(|| self.shared.config.policy_default()),
             ack_mode: request.ack_mode,
             max_unacked: non_zero(request.max_unacked, delivery.max_unacked_default),
             credit: credit_mode.then_some(u64::from(request.initial_credit)),
@@ -113,22 +99,14 @@ impl Session {
     pub(crate) fn unsubscribe(&mut self, sub_id: u32) -> bool {
         match self.subscriptions.remove(&sub_id) {
             Some(subscription) => self.release(&subscription),
-            None => self.refuse(
-                ErrorCode::UnknownSubscription,
-                u64::from(sub_id),
-                format!("no subscription {sub_id}"),
-            ),
+            None => self.refuse(ErrorCode::UnknownSubscription, u64::from(sub_id), format!("no subscription {sub_id}")),
         }
         true
     }
 
     /// Releases every subscription of the connection (it is closing).
     pub(crate) fn release_subscriptions(&mut self) {
-        let subscriptions: Vec<SubRef> = self
-            .subscriptions
-            .drain()
-            .map(|(_, subscription)| subscription)
-            .collect();
+        let subscriptions: Vec<SubRef> = self.subscriptions.drain().map(|(_, subscription)| subscription).collect();
         for subscription in &subscriptions {
             self.release(subscription);
         }
@@ -150,31 +128,29 @@ impl Session {
     pub(crate) fn nack(&mut self, tag: u64, requeue: bool) -> bool {
         let max_redeliveries = self.shared.config.delivery.max_redeliveries;
         let settled = self.conn.lock().nack(tag, requeue, max_redeliveries);
-        if settled.unknown_tags > 0 {
-            self.refuse(
-                ErrorCode::UnknownDeliveryTag,
-                tag,
-                format!("delivery tag {tag} is not awaiting an ack"),
-            );
-        }
         self.settle(settled);
         true
     }
 
     pub(crate) fn flow(&mut self, sub_id: u32, credit: u32) -> bool {
-        let (found, wake) = {
+        let (added, wake) = {
             let mut outbox = self.conn.lock();
             (outbox.add_credit(sub_id, credit), outbox.take_wake())
         };
         if wake {
             self.conn.writer_wake.notify_one();
         }
-        if !found {
-            self.refuse(
-                ErrorCode::UnknownSubscription,
-                u64::from(sub_id),
-                format!("no subscription {sub_id}"),
-            );
+        let reference = u64::from(sub_id);
+        match added {
+            Ok(()) => {}
+            Err(CreditError::UnknownSubscription) => {
+                self.refuse(ErrorCode::UnknownSubscription, reference, format!("no subscription {sub_id}"))
+            }
+            Err(CreditError::NotInCreditMode) => self.refuse(
+                ErrorCode::InvalidField,
+                reference,
+                format!("FLOW for subscription {sub_id}, which was not opened in credit mode"),
+            ),
         }
         true
     }
@@ -186,6 +162,9 @@ impl Session {
         let stats = &self.shared.stats;
         add(&stats.redelivered, settled.requeued);
         add(&stats.dropped_rejected, settled.rejected);
+        // A tag can be unknown for a good reason (its delivery timed out and
+        // was requeued), so unknown tags are counted, not refused.
+        add(&stats.unknown_delivery_tags, settled.unknown_tags);
         apply_events(settled.events);
         // Acks free window space: wake publishers blocked on this connection.
         self.conn.space.notify_waiters();

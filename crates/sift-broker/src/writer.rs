@@ -83,6 +83,7 @@ pub async fn redelivery_timer(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) 
         }
         add(&shared.stats.redelivered, settled.requeued);
         add(&shared.stats.dropped_rejected, settled.rejected);
+        add(&shared.stats.unknown_delivery_tags, settled.unknown_tags);
         apply_events(settled.events);
     }
 }

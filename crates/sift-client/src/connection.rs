@@ -73,28 +73,18 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("Client")
-            .field("address", &self.inner.address)
-            .finish()
+        formatter.debug_struct("Client").field("address", &self.inner.address).finish()
     }
 }
 
 impl Client {
     /// Connects and completes the handshake; then keeps the connection up in
     /// the background.
-    pub async fn connect(
-        address: impl Into<String>,
-        options: ClientOptions,
-    ) -> Result<Client, ClientError> {
+    pub async fn connect(address: impl Into<String>, options: ClientOptions) -> Result<Client, ClientError> {
         let address = address.into();
         let (stream, welcome) = open(&address, &options).await?;
         let window = Arc::new(Semaphore::new(welcome.publish_window.max(1) as usize));
-        let state = State {
-            next_request_id: REQUEST_ID_BASE,
-            next_sub_id: 1,
-            ..State::default()
-        };
+        let state = State { next_request_id: REQUEST_ID_BASE, next_sub_id: 1, ..State::default() };
         let inner = Arc::new(Inner {
             address,
             options,
@@ -113,10 +103,7 @@ impl Client {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The broker's `WELCOME` (its limits) from the latest handshake.
@@ -135,9 +122,7 @@ impl Client {
         if state.closed {
             return Err(ClientError::Closed);
         }
-        frame
-            .encode(&mut state.out)
-            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        frame.encode(&mut state.out).map_err(|error| ClientError::Encode(error.to_string()))?;
         drop(state);
         self.inner.writer_wake.notify_one();
         Ok(())
@@ -183,8 +168,7 @@ impl Client {
         }
         state.next_sequence += 1;
         message.sequence = state.next_sequence;
-        encode_publish(&mut state.out, 0, 0, 0, &message)
-            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        encode_publish(&mut state.out, 0, 0, 0, &message).map_err(|error| ClientError::Encode(error.to_string()))?;
         drop(state);
         self.inner.writer_wake.notify_one();
         Ok(())
@@ -193,11 +177,7 @@ impl Client {
     /// Publishes and waits for the broker's confirm: the matched count, "no
     /// subscribers", or with `await_delivered` the acknowledgement outcome.
     /// Reliable publishes are resent after a reconnect until confirmed.
-    pub async fn publish_confirmed(
-        &self,
-        message: Message,
-        options: PublishOptions,
-    ) -> Result<Confirm, ClientError> {
+    pub async fn publish_confirmed(&self, message: Message, options: PublishOptions) -> Result<Confirm, ClientError> {
         let receiver = self.start_confirmed(message, options).await?;
         receiver.await.map_err(|_| ClientError::Closed)?
     }
@@ -210,21 +190,13 @@ impl Client {
         mut message: Message,
         options: PublishOptions,
     ) -> Result<oneshot::Receiver<Result<Confirm, ClientError>>, ClientError> {
-        let permit = self
-            .inner
-            .window
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| ClientError::Closed)?;
+        let permit = self.inner.window.clone().acquire_owned().await.map_err(|_| ClientError::Closed)?;
         self.wait_for_space().await?;
         let mut flags = publish_flags::CONFIRM;
         if options.await_delivered {
             flags |= publish_flags::AWAIT_DELIVERED;
         }
-        let timeout_ms = options.await_timeout.map_or(0, |timeout| {
-            timeout.as_millis().min(u32::MAX as u128) as u32
-        });
+        let timeout_ms = options.await_timeout.map_or(0, |timeout| timeout.as_millis().min(u32::MAX as u128) as u32);
         let (sender, receiver) = oneshot::channel();
         let mut state = self.lock();
         if state.closed {
@@ -246,11 +218,7 @@ impl Client {
             // Best-effort publishes are not kept across a disconnection.
             return Err(ClientError::Disconnected);
         }
-        let pending = PendingPublish {
-            sender,
-            frame: resend.then_some(frame),
-            _permit: Some(permit),
-        };
+        let pending = PendingPublish { sender, frame: resend.then_some(frame), _permit: Some(permit) };
         state.pending.insert(request_id, pending);
         drop(state);
         self.inner.writer_wake.notify_one();
@@ -274,24 +242,12 @@ impl Client {
                     .encode(&mut state.out)
                     .map_err(|error| ClientError::Encode(error.to_string()))?;
             }
-            state.subs.insert(
-                sub_id,
-                SubEntry {
-                    request,
-                    sender,
-                    ready: Some(ready_sender),
-                },
-            );
+            state.subs.insert(sub_id, SubEntry { request, sender, ready: Some(ready_sender) });
             sub_id
         };
         self.inner.writer_wake.notify_one();
         match ready.await {
-            Ok(Ok(())) => Ok(Subscription {
-                sub_id,
-                receiver,
-                client: self.clone(),
-                ack: options.ack,
-            }),
+            Ok(Ok(())) => Ok(Subscription { sub_id, receiver, client: self.clone(), ack: options.ack }),
             Ok(Err(error)) => {
                 self.lock().subs.remove(&sub_id);
                 Err(error)
@@ -357,43 +313,27 @@ impl Client {
 }
 
 fn subscribe_frame(sub_id: u32, options: &SubscribeOptions) -> Subscribe {
-    let (filter_kind, filter) = options
-        .filter
-        .clone()
-        .unwrap_or((FilterKind::None, String::new()));
+    let (filter_kind, filter) = options.filter.clone().unwrap_or((FilterKind::None, String::new()));
     Subscribe {
         sub_id,
         topic_filter: options.topic_filter.clone(),
         queue_group: options.queue_group.clone().unwrap_or_default(),
         filter_kind,
         filter,
-        ack_mode: if options.ack == AckPolicy::OnWrite {
-            AckMode::Auto
-        } else {
-            AckMode::Client
-        },
+        ack_mode: if options.ack == AckPolicy::OnWrite { AckMode::Auto } else { AckMode::Client },
         policy: options.policy,
         queue_capacity: options.queue_capacity.unwrap_or(0),
         max_unacked: options.max_unacked.unwrap_or(0),
-        flags: if options.credit.is_some() {
-            subscribe_flags::CREDIT_MODE
-        } else {
-            0
-        },
+        flags: if options.credit.is_some() { subscribe_flags::CREDIT_MODE } else { 0 },
         initial_credit: options.credit.unwrap_or(0),
     }
 }
 
 /// Connects and runs the handshake.
 async fn open(address: &str, options: &ClientOptions) -> Result<(TcpStream, Welcome), ClientError> {
-    let failure = |reason: String| ClientError::Connect {
-        address: address.to_string(),
-        reason,
-    };
+    let failure = |reason: String| ClientError::Connect { address: address.to_string(), reason };
     let attempt = async {
-        let mut stream = TcpStream::connect(address)
-            .await
-            .map_err(|error| failure(error.to_string()))?;
+        let mut stream = TcpStream::connect(address).await.map_err(|error| failure(error.to_string()))?;
         let _ = stream.set_nodelay(true);
         let hello = Hello {
             version_min: PROTOCOL_VERSION_MIN,
@@ -401,33 +341,18 @@ async fn open(address: &str, options: &ClientOptions) -> Result<(TcpStream, Welc
             client_name: options.name.clone(),
         };
         let mut buf = BytesMut::new();
-        Frame::Hello(hello)
-            .encode(&mut buf)
-            .map_err(|error| failure(error.to_string()))?;
-        stream
-            .write_all(&buf)
-            .await
-            .map_err(|error| failure(error.to_string()))?;
+        Frame::Hello(hello).encode(&mut buf).map_err(|error| failure(error.to_string()))?;
+        stream.write_all(&buf).await.map_err(|error| failure(error.to_string()))?;
         buf.clear();
         let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
         loop {
-            match decoder
-                .decode(&mut buf)
-                .map_err(|error| failure(error.to_string()))?
-            {
+            match decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
                 Some(Frame::Welcome(welcome)) => return Ok((stream, welcome)),
-                Some(Frame::Error(error)) => {
-                    return Err(failure(format!("{}: {}", error.code, error.message)))
-                }
-                Some(other) => {
-                    return Err(failure(format!("expected WELCOME, got {}", other.name())))
-                }
+                Some(Frame::Error(error)) => return Err(failure(format!("{}: {}", error.code, error.message))),
+                Some(other) => return Err(failure(format!("expected WELCOME, got {}", other.name()))),
                 None => {}
             }
-            let read = stream
-                .read_buf(&mut buf)
-                .await
-                .map_err(|error| failure(error.to_string()))?;
+            let read = stream.read_buf(&mut buf).await.map_err(|error| failure(error.to_string()))?;
             if read == 0 {
                 return Err(failure("connection closed during the handshake".into()));
             }
@@ -451,11 +376,7 @@ impl Client {
                 }
                 reconnected = true;
                 let (reader, writer) = current.into_split();
-                let max_frame = self
-                    .lock()
-                    .welcome
-                    .as_ref()
-                    .map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
+                let max_frame = self.lock().welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
                 let mut writer_task = tokio::spawn(self.clone().write_loop(writer));
                 let mut reader_task = tokio::spawn(self.clone().read_loop(reader, max_frame));
                 tokio::select! {
@@ -498,11 +419,7 @@ impl Client {
         let mut request_ids: Vec<u64> = state.pending.keys().copied().collect();
         request_ids.sort_unstable();
         for request_id in request_ids {
-            if let Some(frame) = state
-                .pending
-                .get(&request_id)
-                .and_then(|pending| pending.frame.as_ref())
-            {
+            if let Some(frame) = state.pending.get(&request_id).and_then(|pending| pending.frame.as_ref()) {
                 prefix.extend_from_slice(frame);
             }
         }
@@ -521,12 +438,8 @@ impl Client {
         state.connected = false;
         state.out.clear();
         state.acks.clear();
-        let lost: Vec<u64> = state
-            .pending
-            .iter()
-            .filter(|(_, pending)| pending.frame.is_none())
-            .map(|(id, _)| *id)
-            .collect();
+        let lost: Vec<u64> =
+            state.pending.iter().filter(|(_, pending)| pending.frame.is_none()).map(|(id, _)| *id).collect();
         for request_id in lost {
             if let Some(pending) = state.pending.remove(&request_id) {
                 let _ = pending.sender.send(Err(ClientError::Disconnected));
@@ -546,10 +459,7 @@ impl Client {
             {
                 let mut state = self.lock();
                 for chunk in state.acks.chunks(ACK_BATCH_MAX) {
-                    let _ = Frame::Ack {
-                        delivery_tags: chunk.to_vec(),
-                    }
-                    .encode(&mut batch);
+                    let _ = Frame::Ack { delivery_tags: chunk.to_vec() }.encode(&mut batch);
                 }
                 state.acks.clear();
                 batch.extend_from_slice(&state.out);
@@ -614,11 +524,7 @@ impl Client {
                 }
             }
             Frame::Subscribed { sub_id } => {
-                let ready = self
-                    .lock()
-                    .subs
-                    .get_mut(&sub_id)
-                    .and_then(|entry| entry.ready.take());
+                let ready = self.lock().subs.get_mut(&sub_id).and_then(|entry| entry.ready.take());
                 if let Some(ready) = ready {
                     let _ = ready.send(Ok(()));
                 }
@@ -644,11 +550,7 @@ impl Client {
     }
 
     async fn deliver(&self, deliver: Deliver) {
-        let sender = self
-            .lock()
-            .subs
-            .get(&deliver.sub_id)
-            .map(|entry| entry.sender.clone());
+        let sender = self.lock().subs.get(&deliver.sub_id).map(|entry| entry.sender.clone());
         let Some(sender) = sender else {
             // Deliveries can still arrive for a subscription just closed.
             return;
@@ -667,10 +569,7 @@ impl Client {
 
     /// Routes an `ERROR` to the request it refers to; false when fatal.
     fn refused(&self, error: ErrorFrame) -> bool {
-        let failure = ClientError::Refused {
-            code: error.code,
-            message: error.message.clone(),
-        };
+        let failure = ClientError::Refused { code: error.code, message: error.message.clone() };
         let mut state = self.lock();
         if error.reference >= REQUEST_ID_BASE {
             if let Some(pending) = state.pending.remove(&error.reference) {
@@ -678,20 +577,19 @@ impl Client {
             }
         } else if error.reference != 0 {
             let sub_id = error.reference as u32;
-            let failed_subscribe = state
-                .subs
-                .get_mut(&sub_id)
-                .and_then(|entry| entry.ready.take());
+            let failed_subscribe = state.subs.get_mut(&sub_id).and_then(|entry| entry.ready.take());
             match failed_subscribe {
                 Some(ready) => {
                     let _ = ready.send(Err(failure));
                 }
-                None => {
-                    // An error about a live subscription (slow consumer): end its stream.
-                    if error.fatal {
-                        state.subs.remove(&sub_id);
-                    }
+                // An error about a live subscription (refused when restored
+                // after a reconnect, or closed as a slow consumer) ends its
+                // stream, so that the application sees it is gone.
+                None if error.code != ErrorCode::UnknownSubscription && error.code != ErrorCode::InvalidField => {
+                    tracing::warn!(sub_id, code = %error.code, message = %error.message, "subscription closed");
+                    state.subs.remove(&sub_id);
                 }
+                None => {}
             }
         }
         if error.fatal {

@@ -67,8 +67,8 @@ pub struct SubscribeOptions {
     pub filter: Option<(FilterKind, String)>,
     /// How deliveries are acknowledged.
     pub ack: AckPolicy,
-    /// What a full queue at the broker does.
-    pub policy: QueuePolicy,
+    /// What a full queue at the broker does; `None` = the broker's default.
+    pub policy: Option<QueuePolicy>,
     /// Queue bound at the broker; `None` = broker default.
     pub queue_capacity: Option<u32>,
     /// Reliable deliveries in flight; `None` = broker default.
@@ -85,7 +85,7 @@ impl SubscribeOptions {
             queue_group: None,
             filter: None,
             ack: AckPolicy::Auto,
-            policy: QueuePolicy::Block,
+            policy: None,
             queue_capacity: None,
             max_unacked: None,
             credit: None,
@@ -106,7 +106,7 @@ impl SubscribeOptions {
 
     /// Sets the full-queue policy.
     pub fn policy(mut self, policy: QueuePolicy) -> Self {
-        self.policy = policy;
+        self.policy = Some(policy);
         self
     }
 

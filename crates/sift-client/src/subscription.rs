@@ -38,10 +38,7 @@ impl Delivery {
         if self.delivery_tag == 0 {
             return Ok(());
         }
-        self.client.send_frame(&sift_proto::Frame::Nack {
-            delivery_tag: self.delivery_tag,
-            requeue,
-        })
+        self.client.send_frame(&sift_proto::Frame::Nack { delivery_tag: self.delivery_tag, requeue })
     }
 }
 
@@ -86,10 +83,7 @@ impl Subscription {
 
     /// Grants `credit` more deliveries to a subscription in credit mode.
     pub fn grant(&self, credit: u32) -> Result<(), ClientError> {
-        self.client.send_frame(&sift_proto::Frame::Flow {
-            sub_id: self.sub_id,
-            credit,
-        })
+        self.client.send_frame(&sift_proto::Frame::Flow { sub_id: self.sub_id, credit })
     }
 
     /// Closes the subscription at the broker and ends the stream.

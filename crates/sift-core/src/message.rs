@@ -48,9 +48,7 @@ impl Value {
         if let Ok(int) = text.parse::<i64>() {
             return Value::Int(int);
         }
-        let looks_numeric = text
-            .chars()
-            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'));
+        let looks_numeric = text.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'));
         if looks_numeric {
             if let Ok(float) = text.parse::<f64>() {
                 return Value::Float(float);
@@ -228,10 +226,7 @@ impl Message {
     /// The value of a property, if the message has it. A linear scan: messages
     /// carry a handful of properties, where a scan beats hashing.
     pub fn property(&self, name: &str) -> Option<&Value> {
-        self.properties
-            .iter()
-            .find(|(candidate, _)| candidate == name)
-            .map(|(_, value)| value)
+        self.properties.iter().find(|(candidate, _)| candidate == name).map(|(_, value)| value)
     }
 
     /// True when the message has an expiry and it is at or before `now_ns`.
@@ -275,11 +270,7 @@ mod tests {
 
     #[test]
     fn delivery_mode_codes_round_trip() {
-        for mode in [
-            DeliveryMode::BestEffort,
-            DeliveryMode::Reliable,
-            DeliveryMode::Persistent,
-        ] {
+        for mode in [DeliveryMode::BestEffort, DeliveryMode::Reliable, DeliveryMode::Persistent] {
             assert_eq!(DeliveryMode::from_code(mode.code()), Some(mode));
             assert_eq!(mode.name().parse::<DeliveryMode>(), Ok(mode));
         }

@@ -4,7 +4,8 @@
 //! filter is the same with two wildcards: `*` stands for exactly one token and
 //! `>`, allowed only as the last token, for one or more trailing tokens. These
 //! are the NATS subject rules, which users of NATS, MQTT (`+`, `#`) and
-//! ActiveMQ (`*`, `>`) all recognise.
+//! ActiveMQ (`*`, `>`) all recognise. A `*` or `>` inside a longer token
+//! (`b*`) is an ordinary character, in names and in filters alike.
 
 /// Longest topic or topic filter accepted, in bytes. Protects the trie and the
 /// match cache from pathological keys; the broker may set a lower limit.
@@ -41,16 +42,14 @@ pub enum TopicError {
         position: usize,
     },
     /// Wildcards belong in filters, not in the topic a message is published on.
-    #[error(
-        "topic {topic:?} contains the wildcard {wildcard:?}; wildcards are only for subscriptions"
-    )]
+    #[error("topic {topic:?} contains the wildcard {wildcard:?}; wildcards are only for subscriptions")]
     WildcardInName {
         /// The offending topic.
         topic: String,
         /// The wildcard found.
         wildcard: &'static str,
     },
-    /// `>` must be the last token of a filter, and wildcards must be whole tokens.
+    /// `>` must be the last token of a filter.
     #[error("filter {filter:?} misuses a wildcard at byte {position}: {reason}")]
     BadWildcard {
         /// The offending filter.
@@ -68,24 +67,15 @@ fn check_tokens(text: &str) -> Result<(), TopicError> {
         return Err(TopicError::Empty);
     }
     if text.len() > TOPIC_BYTES_MAX {
-        return Err(TopicError::TooLong {
-            length: text.len(),
-            limit: TOPIC_BYTES_MAX,
-        });
+        return Err(TopicError::TooLong { length: text.len(), limit: TOPIC_BYTES_MAX });
     }
     if let Some(position) = text.find(|c: char| c.is_whitespace() || c.is_control()) {
-        return Err(TopicError::BadCharacter {
-            topic: text.to_string(),
-            position,
-        });
+        return Err(TopicError::BadCharacter { topic: text.to_string(), position });
     }
     let mut position = 0;
     for token in text.split('.') {
         if token.is_empty() {
-            return Err(TopicError::EmptyToken {
-                topic: text.to_string(),
-                position,
-            });
+            return Err(TopicError::EmptyToken { topic: text.to_string(), position });
         }
         position += token.len() + 1;
     }
@@ -107,10 +97,7 @@ impl TopicName {
                 ">" => ">",
                 _ => continue,
             };
-            return Err(TopicError::WildcardInName {
-                topic: text,
-                wildcard,
-            });
+            return Err(TopicError::WildcardInName { topic: text, wildcard });
         }
         Ok(TopicName(text))
     }
@@ -169,13 +156,6 @@ impl TopicFilter {
                         reason: "`>` must be the last token",
                     })
                 }
-                literal if literal.contains(['*', '>']) && literal.len() > 1 => {
-                    return Err(TopicError::BadWildcard {
-                        filter: text.clone(),
-                        position,
-                        reason: "a wildcard must be a whole token",
-                    })
-                }
                 literal => FilterToken::Literal(literal.to_string()),
             };
             tokens.push(parsed);
@@ -196,9 +176,7 @@ impl TopicFilter {
 
     /// True when the filter has no wildcard, so it matches one topic only.
     pub fn is_literal(&self) -> bool {
-        self.tokens
-            .iter()
-            .all(|token| matches!(token, FilterToken::Literal(_)))
+        self.tokens.iter().all(|token| matches!(token, FilterToken::Literal(_)))
     }
 
     /// Evaluates the filter against one topic directly, without a trie. The
@@ -248,45 +226,23 @@ mod tests {
     #[test]
     fn names_reject_empty_tokens_wildcards_and_spaces() {
         assert_eq!(TopicName::new(""), Err(TopicError::Empty));
-        assert!(matches!(
-            TopicName::new("a..b"),
-            Err(TopicError::EmptyToken { position: 2, .. })
-        ));
-        assert!(matches!(
-            TopicName::new(".a"),
-            Err(TopicError::EmptyToken { position: 0, .. })
-        ));
-        assert!(matches!(
-            TopicName::new("a."),
-            Err(TopicError::EmptyToken { .. })
-        ));
-        assert!(matches!(
-            TopicName::new("a.*"),
-            Err(TopicError::WildcardInName { .. })
-        ));
-        assert!(matches!(
-            TopicName::new("a b"),
-            Err(TopicError::BadCharacter { position: 1, .. })
-        ));
+        assert!(matches!(TopicName::new("a..b"), Err(TopicError::EmptyToken { position: 2, .. })));
+        assert!(matches!(TopicName::new(".a"), Err(TopicError::EmptyToken { position: 0, .. })));
+        assert!(matches!(TopicName::new("a."), Err(TopicError::EmptyToken { .. })));
+        assert!(matches!(TopicName::new("a.*"), Err(TopicError::WildcardInName { .. })));
+        assert!(matches!(TopicName::new("a b"), Err(TopicError::BadCharacter { position: 1, .. })));
         let long = "a".repeat(TOPIC_BYTES_MAX + 1);
-        assert!(matches!(
-            TopicName::new(long),
-            Err(TopicError::TooLong { .. })
-        ));
+        assert!(matches!(TopicName::new(long), Err(TopicError::TooLong { .. })));
     }
 
     #[test]
     fn filters_place_wildcards_correctly() {
         assert!(TopicFilter::new("a.*.c").is_ok());
         assert!(TopicFilter::new(">").is_ok());
-        assert!(matches!(
-            TopicFilter::new("a.>.c"),
-            Err(TopicError::BadWildcard { position: 2, .. })
-        ));
-        assert!(matches!(
-            TopicFilter::new("a.b*"),
-            Err(TopicError::BadWildcard { .. })
-        ));
+        assert!(matches!(TopicFilter::new("a.>.c"), Err(TopicError::BadWildcard { position: 2, .. })));
+        // As in names, `*` or `>` inside a longer token is an ordinary character.
+        assert!(TopicFilter::new("a.b*").expect("valid").matches(&name("a.b*")));
+        assert!(!TopicFilter::new("a.b*").expect("valid").matches(&name("a.bc")));
     }
 
     #[test]

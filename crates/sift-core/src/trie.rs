@@ -29,10 +29,7 @@ pub struct MatchResult<T> {
 impl<T> MatchResult<T> {
     /// An empty result.
     pub fn empty() -> Self {
-        MatchResult {
-            plain: Vec::new(),
-            groups: Vec::new(),
-        }
+        MatchResult { plain: Vec::new(), groups: Vec::new() }
     }
 
     /// True when nothing matched.
@@ -52,13 +49,7 @@ struct Node<T> {
 
 impl<T> Default for Node<T> {
     fn default() -> Self {
-        Node {
-            literals: HashMap::new(),
-            any_one: None,
-            rest: None,
-            plain: Vec::new(),
-            groups: Vec::new(),
-        }
+        Node { literals: HashMap::new(), any_one: None, rest: None, plain: Vec::new(), groups: Vec::new() }
     }
 }
 
@@ -82,11 +73,7 @@ impl<T: Clone + PartialEq> Node<T> {
     fn add_entries_to(&self, result: &mut MatchResult<T>) {
         result.plain.extend(self.plain.iter().cloned());
         for (name, members) in &self.groups {
-            match result
-                .groups
-                .iter_mut()
-                .find(|(existing, _)| existing == name)
-            {
+            match result.groups.iter_mut().find(|(existing, _)| existing == name) {
                 Some((_, merged)) => merged.extend(members.iter().cloned()),
                 None => result.groups.push((name.clone(), members.clone())),
             }
@@ -143,11 +130,7 @@ impl<T: Clone + PartialEq> Node<T> {
     fn remove_entry(&mut self, group: Option<&str>, entry: &T) -> bool {
         let list = match group {
             None => &mut self.plain,
-            Some(group) => match self
-                .groups
-                .iter_mut()
-                .position(|(name, _)| &**name == group)
-            {
+            Some(group) => match self.groups.iter_mut().position(|(name, _)| &**name == group) {
                 Some(index) => {
                     let removed = remove_first(&mut self.groups[index].1, entry);
                     if self.groups[index].1.is_empty() {
@@ -186,11 +169,7 @@ pub struct SubjectTrie<T> {
 
 impl<T> Default for SubjectTrie<T> {
     fn default() -> Self {
-        SubjectTrie {
-            root: Node::default(),
-            generation: 0,
-            len: 0,
-        }
+        SubjectTrie { root: Node::default(), generation: 0, len: 0 }
     }
 }
 
@@ -270,13 +249,7 @@ pub struct MatchCache<T> {
 impl<T> MatchCache<T> {
     /// An empty cache holding at most `capacity` topics (at least one).
     pub fn new(capacity: usize) -> Self {
-        MatchCache {
-            entries: HashMap::new(),
-            generation: 0,
-            capacity: capacity.max(1),
-            hits: 0,
-            misses: 0,
-        }
+        MatchCache { entries: HashMap::new(), generation: 0, capacity: capacity.max(1), hits: 0, misses: 0 }
     }
 
     /// The cached result for `topic`, if it was computed at `generation`.
@@ -362,16 +335,10 @@ mod tests {
         trie.insert(&filter("a.b"), None, 4);
         let result = trie.matches(&name("a.b"));
         assert_eq!(result.plain, vec![4]);
-        let mut groups: Vec<(String, Vec<u32>)> = result
-            .groups
-            .into_iter()
-            .map(|(name, members)| (name.to_string(), sorted(members)))
-            .collect();
+        let mut groups: Vec<(String, Vec<u32>)> =
+            result.groups.into_iter().map(|(name, members)| (name.to_string(), sorted(members))).collect();
         groups.sort();
-        assert_eq!(
-            groups,
-            vec![("audit".into(), vec![3]), ("workers".into(), vec![1, 2])]
-        );
+        assert_eq!(groups, vec![("audit".into(), vec![3]), ("workers".into(), vec![1, 2])]);
     }
 
     #[test]
@@ -392,10 +359,7 @@ mod tests {
     #[test]
     fn cache_drops_results_of_old_generations_and_stays_bounded() {
         let mut cache: MatchCache<u32> = MatchCache::new(4);
-        let result = Arc::new(MatchResult {
-            plain: vec![1],
-            groups: Vec::new(),
-        });
+        let result = Arc::new(MatchResult { plain: vec![1], groups: Vec::new() });
         cache.insert("a", 1, result.clone());
         assert_eq!(cache.get("a", 1), Some(result));
         assert_eq!(cache.get("a", 2), None, "a new generation invalidates");
@@ -407,24 +371,18 @@ mod tests {
     }
 
     fn token_strategy() -> impl Strategy<Value = String> {
-        prop_oneof![
-            Just("a".to_string()),
-            Just("b".to_string()),
-            Just("c".to_string())
-        ]
+        prop_oneof![Just("a".to_string()), Just("b".to_string()), Just("c".to_string())]
     }
 
     fn filter_strategy() -> impl Strategy<Value = String> {
-        (
-            prop::collection::vec(prop_oneof![token_strategy(), Just("*".to_string())], 1..4),
-            any::<bool>(),
-        )
-            .prop_map(|(mut tokens, rest)| {
+        (prop::collection::vec(prop_oneof![token_strategy(), Just("*".to_string())], 1..4), any::<bool>()).prop_map(
+            |(mut tokens, rest)| {
                 if rest {
                     tokens.push(">".to_string());
                 }
                 tokens.join(".")
-            })
+            },
+        )
     }
 
     proptest! {

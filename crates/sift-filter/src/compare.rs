@@ -137,16 +137,12 @@ pub(crate) fn compare(left: &Scalar<'_>, right: &Scalar<'_>) -> Comparison {
     match (left, right) {
         (Scalar::Int(left), Scalar::Int(right)) => Comparison::Numeric(Some(left.cmp(right))),
         (Scalar::Float(left), Scalar::Float(right)) => Comparison::Numeric(left.partial_cmp(right)),
-        (Scalar::Int(left), Scalar::Float(right)) => {
-            Comparison::Numeric(compare_int_float(*left, *right))
-        }
+        (Scalar::Int(left), Scalar::Float(right)) => Comparison::Numeric(compare_int_float(*left, *right)),
         (Scalar::Float(left), Scalar::Int(right)) => {
             Comparison::Numeric(compare_int_float(*right, *left).map(Ordering::reverse))
         }
         (Scalar::Str(left), Scalar::Str(right)) => Comparison::Text(left.cmp(right)),
-        (Scalar::Bool(left), Scalar::Bool(right)) => Comparison::Boolean {
-            equal: left == right,
-        },
+        (Scalar::Bool(left), Scalar::Bool(right)) => Comparison::Boolean { equal: left == right },
         _ => Comparison::Incompatible,
     }
 }
@@ -187,69 +183,30 @@ mod tests {
 
     #[test]
     fn integers_and_floats_compare_across_types() {
-        assert_eq!(
-            compare(&Scalar::Int(1), &Scalar::Float(1.0)),
-            Comparison::Numeric(Some(Ordering::Equal))
-        );
-        assert_eq!(
-            compare(&Scalar::Float(1.5), &Scalar::Int(1)),
-            Comparison::Numeric(Some(Ordering::Greater))
-        );
-        assert_eq!(
-            compare(&Scalar::Int(-2), &Scalar::Float(-1.5)),
-            Comparison::Numeric(Some(Ordering::Less))
-        );
-        assert_eq!(
-            compare(&Scalar::Int(-1), &Scalar::Float(-1.5)),
-            Comparison::Numeric(Some(Ordering::Greater))
-        );
+        assert_eq!(compare(&Scalar::Int(1), &Scalar::Float(1.0)), Comparison::Numeric(Some(Ordering::Equal)));
+        assert_eq!(compare(&Scalar::Float(1.5), &Scalar::Int(1)), Comparison::Numeric(Some(Ordering::Greater)));
+        assert_eq!(compare(&Scalar::Int(-2), &Scalar::Float(-1.5)), Comparison::Numeric(Some(Ordering::Less)));
+        assert_eq!(compare(&Scalar::Int(-1), &Scalar::Float(-1.5)), Comparison::Numeric(Some(Ordering::Greater)));
     }
 
     #[test]
     fn integer_float_comparison_is_exact_beyond_two_pow_53() {
         let large = 9_007_199_254_740_993_i64;
-        assert_eq!(
-            compare_int_float(large, 9_007_199_254_740_992.0),
-            Some(Ordering::Greater)
-        );
-        assert_eq!(
-            compare_int_float(i64::MAX, 9_223_372_036_854_775_808.0),
-            Some(Ordering::Less)
-        );
-        assert_eq!(
-            compare_int_float(i64::MIN, -9_223_372_036_854_775_808.0),
-            Some(Ordering::Equal)
-        );
+        assert_eq!(compare_int_float(large, 9_007_199_254_740_992.0), Some(Ordering::Greater));
+        assert_eq!(compare_int_float(i64::MAX, 9_223_372_036_854_775_808.0), Some(Ordering::Less));
+        assert_eq!(compare_int_float(i64::MIN, -9_223_372_036_854_775_808.0), Some(Ordering::Equal));
         assert_eq!(compare_int_float(0, f64::INFINITY), Some(Ordering::Less));
-        assert_eq!(
-            compare_int_float(0, f64::NEG_INFINITY),
-            Some(Ordering::Greater)
-        );
+        assert_eq!(compare_int_float(0, f64::NEG_INFINITY), Some(Ordering::Greater));
         assert_eq!(compare_int_float(0, f64::NAN), None);
     }
 
     #[test]
     fn strings_and_booleans_compare_only_with_their_own_type() {
-        assert_eq!(
-            compare(&text("a"), &text("b")),
-            Comparison::Text(Ordering::Less)
-        );
-        assert_eq!(
-            compare(&Scalar::Bool(true), &Scalar::Bool(true)),
-            Comparison::Boolean { equal: true }
-        );
-        assert_eq!(
-            compare(&text("1"), &Scalar::Int(1)),
-            Comparison::Incompatible
-        );
-        assert_eq!(
-            compare(&Scalar::Bool(true), &Scalar::Int(1)),
-            Comparison::Incompatible
-        );
-        assert_eq!(
-            compare(&Scalar::Float(0.0), &text("0")),
-            Comparison::Incompatible
-        );
+        assert_eq!(compare(&text("a"), &text("b")), Comparison::Text(Ordering::Less));
+        assert_eq!(compare(&Scalar::Bool(true), &Scalar::Bool(true)), Comparison::Boolean { equal: true });
+        assert_eq!(compare(&text("1"), &Scalar::Int(1)), Comparison::Incompatible);
+        assert_eq!(compare(&Scalar::Bool(true), &Scalar::Int(1)), Comparison::Incompatible);
+        assert_eq!(compare(&Scalar::Float(0.0), &text("0")), Comparison::Incompatible);
     }
 
     #[test]

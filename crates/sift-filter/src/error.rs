@@ -92,10 +92,7 @@ mod tests {
             expected: "an operand",
             found: "end of input".to_string(),
         };
-        assert_eq!(
-            error.to_string(),
-            "sql: at byte 7: expected an operand, found end of input"
-        );
+        assert_eq!(error.to_string(), "sql: at byte 7: expected an operand, found end of input");
         assert_eq!(error.position(), 7);
         assert_eq!(error.language(), FilterLanguage::Sql);
     }

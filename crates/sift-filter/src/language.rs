@@ -58,9 +58,6 @@ mod tests {
             assert_eq!(language.to_string(), language.name());
         }
         assert_eq!("SQL".parse::<FilterLanguage>(), Ok(FilterLanguage::Sql));
-        assert_eq!(
-            "xpath".parse::<FilterLanguage>(),
-            Err(UnknownLanguage("xpath".to_string()))
-        );
+        assert_eq!("xpath".parse::<FilterLanguage>(), Err(UnknownLanguage("xpath".to_string())));
     }
 }

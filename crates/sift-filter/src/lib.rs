@@ -77,10 +77,8 @@ mod tests {
 
     fn message() -> Message {
         let mut message = Message::new(TopicName::new("t").expect("valid topic"), "");
-        message.properties = vec![
-            ("sym".to_string(), Value::Str("IBM".into())),
-            ("price".to_string(), Value::Int(120)),
-        ];
+        message.properties =
+            vec![("sym".to_string(), Value::Str("IBM".into())), ("price".to_string(), Value::Int(120))];
         message
     }
 
@@ -89,19 +87,14 @@ mod tests {
         let cases = [
             (FilterLanguage::Tags, r#"sym="IBM",price>100"#, true),
             (FilterLanguage::Tags, "price<100", false),
-            (
-                FilterLanguage::Sql,
-                "sym = 'IBM' AND price BETWEEN 100 AND 200",
-                true,
-            ),
+            (FilterLanguage::Sql, "sym = 'IBM' AND price BETWEEN 100 AND 200", true),
             (FilterLanguage::Sql, "sym <> 'IBM'", false),
         ];
         for (language, text, expected) in cases {
             let filter = ContentFilter::parse(language, text).expect("filter parses");
             assert_eq!(filter.language(), language);
             assert_eq!(filter.matches(&message()), expected, "{text}");
-            let reparsed =
-                ContentFilter::parse(language, &filter.to_string()).expect("display parses");
+            let reparsed = ContentFilter::parse(language, &filter.to_string()).expect("display parses");
             assert_eq!(reparsed.matches(&message()), expected, "{filter}");
         }
     }
@@ -111,9 +104,6 @@ mod tests {
         let tags = ContentFilter::parse(FilterLanguage::Tags, "a=").expect_err("malformed");
         assert_eq!(tags.language(), FilterLanguage::Tags);
         let sql = ContentFilter::parse(FilterLanguage::Sql, "a = ").expect_err("malformed");
-        assert_eq!(
-            sql.to_string(),
-            "sql: at byte 4: expected an operand, found end of input"
-        );
+        assert_eq!(sql.to_string(), "sql: at byte 4: expected an operand, found end of input");
     }
 }

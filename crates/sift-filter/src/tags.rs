@@ -59,9 +59,7 @@ impl TagFilter {
 
     /// True when the message satisfies every predicate.
     pub fn matches(&self, message: &Message) -> bool {
-        self.predicates
-            .iter()
-            .all(|predicate| predicate.matches(message))
+        self.predicates.iter().all(|predicate| predicate.matches(message))
     }
 }
 
@@ -71,13 +69,8 @@ impl TagPredicate {
         let Some(property) = message.property(&self.name) else {
             return false;
         };
-        match compare(
-            &Scalar::from_value(property),
-            &Scalar::from_value(&self.value),
-        ) {
-            Comparison::Numeric(Some(ordering)) | Comparison::Text(ordering) => {
-                self.op.holds(ordering)
-            }
+        match compare(&Scalar::from_value(property), &Scalar::from_value(&self.value)) {
+            Comparison::Numeric(Some(ordering)) | Comparison::Text(ordering) => self.op.holds(ordering),
             // NaN is unordered: it differs from everything and orders with
             // nothing, as in IEEE 754.
             Comparison::Numeric(None) => self.op == ComparisonOp::NotEqual,
@@ -144,9 +137,7 @@ impl TagParser<'_> {
     fn take_while(&mut self, accept: impl Fn(char) -> bool) -> &str {
         let start = self.position;
         let rest = &self.text[start..];
-        let length = rest
-            .find(|character| !accept(character))
-            .unwrap_or(rest.len());
+        let length = rest.find(|character| !accept(character)).unwrap_or(rest.len());
         self.position += length;
         &self.text[start..self.position]
     }
@@ -157,18 +148,12 @@ impl TagParser<'_> {
             None => "end of input".to_string(),
             Some(character) => quote_fragment(character.encode_utf8(&mut [0; 4])),
         };
-        FilterError::Unexpected {
-            language: FilterLanguage::Tags,
-            position: self.position,
-            expected,
-            found,
-        }
+        FilterError::Unexpected { language: FilterLanguage::Tags, position: self.position, expected, found }
     }
 
     fn predicate(&mut self) -> Result<TagPredicate, FilterError> {
         self.skip_whitespace();
-        let name = self
-            .take_while(|character| !is_delimiter(character) && !is_operator_character(character));
+        let name = self.take_while(|character| !is_delimiter(character) && !is_operator_character(character));
         if name.is_empty() {
             return Err(self.unexpected("a tag name"));
         }
@@ -261,17 +246,12 @@ mod tests {
 
     fn message(properties: &[(&str, Value)]) -> Message {
         let mut message = Message::new(TopicName::new("t").expect("valid topic"), "");
-        message.properties = properties
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.clone()))
-            .collect();
+        message.properties = properties.iter().map(|(name, value)| (name.to_string(), value.clone())).collect();
         message
     }
 
     fn matches(filter: &str, message: &Message) -> bool {
-        TagFilter::parse(filter)
-            .expect("filter parses")
-            .matches(message)
+        TagFilter::parse(filter).expect("filter parses").matches(message)
     }
 
     fn error_at(filter: &str) -> (usize, String) {
@@ -282,8 +262,7 @@ mod tests {
 
     #[test]
     fn parses_predicates_with_typed_values() {
-        let filter = TagFilter::parse(r#"a=1, b > 2.5 ,sym="IBM",flag=true, name=KTJR, q="4 2""#)
-            .expect("parses");
+        let filter = TagFilter::parse(r#"a=1, b > 2.5 ,sym="IBM",flag=true, name=KTJR, q="4 2""#).expect("parses");
         let expected = [
             ("a", ComparisonOp::Equal, Value::Int(1)),
             ("b", ComparisonOp::Greater, Value::Float(2.5)),
@@ -351,10 +330,7 @@ mod tests {
         assert!(matches("flag!=false", &flagged));
         assert!(!matches("flag>false", &flagged));
         assert!(!matches("flag=1", &flagged), "boolean against number");
-        assert!(
-            !matches("flag!=1", &flagged),
-            "incompatible types never hold"
-        );
+        assert!(!matches("flag!=1", &flagged), "incompatible types never hold");
     }
 
     #[test]
@@ -380,10 +356,7 @@ mod tests {
     #[test]
     fn quoted_strings_keep_commas_spaces_and_escapes() {
         let filter = TagFilter::parse(r#"s="a, b \"c\" \\""#).expect("parses");
-        assert_eq!(
-            filter.predicates[0].value,
-            Value::Str(r#"a, b "c" \"#.into())
-        );
+        assert_eq!(filter.predicates[0].value, Value::Str(r#"a, b "c" \"#.into()));
         assert!(filter.matches(&message(&[("s", Value::Str(r#"a, b "c" \"#.into()))])));
     }
 

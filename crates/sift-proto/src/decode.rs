@@ -96,10 +96,7 @@ impl Decoder {
         }
         let length = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         if length > self.max_frame_bytes {
-            return Err(DecodeError::FrameTooLarge {
-                length,
-                limit: self.max_frame_bytes,
-            });
+            return Err(DecodeError::FrameTooLarge { length, limit: self.max_frame_bytes });
         }
         if length == 0 {
             return Err(DecodeError::EmptyFrame);
@@ -119,23 +116,18 @@ impl Decoder {
 /// Decodes one frame body (after the type byte).
 pub(crate) fn decode_body(type_code: u8, body: Bytes) -> Result<Frame, DecodeError> {
     let mut reader = Reader { body, reference: 0 };
-    let frame = reader
-        .frame(type_code)
-        .map_err(|(code, detail)| DecodeError::Malformed {
-            frame: frame_name(type_code),
-            reference: reader.reference,
-            code,
-            detail,
-        })?;
+    let frame = reader.frame(type_code).map_err(|(code, detail)| DecodeError::Malformed {
+        frame: frame_name(type_code),
+        reference: reader.reference,
+        code,
+        detail,
+    })?;
     if reader.body.has_remaining() {
         return Err(DecodeError::Malformed {
             frame: frame_name(type_code),
             reference: reader.reference,
             code: ErrorCode::Malformed,
-            detail: format!(
-                "{} bytes left over after the last field",
-                reader.body.remaining()
-            ),
+            detail: format!("{} bytes left over after the last field", reader.body.remaining()),
         });
     }
     Ok(frame)
@@ -157,10 +149,7 @@ struct Reader {
 impl Reader {
     fn need(&self, field: &str, bytes: usize) -> FieldResult<()> {
         if self.body.remaining() < bytes {
-            return malformed(format!(
-                "{field}: needs {bytes} bytes, only {} left",
-                self.body.remaining()
-            ));
+            return malformed(format!("{field}: needs {bytes} bytes, only {} left", self.body.remaining()));
         }
         Ok(())
     }
@@ -197,13 +186,7 @@ impl Reader {
 
     fn utf8(field: &str, bytes: Bytes) -> FieldResult<String> {
         String::from_utf8(bytes.to_vec()).map_err(|error| {
-            (
-                ErrorCode::Malformed,
-                format!(
-                    "{field}: invalid UTF-8 at byte {}",
-                    error.utf8_error().valid_up_to()
-                ),
-            )
+            (ErrorCode::Malformed, format!("{field}: invalid UTF-8 at byte {}", error.utf8_error().valid_up_to()))
         })
     }
 
@@ -223,39 +206,22 @@ impl Reader {
         Ok(match type_code {
             HELLO => Frame::Hello(self.hello()?),
             WELCOME => Frame::Welcome(self.welcome()?),
-            PING => Frame::Ping {
-                nonce: self.u64("nonce")?,
-            },
-            PONG => Frame::Pong {
-                nonce: self.u64("nonce")?,
-            },
+            PING => Frame::Ping { nonce: self.u64("nonce")? },
+            PONG => Frame::Pong { nonce: self.u64("nonce")? },
             CLOSE => Frame::Close,
             PUBLISH => Frame::Publish(self.publish()?),
             CONFIRM => Frame::Confirm(self.confirm()?),
             SUBSCRIBE => Frame::Subscribe(self.subscribe()?),
-            SUBSCRIBED => Frame::Subscribed {
-                sub_id: self.sub_id()?,
-            },
-            UNSUBSCRIBE => Frame::Unsubscribe {
-                sub_id: self.sub_id()?,
-            },
+            SUBSCRIBED => Frame::Subscribed { sub_id: self.sub_id()? },
+            UNSUBSCRIBE => Frame::Unsubscribe { sub_id: self.sub_id()? },
             DELIVER => Frame::Deliver(self.deliver()?),
             ACK => self.ack()?,
-            NACK => Frame::Nack {
-                delivery_tag: self.u64("delivery_tag")?,
-                requeue: self.u8("requeue")? != 0,
-            },
-            FLOW => Frame::Flow {
-                sub_id: self.sub_id()?,
-                credit: self.u32("credit")?,
-            },
+            NACK => Frame::Nack { delivery_tag: self.u64("delivery_tag")?, requeue: self.u8("requeue")? != 0 },
+            FLOW => Frame::Flow { sub_id: self.sub_id()?, credit: self.u32("credit")? },
             ERROR => Frame::Error(self.error()?),
             unknown => {
                 self.body.advance(self.body.remaining());
-                return Err((
-                    ErrorCode::UnexpectedFrame,
-                    format!("unknown frame type 0x{unknown:02x}"),
-                ));
+                return Err((ErrorCode::UnexpectedFrame, format!("unknown frame type 0x{unknown:02x}")));
             }
         })
     }
@@ -317,13 +283,7 @@ impl Reader {
         for _ in 0..count {
             pending.push(self.str16("pending subscriber")?);
         }
-        Ok(Confirm {
-            request_id,
-            status,
-            matched,
-            acked,
-            pending,
-        })
+        Ok(Confirm { request_id, status, matched, acked, pending })
     }
 
     fn subscribe(&mut self) -> FieldResult<Subscribe> {
@@ -332,29 +292,26 @@ impl Reader {
         let queue_group = self.str16("queue_group")?;
         let kind_code = self.u8("filter_kind")?;
         let Some(filter_kind) = FilterKind::from_code(kind_code) else {
-            return Err((
-                ErrorCode::InvalidFilter,
-                format!("filter_kind: unknown language code {kind_code}"),
-            ));
+            return Err((ErrorCode::InvalidFilter, format!("filter_kind: unknown language code {kind_code}")));
         };
         let filter = self.str32("filter")?;
         let ack_mode = match self.u8("ack_mode")? {
             0 => AckMode::Auto,
             1 => AckMode::Client,
-            other => {
-                return Err((
-                    ErrorCode::InvalidField,
-                    format!("ack_mode: unknown code {other}"),
-                ))
-            }
+            other => return Err((ErrorCode::InvalidField, format!("ack_mode: unknown code {other}"))),
         };
         let policy_code = self.u8("policy")?;
         let policy_argument = self.u32("policy_argument")?;
-        let Some(policy) = QueuePolicy::from_wire(policy_code, policy_argument) else {
-            return Err((
-                ErrorCode::InvalidField,
-                format!("policy: unknown code {policy_code}"),
-            ));
+        let policy = match QueuePolicy::from_wire(policy_code, policy_argument) {
+            Some(QueuePolicy::KeepLast(0)) => {
+                let detail = "policy: keep-last needs a count above 0".to_string();
+                return Err((ErrorCode::InvalidField, detail));
+            }
+            Some(policy) => Some(policy),
+            None if policy_code == POLICY_BROKER_DEFAULT => None,
+            None => {
+                return Err((ErrorCode::InvalidField, format!("policy: unknown code {policy_code}")));
+            }
         };
         Ok(Subscribe {
             sub_id,
@@ -392,27 +349,17 @@ impl Reader {
         let code = ErrorCode::from_code(self.u16("code")?);
         let reference = self.u64("reference")?;
         self.reference = reference;
-        Ok(ErrorFrame {
-            code,
-            reference,
-            fatal: self.u8("fatal")? != 0,
-            message: self.str16("message")?,
-        })
+        Ok(ErrorFrame { code, reference, fatal: self.u8("fatal")? != 0, message: self.str16("message")? })
     }
 
     fn message(&mut self) -> FieldResult<Message> {
         let topic_text = self.str16("topic")?;
-        let topic = TopicName::new(topic_text)
-            .map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
+        let topic = TopicName::new(topic_text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
         let priority_level = self.u8("priority")?;
-        let priority = Priority::new(priority_level)
-            .map_err(|error| (ErrorCode::InvalidField, error.to_string()))?;
+        let priority = Priority::new(priority_level).map_err(|error| (ErrorCode::InvalidField, error.to_string()))?;
         let mode_code = self.u8("delivery_mode")?;
         let Some(delivery_mode) = DeliveryMode::from_code(mode_code) else {
-            return Err((
-                ErrorCode::InvalidField,
-                format!("delivery_mode: unknown code {mode_code}"),
-            ));
+            return Err((ErrorCode::InvalidField, format!("delivery_mode: unknown code {mode_code}")));
         };
         let hop_count = self.u8("hop_count")?;
         let flags = self.u8("message flags")?;
@@ -422,11 +369,7 @@ impl Reader {
         let expiry_ns = self.u64("expiry_ns")?;
         let publisher = self.str16("publisher")?;
         let properties = self.properties()?;
-        let metadata = if flags & 0x01 != 0 {
-            Some(self.bytes32("metadata")?)
-        } else {
-            None
-        };
+        let metadata = if flags & 0x01 != 0 { Some(self.bytes32("metadata")?) } else { None };
         let payload = self.bytes32("payload")?;
         Ok(Message {
             topic,
@@ -456,9 +399,7 @@ impl Reader {
                 value_type::INT => Value::Int(self.u64("int value")? as i64),
                 value_type::FLOAT => Value::Float(f64::from_bits(self.u64("float value")?)),
                 value_type::STR => Value::Str(self.str32("string value")?.into()),
-                other => {
-                    return malformed(format!("property {name:?}: unknown value type {other}"))
-                }
+                other => return malformed(format!("property {name:?}: unknown value type {other}")),
             };
             properties.push((name, value));
         }

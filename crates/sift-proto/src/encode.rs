@@ -59,11 +59,7 @@ fn put_bytes32(buf: &mut BytesMut, field: &'static str, bytes: &[u8]) -> Result<
 }
 
 fn count16(field: &'static str, count: usize) -> Result<u16, EncodeError> {
-    u16::try_from(count).map_err(|_| EncodeError::TooManyEntries {
-        field,
-        count,
-        limit: u16::MAX as usize,
-    })
+    u16::try_from(count).map_err(|_| EncodeError::TooManyEntries { field, count, limit: u16::MAX as usize })
 }
 
 /// Value type codes inside a property list.
@@ -122,13 +118,7 @@ pub fn encoded_deliver_len(body_len: usize) -> usize {
 
 /// Appends the head of a `DELIVER` frame; the caller appends the `body_len`
 /// bytes of an already encoded message right after it.
-pub fn encode_deliver_prefix(
-    buf: &mut BytesMut,
-    sub_id: u32,
-    delivery_tag: u64,
-    flags: u8,
-    body_len: usize,
-) {
+pub fn encode_deliver_prefix(buf: &mut BytesMut, sub_id: u32, delivery_tag: u64, flags: u8, body_len: usize) {
     // A message body is bounded by the frame limit, which is a u32.
     let length = u32::try_from(encoded_deliver_len(body_len)).unwrap_or(u32::MAX);
     buf.put_u32(length);
@@ -170,11 +160,7 @@ fn framed(
     let length = buf.len() - start - LENGTH_PREFIX_BYTES;
     let Ok(length) = u32::try_from(length) else {
         buf.truncate(start);
-        return Err(EncodeError::FieldTooLong {
-            field: "frame",
-            length,
-            limit: u32::MAX as usize,
-        });
+        return Err(EncodeError::FieldTooLong { field: "frame", length, limit: u32::MAX as usize });
     };
     buf[start..start + LENGTH_PREFIX_BYTES].copy_from_slice(&length.to_be_bytes());
     Ok(())
@@ -184,13 +170,7 @@ impl Frame {
     /// Appends this frame to `buf`. On error `buf` is left as it was.
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         if let Frame::Publish(publish) = self {
-            return encode_publish(
-                buf,
-                publish.request_id,
-                publish.flags,
-                publish.await_timeout_ms,
-                &publish.message,
-            );
+            return encode_publish(buf, publish.request_id, publish.flags, publish.await_timeout_ms, &publish.message);
         }
         framed(buf, self.type_code(), |buf| self.encode_body(buf))
     }
@@ -231,10 +211,7 @@ impl Frame {
                     buf.put_u64(*tag);
                 }
             }
-            Frame::Nack {
-                delivery_tag,
-                requeue,
-            } => {
+            Frame::Nack { delivery_tag, requeue } => {
                 buf.put_u64(*delivery_tag);
                 buf.put_u8(u8::from(*requeue));
             }
@@ -246,11 +223,7 @@ impl Frame {
                 buf.put_u16(error.code.code());
                 buf.put_u64(error.reference);
                 buf.put_u8(u8::from(error.fatal));
-                put_str16(
-                    buf,
-                    "error message",
-                    truncate_utf8(&error.message, u16::MAX as usize),
-                )?;
+                put_str16(buf, "error message", truncate_utf8(&error.message, u16::MAX as usize))?;
             }
         }
         Ok(())
@@ -280,7 +253,7 @@ fn encode_subscribe(buf: &mut BytesMut, subscribe: &Subscribe) -> Result<(), Enc
         AckMode::Auto => 0,
         AckMode::Client => 1,
     });
-    let (policy_code, policy_argument) = subscribe.policy.to_wire();
+    let (policy_code, policy_argument) = subscribe.policy.map_or((POLICY_BROKER_DEFAULT, 0), QueuePolicy::to_wire);
     buf.put_u8(policy_code);
     buf.put_u32(policy_argument);
     buf.put_u32(subscribe.queue_capacity);

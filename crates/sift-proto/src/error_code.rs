@@ -100,10 +100,7 @@ impl ErrorCode {
             ErrorCode::InvalidField,
             ErrorCode::Internal,
         ];
-        KNOWN
-            .into_iter()
-            .find(|known| known.code() == code)
-            .unwrap_or(ErrorCode::Unknown(code))
+        KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
 
     /// A short name, as printed by tools and in logs.

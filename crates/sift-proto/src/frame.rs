@@ -217,6 +217,9 @@ pub enum QueuePolicy {
     Disconnect,
 }
 
+/// Wire code of "the broker's default policy" in a `SUBSCRIBE`.
+pub const POLICY_BROKER_DEFAULT: u8 = 0xFF;
+
 impl QueuePolicy {
     /// Wire code and argument.
     pub fn to_wire(self) -> (u8, u32) {
@@ -291,8 +294,8 @@ pub struct Subscribe {
     pub filter: String,
     /// How deliveries are acknowledged.
     pub ack_mode: AckMode,
-    /// What a full queue does.
-    pub policy: QueuePolicy,
+    /// What a full queue does; `None` = the broker's `policy_default`.
+    pub policy: Option<QueuePolicy>,
     /// Queue bound in messages; 0 = server default.
     pub queue_capacity: u32,
     /// Most reliable deliveries in flight unacknowledged; 0 = server default.
@@ -313,7 +316,7 @@ impl Subscribe {
             filter_kind: FilterKind::None,
             filter: String::new(),
             ack_mode: AckMode::Client,
-            policy: QueuePolicy::Block,
+            policy: None,
             queue_capacity: 0,
             max_unacked: 0,
             flags: 0,

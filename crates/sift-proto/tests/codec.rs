@@ -16,9 +16,7 @@ fn value_strategy() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::Int),
         // NaN never equals itself, so it is left out of equality checks.
-        any::<f64>()
-            .prop_filter("not NaN", |float| !float.is_nan())
-            .prop_map(Value::Float),
+        any::<f64>().prop_filter("not NaN", |float| !float.is_nan()).prop_map(Value::Float),
         ".{0,20}".prop_map(|text: String| Value::Str(text.into())),
     ]
 }
@@ -60,66 +58,42 @@ fn subscribe_strategy() -> impl Strategy<Value = Subscribe> {
         0u8..=4,
         ".{0,40}",
         any::<bool>(),
-        (0u8..=3, any::<u32>()),
+        (0u8..=4, any::<u32>()),
         (any::<u32>(), any::<u32>(), any::<u8>(), any::<u32>()),
     )
-        .prop_map(
-            |(sub_id, topic_filter, queue_group, kind, filter, client_ack, policy, limits)| {
-                Subscribe {
-                    sub_id,
-                    topic_filter,
-                    queue_group,
-                    filter_kind: FilterKind::from_code(kind).expect("0-4"),
-                    filter,
-                    ack_mode: if client_ack {
-                        AckMode::Client
-                    } else {
-                        AckMode::Auto
-                    },
-                    policy: QueuePolicy::from_wire(
-                        policy.0,
-                        if policy.0 == 1 { policy.1 } else { 0 },
-                    )
-                    .expect("0-3"),
-                    queue_capacity: limits.0,
-                    max_unacked: limits.1,
-                    flags: limits.2,
-                    initial_credit: limits.3,
-                }
-            },
-        )
+        .prop_map(|(sub_id, topic_filter, queue_group, kind, filter, client_ack, policy, limits)| Subscribe {
+            sub_id,
+            topic_filter,
+            queue_group,
+            filter_kind: FilterKind::from_code(kind).expect("0-4"),
+            filter,
+            ack_mode: if client_ack { AckMode::Client } else { AckMode::Auto },
+            policy: QueuePolicy::from_wire(policy.0, if policy.0 == 1 { policy.1.max(1) } else { 0 }),
+            queue_capacity: limits.0,
+            max_unacked: limits.1,
+            flags: limits.2,
+            initial_credit: limits.3,
+        })
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
     prop_oneof![
-        (any::<u16>(), any::<u16>(), ".{0,20}").prop_map(
-            |(version_min, version_max, client_name)| {
-                Frame::Hello(Hello {
-                    version_min,
-                    version_max,
-                    client_name,
-                })
-            }
+        (any::<u16>(), any::<u16>(), ".{0,20}").prop_map(|(version_min, version_max, client_name)| {
+            Frame::Hello(Hello { version_min, version_max, client_name })
+        }),
+        (any::<u16>(), ".{0,10}", any::<u64>(), prop::array::uniform6(any::<u32>())).prop_map(
+            |(version, server_name, connection_id, limits)| Frame::Welcome(Welcome {
+                version,
+                server_name,
+                connection_id,
+                max_frame_bytes: limits[0],
+                max_payload_bytes: limits[1],
+                max_subscriptions: limits[2],
+                max_filter_bytes: limits[3],
+                publish_window: limits[4],
+                ack_timeout_ms: limits[5],
+            })
         ),
-        (
-            any::<u16>(),
-            ".{0,10}",
-            any::<u64>(),
-            prop::array::uniform6(any::<u32>())
-        )
-            .prop_map(
-                |(version, server_name, connection_id, limits)| Frame::Welcome(Welcome {
-                    version,
-                    server_name,
-                    connection_id,
-                    max_frame_bytes: limits[0],
-                    max_payload_bytes: limits[1],
-                    max_subscriptions: limits[2],
-                    max_filter_bytes: limits[3],
-                    publish_window: limits[4],
-                    ack_timeout_ms: limits[5],
-                })
-            ),
         any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
         any::<u64>().prop_map(|nonce| Frame::Pong { nonce }),
         Just(Frame::Close),
@@ -131,50 +105,27 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
                 message
             })
         ),
-        (
-            any::<u64>(),
-            0u8..=3,
-            any::<u32>(),
-            any::<u32>(),
-            prop::collection::vec(".{0,10}", 0..4)
-        )
-            .prop_map(
-                |(request_id, status, matched, acked, pending)| Frame::Confirm(Confirm {
-                    request_id,
-                    status: ConfirmStatus::from_code(status).expect("0-3"),
-                    matched,
-                    acked,
-                    pending,
-                })
-            ),
+        (any::<u64>(), 0u8..=3, any::<u32>(), any::<u32>(), prop::collection::vec(".{0,10}", 0..4)).prop_map(
+            |(request_id, status, matched, acked, pending)| Frame::Confirm(Confirm {
+                request_id,
+                status: ConfirmStatus::from_code(status).expect("0-3"),
+                matched,
+                acked,
+                pending,
+            })
+        ),
         subscribe_strategy().prop_map(Frame::Subscribe),
         any::<u32>().prop_map(|sub_id| Frame::Subscribed { sub_id }),
         any::<u32>().prop_map(|sub_id| Frame::Unsubscribe { sub_id }),
         (any::<u32>(), any::<u64>(), any::<u8>(), message_strategy()).prop_map(
-            |(sub_id, delivery_tag, flags, message)| Frame::Deliver(Deliver {
-                sub_id,
-                delivery_tag,
-                flags,
-                message
-            })
+            |(sub_id, delivery_tag, flags, message)| Frame::Deliver(Deliver { sub_id, delivery_tag, flags, message })
         ),
-        prop::collection::vec(any::<u64>(), 0..20)
-            .prop_map(|delivery_tags| Frame::Ack { delivery_tags }),
-        (any::<u64>(), any::<bool>()).prop_map(|(delivery_tag, requeue)| Frame::Nack {
-            delivery_tag,
-            requeue
-        }),
+        prop::collection::vec(any::<u64>(), 0..20).prop_map(|delivery_tags| Frame::Ack { delivery_tags }),
+        (any::<u64>(), any::<bool>()).prop_map(|(delivery_tag, requeue)| Frame::Nack { delivery_tag, requeue }),
         (any::<u32>(), any::<u32>()).prop_map(|(sub_id, credit)| Frame::Flow { sub_id, credit }),
-        (1u16..=20, any::<u64>(), any::<bool>(), ".{0,30}").prop_map(
-            |(code, reference, fatal, message)| {
-                Frame::Error(ErrorFrame {
-                    code: ErrorCode::from_code(code),
-                    reference,
-                    fatal,
-                    message,
-                })
-            }
-        ),
+        (1u16..=20, any::<u64>(), any::<bool>(), ".{0,30}").prop_map(|(code, reference, fatal, message)| {
+            Frame::Error(ErrorFrame { code: ErrorCode::from_code(code), reference, fatal, message })
+        }),
     ]
 }
 
@@ -253,13 +204,7 @@ fn oversized_length_is_fatal_before_buffering() {
     let decoder = Decoder::new(100);
     let mut buf = BytesMut::from(&[0u8, 0, 1, 0, frame_type::PING][..]);
     let error = decoder.decode(&mut buf).expect_err("256 > 100");
-    assert_eq!(
-        error,
-        DecodeError::FrameTooLarge {
-            length: 256,
-            limit: 100
-        }
-    );
+    assert_eq!(error, DecodeError::FrameTooLarge { length: 256, limit: 100 });
     assert!(error.is_fatal());
     assert_eq!(error.code(), ErrorCode::FrameTooLarge);
 }
@@ -284,9 +229,7 @@ fn invalid_topic_in_publish_names_the_request() {
     // The topic starts after length(4) type(1) request_id(8) flags(1) timeout(4) and its u16 length.
     let topic_start = 4 + 1 + 8 + 1 + 4 + 2;
     buf[topic_start + 2] = b'*';
-    let error = Decoder::new(1024)
-        .decode(&mut buf)
-        .expect_err("a wildcard in a published topic");
+    let error = Decoder::new(1024).decode(&mut buf).expect_err("a wildcard in a published topic");
     assert_eq!(error.code(), ErrorCode::InvalidTopic);
     assert_eq!(error.reference(), 77);
 }
@@ -301,13 +244,8 @@ fn deliver_prefix_matches_the_full_encoding() {
     encode_deliver_prefix(&mut fast, 3, 9, deliver_flags::REDELIVERED, body.len());
     fast.extend_from_slice(&body);
     let mut slow = BytesMut::new();
-    Frame::Deliver(Deliver {
-        sub_id: 3,
-        delivery_tag: 9,
-        flags: deliver_flags::REDELIVERED,
-        message,
-    })
-    .encode(&mut slow)
-    .expect("encodable");
+    Frame::Deliver(Deliver { sub_id: 3, delivery_tag: 9, flags: deliver_flags::REDELIVERED, message })
+        .encode(&mut slow)
+        .expect("encodable");
     assert_eq!(fast, slow);
 }

@@ -94,26 +94,16 @@ struct PubsubResult {
 
 async fn pubsub(args: PubsubArgs) -> Result<(), CliError> {
     if args.size < 8 {
-        return Err(CliError::Usage(
-            "--size must be at least 8 bytes (the send time rides in the payload)".into(),
-        ));
+        return Err(CliError::Usage("--size must be at least 8 bytes (the send time rides in the payload)".into()));
     }
-    let mode: DeliveryMode = args
-        .mode
-        .parse()
-        .map_err(|error| CliError::Usage(format!("--mode: {error}")))?;
+    let mode: DeliveryMode = args.mode.parse().map_err(|error| CliError::Usage(format!("--mode: {error}")))?;
     if mode == DeliveryMode::Persistent {
-        return Err(CliError::Usage(
-            "--mode persistent is not available yet".into(),
-        ));
+        return Err(CliError::Usage("--mode persistent is not available yet".into()));
     }
     let (address, embedded) = match &args.server {
         Some(address) => (address.clone(), None),
         None => {
-            let config = Config {
-                listen: ([127, 0, 0, 1], 0).into(),
-                ..Config::default()
-            };
+            let config = Config { listen: ([127, 0, 0, 1], 0).into(), ..Config::default() };
             let broker = RunningBroker::start(config).await?;
             (broker.local_addr().to_string(), Some(broker))
         }
@@ -131,34 +121,25 @@ async fn pubsub(args: PubsubArgs) -> Result<(), CliError> {
 }
 
 fn client_options(name: String) -> ClientOptions {
-    ClientOptions {
-        name,
-        reconnect: false,
-        subscription_buffer: 65_536,
-        ..ClientOptions::default()
-    }
+    ClientOptions { name, reconnect: false, subscription_buffer: 65_536, ..ClientOptions::default() }
 }
 
 fn bench_message(mode: DeliveryMode, size: usize, epoch: Instant) -> Message {
     let mut payload = BytesMut::with_capacity(size);
     payload.put_u64(epoch.elapsed().as_nanos() as u64);
     payload.resize(size, b'x');
-    let topic =
-        TopicName::new(BENCH_TOPIC).unwrap_or_else(|_| unreachable!("constant topic is valid"));
+    let topic = TopicName::new(BENCH_TOPIC).unwrap_or_else(|_| unreachable!("constant topic is valid"));
     let mut message = Message::new(topic, Bytes::from(payload));
     message.delivery_mode = mode;
     message
 }
 
 fn sent_at_ns(payload: &[u8]) -> u64 {
-    payload.get(..8).map_or(0, |head| {
-        u64::from_be_bytes(head.try_into().unwrap_or([0; 8]))
-    })
+    payload.get(..8).map_or(0, |head| u64::from_be_bytes(head.try_into().unwrap_or([0; 8])))
 }
 
 fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3)
-        .unwrap_or_else(|_| unreachable!("constant bounds are valid"))
+    Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).unwrap_or_else(|_| unreachable!("constant bounds are valid"))
 }
 
 async fn subscribe_all(
@@ -169,26 +150,15 @@ async fn subscribe_all(
     let mut subscribers = Vec::with_capacity(args.subs);
     for index in 0..args.subs {
         let client = Client::connect(address, client_options(format!("bench-sub-{index}"))).await?;
-        let ack = if mode.needs_ack() {
-            AckPolicy::Auto
-        } else {
-            AckPolicy::OnWrite
-        };
-        let options = SubscribeOptions::new(BENCH_TOPIC)
-            .ack(ack)
-            .max_unacked(65_536)
-            .queue_capacity(1_048_576);
+        let ack = if mode.needs_ack() { AckPolicy::Auto } else { AckPolicy::OnWrite };
+        let options = SubscribeOptions::new(BENCH_TOPIC).ack(ack).max_unacked(65_536).queue_capacity(1_048_576);
         let subscription = client.subscribe(options).await?;
         subscribers.push((client, subscription));
     }
     Ok(subscribers)
 }
 
-async fn throughput_run(
-    args: &PubsubArgs,
-    address: &str,
-    mode: DeliveryMode,
-) -> Result<PubsubResult, CliError> {
+async fn throughput_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) -> Result<PubsubResult, CliError> {
     let subscribers = subscribe_all(args, address, mode).await?;
     let epoch = Instant::now();
     let expected = args.count;
@@ -202,16 +172,11 @@ async fn throughput_run(
             let mut histogram = new_histogram();
             let mut received = 0u64;
             while received < expected {
-                let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await
-                else {
+                let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await else {
                     break;
                 };
                 let now_ns = epoch.elapsed().as_nanos() as u64;
-                let _ = histogram.record(
-                    now_ns
-                        .saturating_sub(sent_at_ns(&delivery.message.payload))
-                        .max(1),
-                );
+                let _ = histogram.record(now_ns.saturating_sub(sent_at_ns(&delivery.message.payload)).max(1));
                 received += 1;
                 last_receive_ns.fetch_max(now_ns, Ordering::Relaxed);
             }
@@ -223,19 +188,14 @@ async fn throughput_run(
     let started_ns = epoch.elapsed().as_nanos() as u64;
     let mut publishers = Vec::new();
     for index in 0..args.pubs {
-        let share = args.count / args.pubs as u64
-            + u64::from((index as u64) < args.count % args.pubs as u64);
+        let share = args.count / args.pubs as u64 + u64::from((index as u64) < args.count % args.pubs as u64);
         let client = Client::connect(address, client_options(format!("bench-pub-{index}"))).await?;
         let size = args.size;
-        publishers.push(tokio::spawn(async move {
-            publish_share(client, share, mode, size, epoch).await
-        }));
+        publishers.push(tokio::spawn(async move { publish_share(client, share, mode, size, epoch).await }));
     }
     let mut published = 0;
     for publisher in publishers {
-        published += publisher
-            .await
-            .map_err(|error| CliError::Usage(format!("publisher task failed: {error}")))??;
+        published += publisher.await.map_err(|error| CliError::Usage(format!("publisher task failed: {error}")))??;
     }
     let publish_seconds = (epoch.elapsed().as_nanos() as u64 - started_ns) as f64 / 1e9;
     let mut histogram = new_histogram();
@@ -244,19 +204,9 @@ async fn throughput_run(
             let _ = histogram.add(&part);
         }
     }
-    let seconds = (last_receive_ns
-        .load(Ordering::Relaxed)
-        .saturating_sub(started_ns)) as f64
-        / 1e9;
+    let seconds = (last_receive_ns.load(Ordering::Relaxed).saturating_sub(started_ns)) as f64 / 1e9;
     let delivered = delivered.load(Ordering::Relaxed);
-    Ok(summarize(
-        args,
-        published,
-        delivered,
-        publish_seconds,
-        seconds,
-        &histogram,
-    ))
+    Ok(summarize(args, published, delivered, publish_seconds, seconds, &histogram))
 }
 
 async fn publish_share(
@@ -270,11 +220,7 @@ async fn publish_share(
     for _ in 0..share {
         let message = bench_message(mode, size, epoch);
         if mode.needs_ack() {
-            confirms.push_back(
-                client
-                    .start_confirmed(message, PublishOptions::default())
-                    .await?,
-            );
+            confirms.push_back(client.start_confirmed(message, PublishOptions::default()).await?);
             // Keep the window full but collect confirms as they come.
             while confirms.len() > 512 {
                 if let Some(confirm) = confirms.pop_front() {
@@ -293,11 +239,7 @@ async fn publish_share(
     Ok(share)
 }
 
-async fn latency_run(
-    args: &PubsubArgs,
-    address: &str,
-    mode: DeliveryMode,
-) -> Result<PubsubResult, CliError> {
+async fn latency_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) -> Result<PubsubResult, CliError> {
     let mut subscribers = subscribe_all(args, address, mode).await?;
     let publisher = Client::connect(address, client_options("bench-pub-latency".into())).await?;
     let epoch = Instant::now();
@@ -307,25 +249,16 @@ async fn latency_run(
     for _ in 0..args.count {
         let message = bench_message(mode, args.size, epoch);
         if mode.needs_ack() {
-            publisher
-                .start_confirmed(message, PublishOptions::default())
-                .await?;
+            publisher.start_confirmed(message, PublishOptions::default()).await?;
         } else {
             publisher.publish(message).await?;
         }
         for (_, subscription) in subscribers.iter_mut() {
-            let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await
-            else {
-                return Err(CliError::Usage(
-                    "a subscriber received nothing for 3 s; is the broker overloaded?".into(),
-                ));
+            let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await else {
+                return Err(CliError::Usage("a subscriber received nothing for 3 s; is the broker overloaded?".into()));
             };
             let now_ns = epoch.elapsed().as_nanos() as u64;
-            let _ = histogram.record(
-                now_ns
-                    .saturating_sub(sent_at_ns(&delivery.message.payload))
-                    .max(1),
-            );
+            let _ = histogram.record(now_ns.saturating_sub(sent_at_ns(&delivery.message.payload)).max(1));
             delivered += 1;
         }
     }
@@ -334,9 +267,7 @@ async fn latency_run(
     for (client, _) in subscribers {
         client.close().await;
     }
-    Ok(summarize(
-        args, args.count, delivered, seconds, seconds, &histogram,
-    ))
+    Ok(summarize(args, args.count, delivered, seconds, seconds, &histogram))
 }
 
 fn summarize(
@@ -380,11 +311,7 @@ fn print_result(result: &PubsubResult, json: bool) {
         result.subs,
         result.size,
         result.mode,
-        if result.latency_mode {
-            ", one in flight"
-        } else {
-            ""
-        }
+        if result.latency_mode { ", one in flight" } else { "" }
     );
     println!(
         "  published {} ({:.0} msgs/s), delivered {} in {:.3} s: {:.0} msgs/s, {:.1} MB/s",

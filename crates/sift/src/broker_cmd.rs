@@ -40,10 +40,8 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     if let Some(name) = args.name {
         config.name = name;
     }
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| CliError::File {
-        path: config.data_dir.display().to_string(),
-        source,
-    })?;
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     wait_for_signal().await;

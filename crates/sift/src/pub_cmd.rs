@@ -64,30 +64,20 @@ pub struct PubArgs {
 /// Parses `NAME=VALUE` into a typed property.
 pub fn parse_property(text: &str) -> Result<(String, Value), CliError> {
     let Some((name, value)) = text.split_once('=') else {
-        return Err(CliError::Usage(format!(
-            "--prop {text:?}: expected NAME=VALUE"
-        )));
+        return Err(CliError::Usage(format!("--prop {text:?}: expected NAME=VALUE")));
     };
     if name.is_empty() {
-        return Err(CliError::Usage(format!(
-            "--prop {text:?}: the property name is empty"
-        )));
+        return Err(CliError::Usage(format!("--prop {text:?}: the property name is empty")));
     }
     Ok((name.to_string(), Value::parse_typed(value)))
 }
 
 fn read_file(path: &PathBuf) -> Result<Bytes, CliError> {
-    std::fs::read(path)
-        .map(Bytes::from)
-        .map_err(|source| CliError::File {
-            path: path.display().to_string(),
-            source,
-        })
+    std::fs::read(path).map(Bytes::from).map_err(|source| CliError::File { path: path.display().to_string(), source })
 }
 
 fn build_message(args: &PubArgs) -> Result<Message, CliError> {
-    let topic = TopicName::new(args.topic.as_str())
-        .map_err(|error| CliError::Usage(format!("--topic: {error}")))?;
+    let topic = TopicName::new(args.topic.as_str()).map_err(|error| CliError::Usage(format!("--topic: {error}")))?;
     let payload = match (&args.payload, &args.payload_file, args.size) {
         (Some(text), _, _) => Bytes::from(text.clone()),
         (_, Some(path), _) => read_file(path)?,
@@ -103,12 +93,9 @@ fn build_message(args: &PubArgs) -> Result<Message, CliError> {
     for prop in &args.props {
         message.properties.push(parse_property(prop)?);
     }
-    message.priority = Priority::new(args.priority)
-        .map_err(|error| CliError::Usage(format!("--priority: {error}")))?;
-    message.delivery_mode = args
-        .mode
-        .parse::<DeliveryMode>()
-        .map_err(|error| CliError::Usage(format!("--mode: {error}")))?;
+    message.priority = Priority::new(args.priority).map_err(|error| CliError::Usage(format!("--priority: {error}")))?;
+    message.delivery_mode =
+        args.mode.parse::<DeliveryMode>().map_err(|error| CliError::Usage(format!("--mode: {error}")))?;
     Ok(message)
 }
 
@@ -118,21 +105,10 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
     let await_delivered = match args.await_mode.as_deref() {
         None => false,
         Some("delivered") => true,
-        Some(other) => {
-            return Err(CliError::Usage(format!(
-                "--await {other:?}: the only choice is `delivered`"
-            )))
-        }
+        Some(other) => return Err(CliError::Usage(format!("--await {other:?}: the only choice is `delivered`"))),
     };
-    let options = PublishOptions {
-        await_delivered,
-        await_timeout: args.await_timeout_ms.map(Duration::from_millis),
-    };
-    let client_options = ClientOptions {
-        name: "sift-pub".into(),
-        reconnect: false,
-        ..ClientOptions::default()
-    };
+    let options = PublishOptions { await_delivered, await_timeout: args.await_timeout_ms.map(Duration::from_millis) };
+    let client_options = ClientOptions { name: "sift-pub".into(), reconnect: false, ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let started = Instant::now();
@@ -150,12 +126,7 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
             ConfirmStatus::NoSubscribers => println!("{}: no subscribers", index + 1),
             ConfirmStatus::Accepted => println!("{}: matched {}", index + 1, confirm.matched),
             ConfirmStatus::Delivered => {
-                println!(
-                    "{}: delivered to {} of {} matched",
-                    index + 1,
-                    confirm.acked,
-                    confirm.matched
-                )
+                println!("{}: delivered to {} of {} matched", index + 1, confirm.acked, confirm.matched)
             }
             ConfirmStatus::Incomplete => println!(
                 "{}: incomplete: {} of {} matched acknowledged; not acknowledged: {}",
@@ -176,18 +147,9 @@ mod tests {
 
     #[test]
     fn properties_are_typed_by_form() {
-        assert_eq!(
-            parse_property("a=1").expect("valid"),
-            ("a".into(), Value::Int(1))
-        );
-        assert_eq!(
-            parse_property("a=\"1\"").expect("valid"),
-            ("a".into(), Value::Str("1".into()))
-        );
-        assert_eq!(
-            parse_property("a=x=y").expect("valid"),
-            ("a".into(), Value::Str("x=y".into()))
-        );
+        assert_eq!(parse_property("a=1").expect("valid"), ("a".into(), Value::Int(1)));
+        assert_eq!(parse_property("a=\"1\"").expect("valid"), ("a".into(), Value::Str("1".into())));
+        assert_eq!(parse_property("a=x=y").expect("valid"), ("a".into(), Value::Str("x=y".into())));
         assert!(parse_property("novalue").is_err());
         assert!(parse_property("=1").is_err());
     }

@@ -27,9 +27,10 @@ pub struct SubArgs {
     /// auto: acknowledge on receipt; manual: acknowledge after printing.
     #[arg(long, default_value = "auto", value_parser = ["auto", "manual"])]
     ack: String,
-    /// Full-queue policy: block, keep-last:N, drop-new or disconnect.
-    #[arg(long, default_value = "block")]
-    policy: String,
+    /// Full-queue policy: block, keep-last:N, drop-new or disconnect
+    /// [default: the broker's `delivery.policy_default`].
+    #[arg(long)]
+    policy: Option<String>,
     /// Queue bound at the broker, in messages.
     #[arg(long)]
     queue_capacity: Option<u32>,
@@ -40,24 +41,19 @@ pub struct SubArgs {
 
 /// Subscribes and prints each delivery until `--count` or SIGINT.
 pub async fn run(args: SubArgs) -> Result<(), CliError> {
-    let policy: QueuePolicy = args
-        .policy
-        .parse()
-        .map_err(|error: String| CliError::Usage(format!("--policy: {error}")))?;
+    let policy = match &args.policy {
+        Some(text) => {
+            Some(text.parse::<QueuePolicy>().map_err(|error: String| CliError::Usage(format!("--policy: {error}")))?)
+        }
+        None => None,
+    };
     let manual = args.ack == "manual";
-    let mut options = SubscribeOptions::new(args.topic.as_str())
-        .policy(policy)
-        .ack(if manual {
-            AckPolicy::Manual
-        } else {
-            AckPolicy::Auto
-        });
+    let mut options =
+        SubscribeOptions::new(args.topic.as_str()).ack(if manual { AckPolicy::Manual } else { AckPolicy::Auto });
+    options.policy = policy;
     options.queue_group = args.queue.clone();
     options.queue_capacity = args.queue_capacity;
-    let client_options = ClientOptions {
-        name: "sift-sub".into(),
-        ..ClientOptions::default()
-    };
+    let client_options = ClientOptions { name: "sift-sub".into(), ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let mut subscription = client.subscribe(options).await?;
     // Tells scripts and tests that the subscription is live.
@@ -74,15 +70,9 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(delivery) = delivery else { break };
-        let line = if json {
-            json_line(&delivery)
-        } else {
-            text_line(&delivery)
-        };
+        let line = if json { json_line(&delivery) } else { text_line(&delivery) };
         let mut out = stdout.lock();
-        writeln!(out, "{line}")
-            .and_then(|()| out.flush())
-            .map_err(CliError::Output)?;
+        writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
         if manual {
             delivery.ack()?;
         }
@@ -95,37 +85,17 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
 fn payload_text(bytes: &[u8]) -> (String, &'static str) {
     match std::str::from_utf8(bytes) {
         Ok(text) => (text.to_string(), "utf8"),
-        Err(_) => (
-            base64::engine::general_purpose::STANDARD.encode(bytes),
-            "base64",
-        ),
+        Err(_) => (base64::engine::general_purpose::STANDARD.encode(bytes), "base64"),
     }
 }
 
 fn text_line(delivery: &Delivery) -> String {
     let message = &delivery.message;
-    let properties: Vec<String> = message
-        .properties
-        .iter()
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
+    let properties: Vec<String> = message.properties.iter().map(|(name, value)| format!("{name}={value}")).collect();
     let (payload, encoding) = payload_text(&message.payload);
-    let payload = if encoding == "utf8" {
-        payload
-    } else {
-        format!("base64:{payload}")
-    };
-    let redelivered = if delivery.redelivered {
-        " (redelivered)"
-    } else {
-        ""
-    };
-    format!(
-        "[{}] {} {}{redelivered}",
-        message.topic,
-        properties.join(" "),
-        payload
-    )
+    let payload = if encoding == "utf8" { payload } else { format!("base64:{payload}") };
+    let redelivered = if delivery.redelivered { " (redelivered)" } else { "" };
+    format!("[{}] {} {}{redelivered}", message.topic, properties.join(" "), payload)
 }
 
 fn json_value(value: &Value) -> serde_json::Value {
@@ -141,11 +111,8 @@ fn json_value(value: &Value) -> serde_json::Value {
 /// they are, base64 otherwise (with `payload_encoding` saying which).
 pub fn json_line(delivery: &Delivery) -> String {
     let message = &delivery.message;
-    let properties: serde_json::Map<String, serde_json::Value> = message
-        .properties
-        .iter()
-        .map(|(name, value)| (name.clone(), json_value(value)))
-        .collect();
+    let properties: serde_json::Map<String, serde_json::Value> =
+        message.properties.iter().map(|(name, value)| (name.clone(), json_value(value))).collect();
     let (payload, payload_encoding) = payload_text(&message.payload);
     let metadata = message.metadata.as_ref().map(|bytes| payload_text(bytes).0);
     serde_json::json!({

@@ -152,7 +152,14 @@ fn broker_stops_cleanly_on_sigterm() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for args in [&["--help"][..], &["broker", "--help"], &["pub", "--help"], &["sub", "--help"], &["bench", "--help"], &["bench", "pubsub", "--help"]] {
+    for args in [
+        &["--help"][..],
+        &["broker", "--help"],
+        &["pub", "--help"],
+        &["sub", "--help"],
+        &["bench", "--help"],
+        &["bench", "pubsub", "--help"],
+    ] {
         let output = Command::new(SIFT).args(args).output().expect("runs");
         assert!(output.status.success(), "{args:?}");
         assert!(String::from_utf8_lossy(&output.stdout).contains("Usage"), "{args:?}");

@@ -166,10 +166,13 @@ async fn random_bytes_truncated_frames_and_floods_never_take_the_broker_down() {
     // Through all of it, a well-behaved client is served.
     let user = client(&broker, "user").await;
     let mut subscription = user.subscribe(SubscribeOptions::new("ok")).await.expect("subscribe");
-    let confirm = tokio::time::timeout(Duration::from_secs(10), user.publish_confirmed(message("ok", "fine"), PublishOptions::default()))
-        .await
-        .expect("served in time")
-        .expect("confirm");
+    let confirm = tokio::time::timeout(
+        Duration::from_secs(10),
+        user.publish_confirmed(message("ok", "fine"), PublishOptions::default()),
+    )
+    .await
+    .expect("served in time")
+    .expect("confirm");
     assert_eq!(confirm.matched, 1);
     assert_eq!(texts(&mut subscription, 1).await, ["fine"]);
     drop(flooder);

@@ -6,5 +6,6 @@ mod common;
 mod delivery;
 mod limits;
 mod policies;
+mod regressions;
 mod reliability;
 mod routing;

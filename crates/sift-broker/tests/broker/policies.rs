@@ -68,7 +68,7 @@ async fn disconnect_closes_the_slow_subscriber_only() {
     let broker = broker().await;
     let mut raw = Raw::handshake(&broker).await;
     let mut request = Subscribe::new(1, "feed");
-    request.policy = QueuePolicy::Disconnect;
+    request.policy = Some(QueuePolicy::Disconnect);
     request.queue_capacity = 5;
     request.ack_mode = AckMode::Auto;
     request.flags = sift_proto::subscribe_flags::CREDIT_MODE;
@@ -137,7 +137,7 @@ async fn a_subscriber_that_stops_reading_does_not_stall_a_fast_one() {
     // A raw subscriber that never reads: TCP buffers fill, then its queue.
     let mut raw = Raw::handshake(&broker).await;
     let mut request = Subscribe::new(1, "feed");
-    request.policy = QueuePolicy::DropNew;
+    request.policy = Some(QueuePolicy::DropNew);
     request.queue_capacity = 100;
     request.ack_mode = AckMode::Auto;
     raw.send(&Frame::Subscribe(request)).await;

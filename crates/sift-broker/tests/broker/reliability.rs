@@ -81,7 +81,9 @@ async fn reliable_messages_keep_publisher_order_per_subscriber() {
     let publisher = client(&broker, "pub").await;
     let mut confirms = Vec::new();
     for index in 0..2000 {
-        confirms.push(publisher.start_confirmed(reliable("seq", &index.to_string()), Default::default()).await.expect("send"));
+        confirms.push(
+            publisher.start_confirmed(reliable("seq", &index.to_string()), Default::default()).await.expect("send"),
+        );
     }
     for confirm in confirms {
         assert_eq!(confirm.await.expect("answer").expect("confirm").status, ConfirmStatus::Accepted);
@@ -164,7 +166,8 @@ async fn expired_messages_are_not_delivered() {
 async fn clients_reconnect_resubscribe_and_resend_unconfirmed_reliable_publishes() {
     let first = broker().await;
     let address = first.local_addr();
-    let options = ClientOptions { reconnect: true, reconnect_delay_max: Duration::from_millis(100), ..Default::default() };
+    let options =
+        ClientOptions { reconnect: true, reconnect_delay_max: Duration::from_millis(100), ..Default::default() };
     let subscriber = Client::connect(address.to_string(), options.clone()).await.expect("connect");
     let mut subscription = subscriber.subscribe(SubscribeOptions::new("t")).await.expect("subscribe");
     let publisher = Client::connect(address.to_string(), options).await.expect("connect");
@@ -173,10 +176,11 @@ async fn clients_reconnect_resubscribe_and_resend_unconfirmed_reliable_publishes
     first.shutdown().await;
     // The same address again: clients find it and restore their state.
     let second = broker_with(|config| config.listen = address).await;
-    let confirm = tokio::time::timeout(PATIENCE, publisher.publish_confirmed(reliable("t", "after"), Default::default()))
-        .await
-        .expect("confirmed after reconnecting")
-        .expect("confirm");
+    let confirm =
+        tokio::time::timeout(PATIENCE, publisher.publish_confirmed(reliable("t", "after"), Default::default()))
+            .await
+            .expect("confirmed after reconnecting")
+            .expect("confirm");
     // The subscription may be restored just after the publish; publish until it is seen.
     let mut seen = confirm.matched == 1;
     for attempt in 0..50 {

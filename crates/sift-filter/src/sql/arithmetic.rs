@@ -11,11 +11,7 @@ use crate::compare::Scalar;
 use crate::sql::ast::{ArithmeticOp, UnaryOp};
 
 /// `left OP right`, or `None` (NULL) when it is undefined.
-pub(crate) fn binary(
-    op: ArithmeticOp,
-    left: &Scalar<'_>,
-    right: &Scalar<'_>,
-) -> Option<Scalar<'static>> {
+pub(crate) fn binary(op: ArithmeticOp, left: &Scalar<'_>, right: &Scalar<'_>) -> Option<Scalar<'static>> {
     match (left, right) {
         (Scalar::Int(left), Scalar::Int(right)) => integer(op, *left, *right),
         _ => float(op, as_float(left)?, as_float(right)?),
@@ -28,10 +24,9 @@ pub(crate) fn unary(op: UnaryOp, operand: &Scalar<'_>) -> Option<Scalar<'static>
         (UnaryOp::Plus, Scalar::Int(int)) => Some(Scalar::Int(*int)),
         (UnaryOp::Plus, Scalar::Float(float)) => Some(Scalar::Float(*float)),
         // Only i64::MIN has no integer negation; its float one is exact.
-        (UnaryOp::Minus, Scalar::Int(int)) => Some(
-            int.checked_neg()
-                .map_or(Scalar::Float(-(*int as f64)), Scalar::Int),
-        ),
+        (UnaryOp::Minus, Scalar::Int(int)) => {
+            Some(int.checked_neg().map_or(Scalar::Float(-(*int as f64)), Scalar::Int))
+        }
         (UnaryOp::Minus, Scalar::Float(float)) => Some(Scalar::Float(-float)),
         _ => None,
     }
@@ -79,30 +74,15 @@ mod tests {
 
     #[test]
     fn integers_stay_integers_and_divide_like_java() {
-        assert_eq!(
-            binary(ArithmeticOp::Add, &Scalar::Int(2), &Scalar::Int(3)),
-            Some(Scalar::Int(5))
-        );
-        assert_eq!(
-            binary(ArithmeticOp::Divide, &Scalar::Int(7), &Scalar::Int(2)),
-            Some(Scalar::Int(3))
-        );
-        assert_eq!(
-            binary(ArithmeticOp::Divide, &Scalar::Int(-7), &Scalar::Int(2)),
-            Some(Scalar::Int(-3))
-        );
+        assert_eq!(binary(ArithmeticOp::Add, &Scalar::Int(2), &Scalar::Int(3)), Some(Scalar::Int(5)));
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Int(7), &Scalar::Int(2)), Some(Scalar::Int(3)));
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Int(-7), &Scalar::Int(2)), Some(Scalar::Int(-3)));
     }
 
     #[test]
     fn floats_promote_the_other_side() {
-        assert_eq!(
-            binary(ArithmeticOp::Multiply, &Scalar::Int(2), &Scalar::Float(1.5)),
-            Some(Scalar::Float(3.0))
-        );
-        assert_eq!(
-            binary(ArithmeticOp::Divide, &Scalar::Float(7.0), &Scalar::Int(2)),
-            Some(Scalar::Float(3.5))
-        );
+        assert_eq!(binary(ArithmeticOp::Multiply, &Scalar::Int(2), &Scalar::Float(1.5)), Some(Scalar::Float(3.0)));
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Float(7.0), &Scalar::Int(2)), Some(Scalar::Float(3.5)));
     }
 
     #[test]
@@ -112,55 +92,25 @@ mod tests {
             Some(Scalar::Float(9_223_372_036_854_775_808.0))
         );
         assert_eq!(
-            binary(
-                ArithmeticOp::Divide,
-                &Scalar::Int(i64::MIN),
-                &Scalar::Int(-1)
-            ),
+            binary(ArithmeticOp::Divide, &Scalar::Int(i64::MIN), &Scalar::Int(-1)),
             Some(Scalar::Float(9_223_372_036_854_775_808.0))
         );
-        assert_eq!(
-            unary(UnaryOp::Minus, &Scalar::Int(i64::MIN)),
-            Some(Scalar::Float(9_223_372_036_854_775_808.0))
-        );
+        assert_eq!(unary(UnaryOp::Minus, &Scalar::Int(i64::MIN)), Some(Scalar::Float(9_223_372_036_854_775_808.0)));
     }
 
     #[test]
     fn division_by_zero_is_null() {
-        assert_eq!(
-            binary(ArithmeticOp::Divide, &Scalar::Int(1), &Scalar::Int(0)),
-            None
-        );
-        assert_eq!(
-            binary(
-                ArithmeticOp::Divide,
-                &Scalar::Float(1.0),
-                &Scalar::Float(0.0)
-            ),
-            None
-        );
-        assert_eq!(
-            binary(ArithmeticOp::Divide, &Scalar::Float(1.0), &Scalar::Int(0)),
-            None
-        );
-        assert_eq!(
-            binary(
-                ArithmeticOp::Divide,
-                &Scalar::Float(1.0),
-                &Scalar::Float(-0.0)
-            ),
-            None
-        );
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Int(1), &Scalar::Int(0)), None);
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Float(1.0), &Scalar::Float(0.0)), None);
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Float(1.0), &Scalar::Int(0)), None);
+        assert_eq!(binary(ArithmeticOp::Divide, &Scalar::Float(1.0), &Scalar::Float(-0.0)), None);
     }
 
     #[test]
     fn non_numbers_give_null() {
         let text = Scalar::Str(Cow::Borrowed("1"));
         assert_eq!(binary(ArithmeticOp::Add, &text, &Scalar::Int(1)), None);
-        assert_eq!(
-            binary(ArithmeticOp::Add, &Scalar::Int(1), &Scalar::Bool(true)),
-            None
-        );
+        assert_eq!(binary(ArithmeticOp::Add, &Scalar::Int(1), &Scalar::Bool(true)), None);
         assert_eq!(unary(UnaryOp::Minus, &text), None);
         assert_eq!(unary(UnaryOp::Plus, &Scalar::Bool(false)), None);
     }

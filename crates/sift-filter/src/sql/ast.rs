@@ -53,9 +53,7 @@ impl HeaderField {
 
     /// The field an identifier names, if any; identifiers are case-sensitive.
     pub fn from_name(name: &str) -> Option<HeaderField> {
-        HeaderField::ALL
-            .into_iter()
-            .find(|field| field.name() == name)
+        HeaderField::ALL.into_iter().find(|field| field.name() == name)
     }
 
     /// True for the fields whose value is a string rather than an integer.
@@ -241,29 +239,14 @@ mod tests {
         message.priority = Priority::new(7).expect("valid priority");
         message.delivery_mode = DeliveryMode::Reliable;
         assert_eq!(HeaderField::Priority.value(&message), Value::Int(7));
-        assert_eq!(
-            HeaderField::Timestamp.value(&message),
-            Value::Int(1_700_000_000_123)
-        );
-        assert_eq!(
-            HeaderField::MessageId.value(&message),
-            Value::Str("ID:42".into())
-        );
-        assert_eq!(
-            HeaderField::DeliveryMode.value(&message),
-            Value::Str("NON_PERSISTENT".into())
-        );
+        assert_eq!(HeaderField::Timestamp.value(&message), Value::Int(1_700_000_000_123));
+        assert_eq!(HeaderField::MessageId.value(&message), Value::Str("ID:42".into()));
+        assert_eq!(HeaderField::DeliveryMode.value(&message), Value::Str("NON_PERSISTENT".into()));
         assert_eq!(HeaderField::Expiration.value(&message), Value::Int(0));
         message.delivery_mode = DeliveryMode::Persistent;
         message.expiry_ns = u64::MAX;
-        assert_eq!(
-            HeaderField::DeliveryMode.value(&message),
-            Value::Str("PERSISTENT".into())
-        );
-        assert_eq!(
-            HeaderField::Expiration.value(&message),
-            Value::Int(18_446_744_073_709)
-        );
+        assert_eq!(HeaderField::DeliveryMode.value(&message), Value::Str("PERSISTENT".into()));
+        assert_eq!(HeaderField::Expiration.value(&message), Value::Int(18_446_744_073_709));
     }
 
     #[test]
@@ -277,16 +260,9 @@ mod tests {
     #[test]
     fn conjuncts_flatten_nested_ands() {
         let atom = |name: &str| Expr::Property(name.to_string());
-        let expr = Expr::And(vec![
-            atom("a"),
-            Expr::And(vec![atom("b"), atom("c")]),
-            Expr::Or(vec![atom("d"), atom("e")]),
-        ]);
-        let names: Vec<String> = expr
-            .conjuncts()
-            .into_iter()
-            .map(|conjunct| format!("{conjunct:?}"))
-            .collect();
+        let expr =
+            Expr::And(vec![atom("a"), Expr::And(vec![atom("b"), atom("c")]), Expr::Or(vec![atom("d"), atom("e")])]);
+        let names: Vec<String> = expr.conjuncts().into_iter().map(|conjunct| format!("{conjunct:?}")).collect();
         assert_eq!(names.len(), 4);
         assert_eq!(atom("a").conjuncts(), vec![&atom("a")]);
     }

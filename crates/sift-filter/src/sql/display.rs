@@ -32,23 +32,10 @@ impl Display for Expr {
             Expr::Comparison { op, left, right } => {
                 write!(formatter, "({left} {} {right})", op.sql_symbol())
             }
-            Expr::Between {
-                operand,
-                low,
-                high,
-                negated,
-            } => {
-                write!(
-                    formatter,
-                    "({operand} {}BETWEEN {low} AND {high})",
-                    not(*negated)
-                )
+            Expr::Between { operand, low, high, negated } => {
+                write!(formatter, "({operand} {}BETWEEN {low} AND {high})", not(*negated))
             }
-            Expr::In {
-                operand,
-                list,
-                negated,
-            } => {
+            Expr::In { operand, list, negated } => {
                 write!(formatter, "({operand} {}IN (", not(*negated))?;
                 for (index, item) in list.iter().enumerate() {
                     if index > 0 {
@@ -58,11 +45,7 @@ impl Display for Expr {
                 }
                 formatter.write_str("))")
             }
-            Expr::Like {
-                operand,
-                pattern,
-                negated,
-            } => {
+            Expr::Like { operand, pattern, negated } => {
                 write!(formatter, "({operand} {}LIKE ", not(*negated))?;
                 write_string(formatter, pattern.pattern())?;
                 if let Some(escape) = pattern.escape() {
@@ -90,12 +73,7 @@ fn not(negated: bool) -> &'static str {
 }
 
 /// `(a KEYWORD b KEYWORD c)`, or the chain's identity when it is empty.
-fn write_chain(
-    formatter: &mut Formatter<'_>,
-    operands: &[Expr],
-    keyword: &str,
-    empty: &str,
-) -> fmt::Result {
+fn write_chain(formatter: &mut Formatter<'_>, operands: &[Expr], keyword: &str, empty: &str) -> fmt::Result {
     if operands.is_empty() {
         return formatter.write_str(empty);
     }
@@ -153,18 +131,13 @@ mod tests {
     use crate::sql::{Expr, LikePattern, SqlFilter};
 
     fn round_trip(text: &str) -> String {
-        SqlFilter::parse(text)
-            .unwrap_or_else(|error| panic!("{text}: {error}"))
-            .to_string()
+        SqlFilter::parse(text).unwrap_or_else(|error| panic!("{text}: {error}")).to_string()
     }
 
     #[test]
     fn prints_fully_parenthesised_selectors() {
         let cases = [
-            (
-                "a = 1 AND b <> 'it''s' OR NOT c",
-                "(((a = 1) AND (b <> 'it''s')) OR (NOT c))",
-            ),
+            ("a = 1 AND b <> 'it''s' OR NOT c", "(((a = 1) AND (b <> 'it''s')) OR (NOT c))"),
             ("a NOT BETWEEN -1 AND 2.5", "(a NOT BETWEEN (-1) AND 2.5)"),
             ("a not in ('x', -2)", "(a NOT IN ('x', -2))"),
             ("a LIKE '\\_%' ESCAPE '\\'", "(a LIKE '\\_%' ESCAPE '\\')"),

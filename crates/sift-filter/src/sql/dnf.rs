@@ -48,9 +48,7 @@ pub fn to_dnf(expr: &Expr) -> Option<Vec<Vec<Literal>>> {
 /// Evaluates a normal form produced by [`to_dnf`].
 pub fn evaluate_dnf(disjuncts: &[Vec<Literal>], message: &Message) -> Truth {
     disjuncts.iter().fold(Truth::False, |any, conjuncts| {
-        let all = conjuncts.iter().fold(Truth::True, |all, literal| {
-            all.and(literal.evaluate(message))
-        });
+        let all = conjuncts.iter().fold(Truth::True, |all, literal| all.and(literal.evaluate(message)));
         any.or(all)
     })
 }
@@ -62,10 +60,7 @@ fn normal_form(expr: &Expr, negated: bool) -> Option<Vec<Vec<Literal>>> {
         // NOT (a AND b) is NOT a OR NOT b, so it is a union like a OR b.
         (Expr::Or(operands), false) | (Expr::And(operands), true) => union(operands, negated),
         (Expr::And(operands), false) | (Expr::Or(operands), true) => product(operands, negated),
-        (atom, _) => Some(vec![vec![Literal {
-            negated,
-            atom: atom.clone(),
-        }]]),
+        (atom, _) => Some(vec![vec![Literal { negated, atom: atom.clone() }]]),
     }
 }
 
@@ -121,13 +116,7 @@ mod tests {
                 .map(|conjuncts| {
                     conjuncts
                         .into_iter()
-                        .map(|literal| {
-                            format!(
-                                "{}{}",
-                                if literal.negated { "NOT " } else { "" },
-                                literal.atom
-                            )
-                        })
+                        .map(|literal| format!("{}{}", if literal.negated { "NOT " } else { "" }, literal.atom))
                         .collect()
                 })
                 .collect()
@@ -149,17 +138,11 @@ mod tests {
     fn pushes_not_down_to_the_predicates() {
         assert_eq!(
             dnf_text("NOT (a = 1 OR NOT b BETWEEN 1 AND 2)"),
-            Some(vec![vec![
-                "NOT (a = 1)".to_string(),
-                "(b BETWEEN 1 AND 2)".to_string()
-            ]])
+            Some(vec![vec!["NOT (a = 1)".to_string(), "(b BETWEEN 1 AND 2)".to_string()]])
         );
         assert_eq!(
             dnf_text("NOT (a = 1 AND b = 2)"),
-            Some(vec![
-                vec!["NOT (a = 1)".to_string()],
-                vec!["NOT (b = 2)".to_string()]
-            ])
+            Some(vec![vec!["NOT (a = 1)".to_string()], vec!["NOT (b = 2)".to_string()]])
         );
         assert_eq!(dnf_text("flag"), Some(vec![vec!["flag".to_string()]]));
     }
@@ -167,15 +150,9 @@ mod tests {
     #[test]
     fn gives_up_past_the_disjunct_limit() {
         // Seven two-way ORs under an AND make 2^7 = 128 disjuncts.
-        let selector = (0..7)
-            .map(|index| format!("(a = {index} OR b = {index})"))
-            .collect::<Vec<_>>()
-            .join(" AND ");
+        let selector = (0..7).map(|index| format!("(a = {index} OR b = {index})")).collect::<Vec<_>>().join(" AND ");
         assert_eq!(dnf_text(&selector), None);
-        let six = (0..6)
-            .map(|index| format!("(a = {index} OR b = {index})"))
-            .collect::<Vec<_>>()
-            .join(" AND ");
+        let six = (0..6).map(|index| format!("(a = {index} OR b = {index})")).collect::<Vec<_>>().join(" AND ");
         assert_eq!(dnf_text(&six).map(|disjuncts| disjuncts.len()), Some(64));
     }
 

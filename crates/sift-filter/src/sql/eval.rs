@@ -19,42 +19,23 @@ pub(crate) fn truth(expr: &Expr, message: &Message) -> Truth {
         Expr::Not(operand) => !truth(operand, message),
         Expr::And(operands) => all(operands, message),
         Expr::Or(operands) => any(operands, message),
-        Expr::Comparison { op, left, right } => {
-            match (value(left, message), value(right, message)) {
-                (Some(left), Some(right)) => comparison(*op, &left, &right),
-                _ => Truth::Unknown,
-            }
-        }
-        Expr::Between {
-            operand,
-            low,
-            high,
-            negated,
-        } => negate_if(*negated, between(operand, low, high, message)),
-        Expr::In {
-            operand,
-            list,
-            negated,
-        } => negate_if(*negated, in_list(operand, list, message)),
-        Expr::Like {
-            operand,
-            pattern,
-            negated,
-        } => match value(operand, message) {
+        Expr::Comparison { op, left, right } => match (value(left, message), value(right, message)) {
+            (Some(left), Some(right)) => comparison(*op, &left, &right),
+            _ => Truth::Unknown,
+        },
+        Expr::Between { operand, low, high, negated } => negate_if(*negated, between(operand, low, high, message)),
+        Expr::In { operand, list, negated } => negate_if(*negated, in_list(operand, list, message)),
+        Expr::Like { operand, pattern, negated } => match value(operand, message) {
             Some(Scalar::Str(text)) => Truth::from_bool(pattern.matches(&text) != *negated),
             _ => Truth::Unknown,
         },
-        Expr::IsNull { operand, negated } => {
-            Truth::from_bool(value(operand, message).is_none() != *negated)
+        Expr::IsNull { operand, negated } => Truth::from_bool(value(operand, message).is_none() != *negated),
+        Expr::Constant(_) | Expr::Property(_) | Expr::Header(_) | Expr::Unary { .. } | Expr::Arithmetic { .. } => {
+            match value(expr, message) {
+                Some(Scalar::Bool(flag)) => Truth::from_bool(flag),
+                _ => Truth::Unknown,
+            }
         }
-        Expr::Constant(_)
-        | Expr::Property(_)
-        | Expr::Header(_)
-        | Expr::Unary { .. }
-        | Expr::Arithmetic { .. } => match value(expr, message) {
-            Some(Scalar::Bool(flag)) => Truth::from_bool(flag),
-            _ => Truth::Unknown,
-        },
     }
 }
 
@@ -99,11 +80,7 @@ fn in_list(operand: &Expr, list: &[Value], message: &Message) -> Truth {
     };
     let mut found = Truth::False;
     for item in list {
-        found = found.or(comparison(
-            ComparisonOp::Equal,
-            &operand,
-            &Scalar::from_value(item),
-        ));
+        found = found.or(comparison(ComparisonOp::Equal, &operand, &Scalar::from_value(item)));
         if found == Truth::True {
             break;
         }
@@ -134,12 +111,8 @@ fn comparison(op: ComparisonOp, left: &Scalar<'_>, right: &Scalar<'_>) -> Truth 
     match compare(left, right) {
         Comparison::Numeric(Some(ordering)) => Truth::from_bool(op.holds(ordering)),
         Comparison::Numeric(None) => Truth::from_bool(op == ComparisonOp::NotEqual),
-        Comparison::Text(ordering) => op
-            .holds_for_equality(ordering.is_eq())
-            .map_or(Truth::Unknown, Truth::from_bool),
-        Comparison::Boolean { equal } => op
-            .holds_for_equality(equal)
-            .map_or(Truth::Unknown, Truth::from_bool),
+        Comparison::Text(ordering) => op.holds_for_equality(ordering.is_eq()).map_or(Truth::Unknown, Truth::from_bool),
+        Comparison::Boolean { equal } => op.holds_for_equality(equal).map_or(Truth::Unknown, Truth::from_bool),
         Comparison::Incompatible => Truth::Unknown,
     }
 }
@@ -168,9 +141,7 @@ mod tests {
     use super::*;
 
     fn evaluate(selector: &str, message: &Message) -> Truth {
-        SqlFilter::parse(selector)
-            .unwrap_or_else(|error| panic!("{selector}: {error}"))
-            .evaluate(message)
+        SqlFilter::parse(selector).unwrap_or_else(|error| panic!("{selector}: {error}")).evaluate(message)
     }
 
     fn check(message: &Message, cases: &[(&str, Truth)]) {
@@ -184,28 +155,16 @@ mod tests {
         message_with(&[("t", Value::Bool(true)), ("f", Value::Bool(false))])
     }
 
-    const TRUTHS: [(&str, Truth); 3] = [
-        ("t", Truth::True),
-        ("f", Truth::False),
-        ("u", Truth::Unknown),
-    ];
+    const TRUTHS: [(&str, Truth); 3] = [("t", Truth::True), ("f", Truth::False), ("u", Truth::Unknown)];
 
     #[test]
     fn and_or_not_follow_the_sql_truth_tables() {
         let message = three_valued();
         for (left, left_truth) in TRUTHS {
-            assert_eq!(
-                evaluate(&format!("NOT {left}"), &message),
-                !left_truth,
-                "NOT {left}"
-            );
+            assert_eq!(evaluate(&format!("NOT {left}"), &message), !left_truth, "NOT {left}");
             for (right, right_truth) in TRUTHS {
                 let and = format!("{left} AND {right}");
-                assert_eq!(
-                    evaluate(&and, &message),
-                    left_truth.and(right_truth),
-                    "{and}"
-                );
+                assert_eq!(evaluate(&and, &message), left_truth.and(right_truth), "{and}");
                 let or = format!("{left} OR {right}");
                 assert_eq!(evaluate(&or, &message), left_truth.or(right_truth), "{or}");
             }
@@ -241,9 +200,7 @@ mod tests {
                 ("x + 1 IS NULL", Truth::True),
             ],
         );
-        assert!(!SqlFilter::parse("x <> 1")
-            .expect("parses")
-            .matches(&message));
+        assert!(!SqlFilter::parse("x <> 1").expect("parses").matches(&message));
     }
 
     #[test]
@@ -296,11 +253,7 @@ mod tests {
 
     #[test]
     fn incompatible_types_are_unknown() {
-        let message = message_with(&[
-            ("s", Value::Str("1".into())),
-            ("flag", Value::Bool(true)),
-            ("n", Value::Int(1)),
-        ]);
+        let message = message_with(&[("s", Value::Str("1".into())), ("flag", Value::Bool(true)), ("n", Value::Int(1))]);
         check(
             &message,
             &[
@@ -319,18 +272,13 @@ mod tests {
                 ("NOT n", Truth::Unknown),
             ],
         );
-        assert!(!SqlFilter::parse("NOT (s = 1)")
-            .expect("parses")
-            .matches(&message));
+        assert!(!SqlFilter::parse("NOT (s = 1)").expect("parses").matches(&message));
     }
 
     #[test]
     fn strings_and_booleans_support_equality() {
-        let message = message_with(&[
-            ("s", Value::Str("it's".into())),
-            ("flag", Value::Bool(true)),
-            ("off", Value::Bool(false)),
-        ]);
+        let message =
+            message_with(&[("s", Value::Str("it's".into())), ("flag", Value::Bool(true)), ("off", Value::Bool(false))]);
         check(
             &message,
             &[
@@ -367,11 +315,7 @@ mod tests {
         ];
         for (selector, value, expected) in cases {
             let message = message_with(&[("phone", Value::Str(value.into()))]);
-            assert_eq!(
-                evaluate(selector, &message),
-                expected,
-                "{selector} on {value:?}"
-            );
+            assert_eq!(evaluate(selector, &message), expected, "{selector} on {value:?}");
         }
         let non_string = message_with(&[("phone", Value::Int(123))]);
         check(
@@ -466,10 +410,7 @@ mod tests {
             ],
         );
         message.delivery_mode = DeliveryMode::BestEffort;
-        check(
-            &message,
-            &[("JMSDeliveryMode = 'NON_PERSISTENT'", Truth::True)],
-        );
+        check(&message, &[("JMSDeliveryMode = 'NON_PERSISTENT'", Truth::True)]);
     }
 
     #[test]

@@ -37,10 +37,7 @@ impl Keyword {
 
     /// The keyword a word spells, in any case.
     fn from_word(word: &str) -> Option<Keyword> {
-        Keyword::ALL
-            .into_iter()
-            .find(|(spelling, _)| spelling.eq_ignore_ascii_case(word))
-            .map(|(_, keyword)| keyword)
+        Keyword::ALL.into_iter().find(|(spelling, _)| spelling.eq_ignore_ascii_case(word)).map(|(_, keyword)| keyword)
     }
 }
 
@@ -134,17 +131,9 @@ impl Lexer<'_> {
     fn unexpected_at(&self, position: usize, expected: &'static str) -> FilterError {
         let found = match self.peek_at(position) {
             None => "end of input".to_string(),
-            Some(character) => format!(
-                "character {}",
-                quote_fragment(character.encode_utf8(&mut [0; 4]))
-            ),
+            Some(character) => format!("character {}", quote_fragment(character.encode_utf8(&mut [0; 4]))),
         };
-        FilterError::Unexpected {
-            language: FilterLanguage::Sql,
-            position,
-            expected,
-            found,
-        }
+        FilterError::Unexpected { language: FilterLanguage::Sql, position, expected, found }
     }
 
     fn next_token(&mut self) -> Result<Token, FilterError> {
@@ -152,17 +141,10 @@ impl Lexer<'_> {
         self.position += rest.len() - rest.trim_start().len();
         let start = self.position;
         let Some(character) = self.peek_at(start) else {
-            return Ok(Token {
-                kind: TokenKind::End,
-                start,
-                end: start,
-            });
+            return Ok(Token { kind: TokenKind::End, start, end: start });
         };
         let starts_number = character.is_ascii_digit()
-            || (character == '.'
-                && self
-                    .peek_at(start + 1)
-                    .is_some_and(|next| next.is_ascii_digit()));
+            || (character == '.' && self.peek_at(start + 1).is_some_and(|next| next.is_ascii_digit()));
         let kind = if starts_number {
             self.number()?
         } else if is_identifier_start(character) {
@@ -172,20 +154,13 @@ impl Lexer<'_> {
         } else {
             self.symbol(character)?
         };
-        Ok(Token {
-            kind,
-            start,
-            end: self.position,
-        })
+        Ok(Token { kind, start, end: self.position })
     }
 
     /// The end of the run of ASCII digits that starts at `position`.
     fn skip_digits(&self, position: usize) -> usize {
         let rest = &self.text[position..];
-        position
-            + rest
-                .find(|character: char| !character.is_ascii_digit())
-                .unwrap_or(rest.len())
+        position + rest.find(|character: char| !character.is_ascii_digit()).unwrap_or(rest.len())
     }
 
     /// A numeric literal: digits with an optional fraction and exponent, then
@@ -221,14 +196,8 @@ impl Lexer<'_> {
         }
         // `12abc` or `1.2.3` is one malformed token, not a number followed
         // by something else.
-        if self
-            .peek_at(end)
-            .is_some_and(|next| is_identifier_part(next) || next == '.')
-        {
-            return Err(self.unexpected_at(
-                end,
-                "an operator, a parenthesis or white space after a number",
-            ));
+        if self.peek_at(end).is_some_and(|next| is_identifier_part(next) || next == '.') {
+            return Err(self.unexpected_at(end, "an operator, a parenthesis or white space after a number"));
         }
         self.position = end;
         let out_of_range = |range| FilterError::NumberOutOfRange {
@@ -243,19 +212,14 @@ impl Lexer<'_> {
                 _ => Err(out_of_range("a 64-bit float")),
             }
         } else {
-            literal
-                .parse::<u64>()
-                .map(TokenKind::Integer)
-                .map_err(|_| out_of_range("a 64-bit integer"))
+            literal.parse::<u64>().map(TokenKind::Integer).map_err(|_| out_of_range("a 64-bit integer"))
         }
     }
 
     fn word(&mut self) -> TokenKind {
         let start = self.position;
         let rest = &self.text[start..];
-        let length = rest
-            .find(|character| !is_identifier_part(character))
-            .unwrap_or(rest.len());
+        let length = rest.find(|character| !is_identifier_part(character)).unwrap_or(rest.len());
         self.position += length;
         let word = &rest[..length];
         match Keyword::from_word(word) {
@@ -306,10 +270,9 @@ impl Lexer<'_> {
             ('>', Some('=')) => (TokenKind::Compare(ComparisonOp::GreaterOrEqual), 2),
             ('>', _) => (TokenKind::Compare(ComparisonOp::Greater), 1),
             _ => {
-                return Err(self.unexpected_at(
-                    self.position,
-                    "an operand, an operator or a parenthesis (not-equal is `<>`)",
-                ))
+                return Err(
+                    self.unexpected_at(self.position, "an operand, an operator or a parenthesis (not-equal is `<>`)")
+                )
             }
         };
         self.position += length;
@@ -322,11 +285,7 @@ mod tests {
     use super::*;
 
     fn kinds(text: &str) -> Vec<TokenKind> {
-        tokenize(text)
-            .expect("text tokenizes")
-            .into_iter()
-            .map(|token| token.kind)
-            .collect()
+        tokenize(text).expect("text tokenizes").into_iter().map(|token| token.kind).collect()
     }
 
     fn error(text: &str) -> FilterError {
@@ -386,9 +345,7 @@ mod tests {
         for (text, position) in cases {
             assert_eq!(error(text).position(), position, "{text}");
         }
-        assert!(error("1e999")
-            .to_string()
-            .contains("does not fit a 64-bit float"));
+        assert!(error("1e999").to_string().contains("does not fit a 64-bit float"));
     }
 
     #[test]
@@ -439,10 +396,7 @@ mod tests {
     #[test]
     fn tokens_record_their_byte_span() {
         let tokens = tokenize("  ab <= 'x'").expect("tokenizes");
-        let spans: Vec<(usize, usize)> = tokens
-            .iter()
-            .map(|token| (token.start, token.end))
-            .collect();
+        let spans: Vec<(usize, usize)> = tokens.iter().map(|token| (token.start, token.end)).collect();
         assert_eq!(spans, vec![(2, 4), (5, 7), (8, 11), (11, 11)]);
         assert_eq!(tokens[2].describe("  ab <= 'x'"), "string `'x'`");
     }

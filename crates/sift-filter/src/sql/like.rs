@@ -44,9 +44,7 @@ impl LikePattern {
             let part = if Some(character) == escape {
                 match characters.next() {
                     None => return Err(LikePatternError::DanglingEscape),
-                    Some(escaped)
-                        if escaped == '%' || escaped == '_' || Some(escaped) == escape =>
-                    {
+                    Some(escaped) if escaped == '%' || escaped == '_' || Some(escaped) == escape => {
                         PatternPart::Literal(escaped)
                     }
                     Some(other) => return Err(LikePatternError::InvalidEscape(other)),
@@ -60,11 +58,7 @@ impl LikePattern {
             };
             parts.push(part);
         }
-        Ok(LikePattern {
-            pattern: pattern.to_string(),
-            escape,
-            parts,
-        })
+        Ok(LikePattern { pattern: pattern.to_string(), escape, parts })
     }
 
     /// The pattern as written (without SQL quote escaping).
@@ -144,9 +138,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn like(pattern: &str, text: &str) -> bool {
-        LikePattern::new(pattern, None)
-            .expect("pattern compiles")
-            .matches(text)
+        LikePattern::new(pattern, None).expect("pattern compiles").matches(text)
     }
 
     #[test]
@@ -194,26 +186,18 @@ mod tests {
 
     #[test]
     fn bad_escapes_are_errors() {
-        assert_eq!(
-            LikePattern::new("ab\\", Some('\\')),
-            Err(LikePatternError::DanglingEscape)
-        );
-        assert_eq!(
-            LikePattern::new("\\n", Some('\\')),
-            Err(LikePatternError::InvalidEscape('n'))
-        );
+        assert_eq!(LikePattern::new("ab\\", Some('\\')), Err(LikePatternError::DanglingEscape));
+        assert_eq!(LikePattern::new("\\n", Some('\\')), Err(LikePatternError::InvalidEscape('n')));
     }
 
     /// A slow but obviously correct matcher to check the fast one against.
     fn reference_match(parts: &[PatternPart], text: &[char]) -> bool {
         match parts.split_first() {
             None => text.is_empty(),
-            Some((PatternPart::AnyRun, rest)) => {
-                (0..=text.len()).any(|skip| reference_match(rest, &text[skip..]))
-            }
-            Some((part, rest)) => text.split_first().is_some_and(|(first, others)| {
-                part_accepts(*part, *first) && reference_match(rest, others)
-            }),
+            Some((PatternPart::AnyRun, rest)) => (0..=text.len()).any(|skip| reference_match(rest, &text[skip..])),
+            Some((part, rest)) => text
+                .split_first()
+                .is_some_and(|(first, others)| part_accepts(*part, *first) && reference_match(rest, others)),
         }
     }
 

@@ -62,12 +62,7 @@ struct Parsed {
 /// Parses a whole selector, which must be a condition.
 pub(crate) fn parse(text: &str) -> Result<Expr, FilterError> {
     let tokens = tokenize(text)?;
-    let mut parser = Parser {
-        text,
-        tokens,
-        index: 0,
-        nesting: 0,
-    };
+    let mut parser = Parser { text, tokens, index: 0, nesting: 0 };
     let selector = parser.disjunction()?;
     if parser.peek().kind != TokenKind::End {
         return Err(parser.unexpected("an operator or end of input"));
@@ -120,11 +115,7 @@ impl Parser<'_> {
         (self.peek().kind == TokenKind::Keyword(keyword)).then(|| self.advance().start)
     }
 
-    fn expect_keyword(
-        &mut self,
-        keyword: Keyword,
-        expected: &'static str,
-    ) -> Result<(), FilterError> {
+    fn expect_keyword(&mut self, keyword: Keyword, expected: &'static str) -> Result<(), FilterError> {
         match self.eat_keyword(keyword) {
             Some(_) => Ok(()),
             None => Err(self.unexpected(expected)),
@@ -135,11 +126,7 @@ impl Parser<'_> {
     fn enter(&mut self, position: usize) -> Result<(), FilterError> {
         self.nesting += 1;
         if self.nesting > MAX_DEPTH {
-            return Err(FilterError::TooDeep {
-                language: FilterLanguage::Sql,
-                position,
-                limit: MAX_DEPTH,
-            });
+            return Err(FilterError::TooDeep { language: FilterLanguage::Sql, position, limit: MAX_DEPTH });
         }
         Ok(())
     }
@@ -150,34 +137,15 @@ impl Parser<'_> {
 
     /// Wraps a new node whose tallest child has `child_height`, refusing
     /// trees taller than [`MAX_DEPTH`].
-    fn node(
-        &self,
-        expr: Expr,
-        kind: Kind,
-        start: usize,
-        child_height: usize,
-    ) -> Result<Parsed, FilterError> {
+    fn node(&self, expr: Expr, kind: Kind, start: usize, child_height: usize) -> Result<Parsed, FilterError> {
         let height = child_height + 1;
         if height > MAX_DEPTH {
-            return Err(FilterError::TooDeep {
-                language: FilterLanguage::Sql,
-                position: start,
-                limit: MAX_DEPTH,
-            });
+            return Err(FilterError::TooDeep { language: FilterLanguage::Sql, position: start, limit: MAX_DEPTH });
         }
-        Ok(Parsed {
-            expr,
-            kind,
-            start,
-            height,
-        })
+        Ok(Parsed { expr, kind, start, height })
     }
 
-    fn require_kind(
-        parsed: Parsed,
-        accepted: Kind,
-        expected: &'static str,
-    ) -> Result<Parsed, FilterError> {
+    fn require_kind(parsed: Parsed, accepted: Kind, expected: &'static str) -> Result<Parsed, FilterError> {
         if parsed.kind == accepted || parsed.kind == Kind::Unknown {
             return Ok(parsed);
         }
@@ -237,12 +205,7 @@ impl Parser<'_> {
         let operand = self.negation()?;
         self.leave();
         let operand = self.require_boolean(operand)?;
-        self.node(
-            Expr::Not(Box::new(operand.expr)),
-            Kind::Boolean,
-            start,
-            operand.height,
-        )
+        self.node(Expr::Not(Box::new(operand.expr)), Kind::Boolean, start, operand.height)
     }
 
     /// An arithmetic expression, possibly followed by a comparison or one
@@ -254,30 +217,20 @@ impl Parser<'_> {
                 self.advance();
                 let right = self.arithmetic(1)?;
                 let height = left.height.max(right.height);
-                let expr = Expr::Comparison {
-                    op,
-                    left: Box::new(left.expr),
-                    right: Box::new(right.expr),
-                };
+                let expr = Expr::Comparison { op, left: Box::new(left.expr), right: Box::new(right.expr) };
                 self.node(expr, Kind::Boolean, left.start, height)
             }
             TokenKind::Keyword(Keyword::Not) => {
                 self.advance();
                 self.negatable_predicate(left, true)
             }
-            TokenKind::Keyword(Keyword::Between | Keyword::In | Keyword::Like) => {
-                self.negatable_predicate(left, false)
-            }
+            TokenKind::Keyword(Keyword::Between | Keyword::In | Keyword::Like) => self.negatable_predicate(left, false),
             TokenKind::Keyword(Keyword::Is) => self.is_null(left),
             _ => Ok(left),
         }
     }
 
-    fn negatable_predicate(
-        &mut self,
-        operand: Parsed,
-        negated: bool,
-    ) -> Result<Parsed, FilterError> {
+    fn negatable_predicate(&mut self, operand: Parsed, negated: bool) -> Result<Parsed, FilterError> {
         match self.peek().kind {
             TokenKind::Keyword(Keyword::Between) => self.between(operand, negated),
             TokenKind::Keyword(Keyword::In) => self.in_list(operand, negated),
@@ -320,11 +273,7 @@ impl Parser<'_> {
             };
         }
         self.advance();
-        let expr = Expr::In {
-            operand: Box::new(operand.expr),
-            list,
-            negated,
-        };
+        let expr = Expr::In { operand: Box::new(operand.expr), list, negated };
         self.node(expr, Kind::Boolean, operand.start, operand.height)
     }
 
@@ -363,25 +312,18 @@ impl Parser<'_> {
             Some(_) => Some(self.escape_character()?),
             None => None,
         };
-        let pattern =
-            LikePattern::new(pattern_text, escape).map_err(|error| FilterError::Unexpected {
-                language: FilterLanguage::Sql,
-                position: pattern_token.start,
-                expected: match error {
-                    LikePatternError::DanglingEscape => {
-                        "a pattern that does not end with its escape character"
-                    }
-                    LikePatternError::InvalidEscape(_) => {
-                        "only `%`, `_` or the escape character after the escape character"
-                    }
-                },
-                found: pattern_token.describe(self.text),
-            })?;
-        let expr = Expr::Like {
-            operand: Box::new(operand.expr),
-            pattern,
-            negated,
-        };
+        let pattern = LikePattern::new(pattern_text, escape).map_err(|error| FilterError::Unexpected {
+            language: FilterLanguage::Sql,
+            position: pattern_token.start,
+            expected: match error {
+                LikePatternError::DanglingEscape => "a pattern that does not end with its escape character",
+                LikePatternError::InvalidEscape(_) => {
+                    "only `%`, `_` or the escape character after the escape character"
+                }
+            },
+            found: pattern_token.describe(self.text),
+        })?;
+        let expr = Expr::Like { operand: Box::new(operand.expr), pattern, negated };
         self.node(expr, Kind::Boolean, operand.start, operand.height)
     }
 
@@ -399,18 +341,8 @@ impl Parser<'_> {
     fn is_null(&mut self, operand: Parsed) -> Result<Parsed, FilterError> {
         self.advance();
         let negated = self.eat_keyword(Keyword::Not).is_some();
-        self.expect_keyword(
-            Keyword::Null,
-            if negated {
-                "`NULL`"
-            } else {
-                "`NULL` or `NOT NULL`"
-            },
-        )?;
-        let expr = Expr::IsNull {
-            operand: Box::new(operand.expr),
-            negated,
-        };
+        self.expect_keyword(Keyword::Null, if negated { "`NULL`" } else { "`NULL` or `NOT NULL`" })?;
+        let expr = Expr::IsNull { operand: Box::new(operand.expr), negated };
         self.node(expr, Kind::Boolean, operand.start, operand.height)
     }
 
@@ -436,11 +368,7 @@ impl Parser<'_> {
             let right_operand = self.require_numeric(right)?;
             let start = left_operand.start;
             let height = left_operand.height.max(right_operand.height);
-            let expr = Expr::Arithmetic {
-                op,
-                left: Box::new(left_operand.expr),
-                right: Box::new(right_operand.expr),
-            };
+            let expr = Expr::Arithmetic { op, left: Box::new(left_operand.expr), right: Box::new(right_operand.expr) };
             left = self.node(expr, Kind::Numeric, start, height)?;
         }
     }
@@ -457,42 +385,24 @@ impl Parser<'_> {
         // that -9223372036854775808 (which is i64::MIN but whose digits alone
         // overflow) can be written, and negative constants stay constants.
         if let Some(value) = self.numeric_literal(op == UnaryOp::Minus, sign.start)? {
-            return Ok(Parsed {
-                expr: Expr::Constant(value),
-                kind: Kind::Numeric,
-                start: sign.start,
-                height: 1,
-            });
+            return Ok(Parsed { expr: Expr::Constant(value), kind: Kind::Numeric, start: sign.start, height: 1 });
         }
         self.enter(sign.start)?;
         let operand = self.unary()?;
         self.leave();
         let operand = self.require_numeric(operand)?;
-        let expr = Expr::Unary {
-            op,
-            operand: Box::new(operand.expr),
-        };
+        let expr = Expr::Unary { op, operand: Box::new(operand.expr) };
         self.node(expr, Kind::Numeric, sign.start, operand.height)
     }
 
     /// Consumes a numeric literal if one is next, applying the sign (which
     /// starts at `start` when there is one).
-    fn numeric_literal(
-        &mut self,
-        negative: bool,
-        start: usize,
-    ) -> Result<Option<Value>, FilterError> {
+    fn numeric_literal(&mut self, negative: bool, start: usize) -> Result<Option<Value>, FilterError> {
         let token = self.peek();
         let value = match token.kind {
-            TokenKind::Float(magnitude) => {
-                Value::Float(if negative { -magnitude } else { magnitude })
-            }
+            TokenKind::Float(magnitude) => Value::Float(if negative { -magnitude } else { magnitude }),
             TokenKind::Integer(magnitude) => {
-                let signed = if negative {
-                    -i128::from(magnitude)
-                } else {
-                    i128::from(magnitude)
-                };
+                let signed = if negative { -i128::from(magnitude) } else { i128::from(magnitude) };
                 let int = i64::try_from(signed).map_err(|_| FilterError::NumberOutOfRange {
                     language: FilterLanguage::Sql,
                     position: start,
@@ -510,21 +420,12 @@ impl Parser<'_> {
     fn primary(&mut self) -> Result<Parsed, FilterError> {
         let start = self.peek().start;
         if let Some(value) = self.numeric_literal(false, start)? {
-            return Ok(Parsed {
-                expr: Expr::Constant(value),
-                kind: Kind::Numeric,
-                start,
-                height: 1,
-            });
+            return Ok(Parsed { expr: Expr::Constant(value), kind: Kind::Numeric, start, height: 1 });
         }
         let (expr, kind) = match &self.peek().kind {
-            TokenKind::String(text) => {
-                (Expr::Constant(Value::Str(text.as_str().into())), Kind::Text)
-            }
+            TokenKind::String(text) => (Expr::Constant(Value::Str(text.as_str().into())), Kind::Text),
             TokenKind::Keyword(Keyword::True) => (Expr::Constant(Value::Bool(true)), Kind::Boolean),
-            TokenKind::Keyword(Keyword::False) => {
-                (Expr::Constant(Value::Bool(false)), Kind::Boolean)
-            }
+            TokenKind::Keyword(Keyword::False) => (Expr::Constant(Value::Bool(false)), Kind::Boolean),
             TokenKind::Identifier(name) => match HeaderField::from_name(name) {
                 Some(field) if field.is_string() => (Expr::Header(field), Kind::Text),
                 Some(field) => (Expr::Header(field), Kind::Numeric),
@@ -534,12 +435,7 @@ impl Parser<'_> {
             _ => return Err(self.unexpected("an operand")),
         };
         self.advance();
-        Ok(Parsed {
-            expr,
-            kind,
-            start,
-            height: 1,
-        })
+        Ok(Parsed { expr, kind, start, height: 1 })
     }
 
     fn parenthesised(&mut self) -> Result<Parsed, FilterError> {
@@ -584,83 +480,36 @@ mod tests {
     fn errors_say_where_and_what_was_expected() {
         let cases = [
             ("a = ", 4, "expected an operand, found end of input"),
-            (
-                "a = 1 b",
-                6,
-                "expected an operator or end of input, found identifier `b`",
-            ),
+            ("a = 1 b", 6, "expected an operator or end of input, found identifier `b`"),
             ("(a = 1", 6, "expected `)`, found end of input"),
-            (
-                "a = 1)",
-                5,
-                "expected an operator or end of input, found `)`",
-            ),
-            (
-                "a LIKE 5",
-                7,
-                "expected a string literal pattern, found number `5`",
-            ),
+            ("a = 1)", 5, "expected an operator or end of input, found `)`"),
+            ("a LIKE 5", 7, "expected a string literal pattern, found number `5`"),
             ("'unterminated", 0, "expected a closing `'`"),
             ("", 0, "expected an operand, found end of input"),
             ("a = = 1", 4, "expected an operand, found `=`"),
-            (
-                "a NOT = 1",
-                6,
-                "expected BETWEEN, IN or LIKE after NOT, found `=`",
-            ),
+            ("a NOT = 1", 6, "expected BETWEEN, IN or LIKE after NOT, found `=`"),
             ("a BETWEEN 1 OR 2", 12, "expected `AND`, found keyword `OR`"),
             ("a IN 'x'", 5, "expected `(`, found string `'x'`"),
-            (
-                "a IN ()",
-                6,
-                "expected a string or numeric literal, found `)`",
-            ),
+            ("a IN ()", 6, "expected a string or numeric literal, found `)`"),
             ("a IN ('x' 'y')", 10, "expected `,` or `)`"),
-            (
-                "a IN (TRUE)",
-                6,
-                "expected a string or numeric literal, found keyword `TRUE`",
-            ),
+            ("a IN (TRUE)", 6, "expected a string or numeric literal, found keyword `TRUE`"),
             ("a IN (-'x')", 7, "expected a number after the sign"),
-            (
-                "a IS 1",
-                5,
-                "expected `NULL` or `NOT NULL`, found number `1`",
-            ),
+            ("a IS 1", 5, "expected `NULL` or `NOT NULL`, found number `1`"),
             ("a IS NOT TRUE", 9, "expected `NULL`, found keyword `TRUE`"),
-            (
-                "a LIKE 'x' ESCAPE 'ab'",
-                18,
-                "expected a one-character string after ESCAPE",
-            ),
-            (
-                "a LIKE 'x\\' ESCAPE '\\'",
-                7,
-                "does not end with its escape character",
-            ),
+            ("a LIKE 'x' ESCAPE 'ab'", 18, "expected a one-character string after ESCAPE"),
+            ("a LIKE 'x\\' ESCAPE '\\'", 7, "does not end with its escape character"),
             ("a LIKE '\\n' ESCAPE '\\'", 7, "after the escape character"),
             ("NULL = a", 0, "expected an operand, found keyword `NULL`"),
             ("and = 1", 0, "expected an operand, found keyword `and`"),
-            (
-                "a = 9223372036854775808",
-                4,
-                "does not fit a 64-bit integer",
-            ),
-            (
-                "a = -9223372036854775809",
-                4,
-                "does not fit a 64-bit integer",
-            ),
+            ("a = 9223372036854775808", 4, "does not fit a 64-bit integer"),
+            ("a = -9223372036854775809", 4, "does not fit a 64-bit integer"),
         ];
         for (text, position, message) in cases {
             let error = parse_error(text);
             assert_eq!(error.position(), position, "{text}: {error}");
             assert!(error.to_string().contains(message), "{text}: {error}");
         }
-        assert_eq!(
-            parse_error("a = ").to_string(),
-            "sql: at byte 4: expected an operand, found end of input"
-        );
+        assert_eq!(parse_error("a = ").to_string(), "sql: at byte 4: expected an operand, found end of input");
     }
 
     #[test]
@@ -678,10 +527,7 @@ mod tests {
             let error = parse_error(text);
             assert_eq!(error.position(), position, "{text}: {error}");
             let message = error.to_string();
-            assert!(
-                message.contains("expected a boolean expression"),
-                "{text}: {message}"
-            );
+            assert!(message.contains("expected a boolean expression"), "{text}: {message}");
             assert!(message.contains(found), "{text}: {message}");
         }
     }
@@ -699,10 +545,7 @@ mod tests {
             let error = parse_error(text);
             assert_eq!(error.position(), position, "{text}: {error}");
             let message = error.to_string();
-            assert!(
-                message.contains("expected a numeric expression"),
-                "{text}: {message}"
-            );
+            assert!(message.contains("expected a numeric expression"), "{text}: {message}");
             assert!(message.contains(found), "{text}: {message}");
         }
     }
@@ -711,17 +554,9 @@ mod tests {
     fn precedence_runs_or_and_not_predicate_additive_multiplicative_unary() {
         let expr = parse_ok("a = 1 OR NOT b = 2 AND c");
         let expected = Expr::Or(vec![
-            Expr::Comparison {
-                op: ComparisonOp::Equal,
-                left: property("a"),
-                right: int(1),
-            },
+            Expr::Comparison { op: ComparisonOp::Equal, left: property("a"), right: int(1) },
             Expr::And(vec![
-                Expr::Not(Box::new(Expr::Comparison {
-                    op: ComparisonOp::Equal,
-                    left: property("b"),
-                    right: int(2),
-                })),
+                Expr::Not(Box::new(Expr::Comparison { op: ComparisonOp::Equal, left: property("b"), right: int(2) })),
                 Expr::Property("c".to_string()),
             ]),
         ]);
@@ -734,16 +569,9 @@ mod tests {
     fn signs_fold_into_numeric_literals() {
         assert_eq!(
             parse_ok("a = -9223372036854775808"),
-            Expr::Comparison {
-                op: ComparisonOp::Equal,
-                left: property("a"),
-                right: int(i64::MIN),
-            }
+            Expr::Comparison { op: ComparisonOp::Equal, left: property("a"), right: int(i64::MIN) }
         );
-        assert_eq!(
-            parse_ok("a IN (-1, +2.5, 'x')").to_string(),
-            "(a IN (-1, 2.5, 'x'))"
-        );
+        assert_eq!(parse_ok("a IN (-1, +2.5, 'x')").to_string(), "(a IN (-1, 2.5, 'x'))");
     }
 
     #[test]
@@ -764,16 +592,7 @@ mod tests {
         let nested = |depth: usize| format!("{}a = 1{}", "(".repeat(depth), ")".repeat(depth));
         assert!(parse(&nested(MAX_DEPTH - 1)).is_ok());
         let error = parse_error(&nested(100_000));
-        assert!(
-            matches!(
-                error,
-                FilterError::TooDeep {
-                    limit: MAX_DEPTH,
-                    ..
-                }
-            ),
-            "{error}"
-        );
+        assert!(matches!(error, FilterError::TooDeep { limit: MAX_DEPTH, .. }), "{error}");
         let nots = format!("{}a", "NOT ".repeat(100_000));
         assert!(matches!(parse_error(&nots), FilterError::TooDeep { .. }));
         let signs = format!("{}a = 1", "-".repeat(100_000));

@@ -14,10 +14,7 @@ const NAMES: [&str; 5] = ["a", "b", "s", "flag", "missing"];
 /// A message with the given properties and default system fields.
 pub(crate) fn message_with(properties: &[(&str, Value)]) -> Message {
     let mut message = Message::new(TopicName::new("t").expect("valid topic"), "");
-    message.properties = properties
-        .iter()
-        .map(|(name, value)| (name.to_string(), value.clone()))
-        .collect();
+    message.properties = properties.iter().map(|(name, value)| (name.to_string(), value.clone())).collect();
     message
 }
 
@@ -25,10 +22,8 @@ fn any_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         (-3_i64..4).prop_map(Value::Int),
         any::<i64>().prop_map(Value::Int),
-        prop::sample::select(vec![0.0, -0.0, 0.5, 1.0, -2.5, 1e300, f64::NAN])
-            .prop_map(Value::Float),
-        prop::sample::select(vec!["", "x", "IBM", "it's", "_a%"])
-            .prop_map(|text| Value::Str(text.into())),
+        prop::sample::select(vec![0.0, -0.0, 0.5, 1.0, -2.5, 1e300, f64::NAN]).prop_map(Value::Float),
+        prop::sample::select(vec!["", "x", "IBM", "it's", "_a%"]).prop_map(|text| Value::Str(text.into())),
         any::<bool>().prop_map(Value::Bool),
     ]
 }
@@ -37,30 +32,18 @@ fn any_value() -> impl Strategy<Value = Value> {
 /// system fields.
 pub(crate) fn any_message() -> impl Strategy<Value = Message> {
     let properties = prop::collection::vec(prop::option::of(any_value()), NAMES.len());
-    (
-        properties,
-        0_u8..10,
-        any::<u64>(),
-        any::<u64>(),
-        any::<bool>(),
-    )
-        .prop_map(|(values, priority, id, timestamp_ns, persistent)| {
+    (properties, 0_u8..10, any::<u64>(), any::<u64>(), any::<bool>()).prop_map(
+        |(values, priority, id, timestamp_ns, persistent)| {
             let mut message = message_with(&[]);
-            message.properties = NAMES
-                .iter()
-                .zip(values)
-                .filter_map(|(name, value)| Some((name.to_string(), value?)))
-                .collect();
+            message.properties =
+                NAMES.iter().zip(values).filter_map(|(name, value)| Some((name.to_string(), value?))).collect();
             message.priority = Priority::new(priority).expect("priority in range");
             message.id = id;
             message.timestamp_ns = timestamp_ns;
-            message.delivery_mode = if persistent {
-                DeliveryMode::Persistent
-            } else {
-                DeliveryMode::Reliable
-            };
+            message.delivery_mode = if persistent { DeliveryMode::Persistent } else { DeliveryMode::Reliable };
             message
-        })
+        },
+    )
 }
 
 fn property() -> impl Strategy<Value = Expr> {
@@ -72,15 +55,10 @@ fn numeric_leaf() -> impl Strategy<Value = Expr> {
         (-3_i64..4).prop_map(|int| Expr::Constant(Value::Int(int))),
         any::<i64>().prop_map(|int| Expr::Constant(Value::Int(int))),
         prop::num::f64::NORMAL.prop_map(|float| Expr::Constant(Value::Float(float))),
-        prop::sample::select(vec![0.0, -0.0, 0.5, -2.5])
-            .prop_map(|float| Expr::Constant(Value::Float(float))),
+        prop::sample::select(vec![0.0, -0.0, 0.5, -2.5]).prop_map(|float| Expr::Constant(Value::Float(float))),
         property(),
-        prop::sample::select(vec![
-            HeaderField::Priority,
-            HeaderField::Timestamp,
-            HeaderField::Expiration
-        ])
-        .prop_map(Expr::Header),
+        prop::sample::select(vec![HeaderField::Priority, HeaderField::Timestamp, HeaderField::Expiration])
+            .prop_map(Expr::Header),
     ]
 }
 
@@ -95,10 +73,7 @@ fn numeric_expr() -> impl Strategy<Value = Expr> {
             ArithmeticOp::Divide,
         ]);
         prop_oneof![
-            (unary_op, inner.clone()).prop_map(|(op, operand)| Expr::Unary {
-                op,
-                operand: Box::new(operand),
-            }),
+            (unary_op, inner.clone()).prop_map(|(op, operand)| Expr::Unary { op, operand: Box::new(operand) }),
             (binary_op, inner.clone(), inner).prop_map(|(op, left, right)| Expr::Arithmetic {
                 op,
                 left: Box::new(left),
@@ -130,25 +105,17 @@ fn comparison_op() -> impl Strategy<Value = ComparisonOp> {
 }
 
 fn like_pattern() -> impl Strategy<Value = LikePattern> {
-    let patterns = vec![
-        ("%", None),
-        ("I%", None),
-        ("_", None),
-        ("it's%", None),
-        ("\\_%", Some('\\')),
-        ("x!%", Some('!')),
-    ];
-    prop::sample::select(patterns).prop_map(|(pattern, escape)| {
-        LikePattern::new(pattern, escape).expect("test patterns compile")
-    })
+    let patterns =
+        vec![("%", None), ("I%", None), ("_", None), ("it's%", None), ("\\_%", Some('\\')), ("x!%", Some('!'))];
+    prop::sample::select(patterns)
+        .prop_map(|(pattern, escape)| LikePattern::new(pattern, escape).expect("test patterns compile"))
 }
 
 /// Predicates: everything that is a condition without AND, OR or NOT.
 fn atom() -> impl Strategy<Value = Expr> {
     let in_items = prop::collection::vec(
         any_value().prop_filter("IN lists hold strings and numbers", |value| {
-            !matches!(value, Value::Bool(_))
-                && !matches!(value, Value::Float(float) if float.is_nan())
+            !matches!(value, Value::Bool(_)) && !matches!(value, Value::Float(float) if float.is_nan())
         }),
         1..4,
     );
@@ -190,21 +157,11 @@ fn atom() -> impl Strategy<Value = Expr> {
 pub(crate) fn any_selector() -> impl Strategy<Value = Expr> {
     atom().prop_recursive(4, 24, 3, |inner| {
         prop_oneof![
-            inner
-                .clone()
-                .prop_map(|operand| Expr::Not(Box::new(operand))),
+            inner.clone().prop_map(|operand| Expr::Not(Box::new(operand))),
             prop::collection::vec(inner.clone(), 2..4).prop_map(Expr::And),
             prop::collection::vec(inner.clone(), 2..4).prop_map(Expr::Or),
-            (
-                prop::sample::select(vec![ComparisonOp::Equal, ComparisonOp::NotEqual]),
-                inner.clone(),
-                inner
-            )
-                .prop_map(|(op, left, right)| Expr::Comparison {
-                    op,
-                    left: Box::new(left),
-                    right: Box::new(right),
-                }),
+            (prop::sample::select(vec![ComparisonOp::Equal, ComparisonOp::NotEqual]), inner.clone(), inner)
+                .prop_map(|(op, left, right)| Expr::Comparison { op, left: Box::new(left), right: Box::new(right) }),
         ]
     })
 }

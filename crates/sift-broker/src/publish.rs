@@ -9,7 +9,6 @@
 //! nacks, credit and pings. That is what keeps a connection that both
 //! publishes and subscribes from waiting on itself.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,13 +32,20 @@ pub fn now_ns() -> u64 {
         .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// A publish waiting for space in a full `block` queue.
+/// A publish being served, and parked while a `block` queue is full.
+///
+/// Its targets are the plain subscriptions of the match, then one chosen
+/// member per queue group; `next` is the first not yet served.
 #[derive(Debug)]
 pub struct Parked {
     routed: Arc<Routed>,
     matches: Arc<MatchResult<SubRef>>,
-    /// Targets not yet served; the first is the one whose queue is full.
-    remaining: VecDeque<SubRef>,
+    /// The member chosen in each queue group, in group order (empty, and so
+    /// not allocated, when no group matched).
+    group_picks: Vec<SubRef>,
+    next: usize,
+    /// Fail-overs tried for the current target, bounded by its group's size.
+    failovers: usize,
     request_id: u64,
     matched: u32,
     wants_confirm: bool,
@@ -47,17 +53,25 @@ pub struct Parked {
 }
 
 impl Parked {
+    fn target(&self, index: usize) -> Option<&SubRef> {
+        let plain = &self.matches.plain;
+        plain.get(index).or_else(|| self.group_picks.get(index - plain.len()))
+    }
+
     /// The subscription whose full queue holds the publish back.
     pub fn blocked_on(&self) -> Option<&SubRef> {
-        self.remaining.front()
+        self.target(self.next)
     }
 
     /// Gives up: the message is lost for the targets not served (the
     /// publisher had no confirm, so a reliable client sends it again).
     pub fn abandon(self) {
-        for target in &self.remaining {
-            if let Some(event) = failure_event(&Entry::new(self.routed.clone()), target.key) {
-                event.apply();
+        let total = self.matches.plain.len() + self.group_picks.len();
+        for index in self.next..total {
+            if let Some(target) = self.target(index) {
+                if let Some(event) = failure_event(&Entry::new(self.routed.clone()), target.key) {
+                    event.apply();
+                }
             }
         }
     }
@@ -66,7 +80,8 @@ impl Parked {
 impl Session {
     /// Handles one publish. Leaves `self.parked` set when a `block` queue is full.
     pub(crate) fn publish(&mut self, publish: Publish) {
-        let Publish { request_id, flags, await_timeout_ms, mut message } = publish;
+        let Publish { request_id, flags, await_timeout_ms, message } = publish;
+        let mut message = *message;
         let limits = &self.shared.config.limits;
         if message.payload.len() > limits.max_payload_bytes as usize {
             let text =
@@ -112,36 +127,45 @@ impl Session {
             return;
         }
         let report = await_delivered.then(|| DeliveryReport::new(self.conn.clone(), request_id, matched));
-        let remaining = self.pick_targets(&matches);
+        let group_picks = self.pick_group_members(&matches);
         if let Some(report) = &report {
-            for target in &remaining {
+            for target in matches.plain.iter().chain(&group_picks) {
                 report.expect(target.key, target.label.clone());
             }
         }
         let routed = Arc::new(Routed { message, encoded: encoded.freeze(), report });
-        let parked = Parked { routed, matches, remaining, request_id, matched, wants_confirm, await_timeout_ms };
+        let parked = Parked {
+            routed,
+            matches,
+            group_picks,
+            next: 0,
+            failovers: 0,
+            request_id,
+            matched,
+            wants_confirm,
+            await_timeout_ms,
+        };
         self.continue_publish(parked);
     }
 
-    /// Every plain subscription plus one member of each queue group, each
-    /// group taking turns among its members.
-    fn pick_targets(&mut self, matches: &MatchResult<SubRef>) -> VecDeque<SubRef> {
-        let mut targets = VecDeque::with_capacity(matches.plain.len() + matches.groups.len());
-        targets.extend(matches.plain.iter().cloned());
+    /// One member of each matched queue group; each group takes turns among
+    /// its members on its own.
+    fn pick_group_members(&mut self, matches: &MatchResult<SubRef>) -> Vec<SubRef> {
+        let mut picks = Vec::new();
         for (group, members) in &matches.groups {
             let turn = match self.group_turns.get_mut(group) {
                 Some(turn) => turn,
                 None => self.group_turns.entry(group.clone()).or_insert(0),
             };
             *turn = turn.wrapping_add(1);
-            targets.push_back(members[*turn % members.len()].clone());
+            picks.push(members[*turn % members.len()].clone());
         }
-        targets
+        picks
     }
 
     /// Serves the targets of a publish in order until done or blocked.
     pub(crate) fn continue_publish(&mut self, mut parked: Parked) {
-        while let Some(target) = parked.remaining.front().cloned() {
+        while let Some(target) = parked.target(parked.next).cloned() {
             match push_to(&self.shared, &target, Entry::new(parked.routed.clone())) {
                 Pushed::Done => {}
                 Pushed::Full => {
@@ -151,16 +175,23 @@ impl Session {
                     self.parked = Some(parked);
                     return;
                 }
-                Pushed::Gone => self.fail_over(&mut parked, &target),
+                Pushed::Gone => {
+                    if self.fail_over(&mut parked, &target) {
+                        continue;
+                    }
+                }
             }
-            parked.remaining.pop_front();
+            parked.next += 1;
+            parked.failovers = 0;
         }
         self.finish_publish(parked);
     }
 
-    /// The target went away between matching and queuing: give its copy to
-    /// another member of its queue group, or count it lost.
-    fn fail_over(&mut self, parked: &mut Parked, gone: &SubRef) {
+    /// The target went away between matching and queuing. A queue-group
+    /// target is replaced by another live member (true: serve it next);
+    /// otherwise the copy is counted lost (false).
+    fn fail_over(&mut self, parked: &mut Parked, gone: &SubRef) -> bool {
+        let pick_index = parked.next.checked_sub(parked.matches.plain.len());
         let members = gone
             .group
             .as_ref()
@@ -168,19 +199,21 @@ impl Session {
             .map(|(_, members)| members.as_slice())
             .unwrap_or_default();
         let alternative = members.iter().find(|member| member.key != gone.key && !member.conn.is_closing());
-        match alternative {
-            Some(member) => {
+        match (pick_index, alternative) {
+            (Some(pick_index), Some(member)) if parked.failovers < members.len() => {
                 if let Some(report) = &parked.routed.report {
                     report.reassign(gone.key, member.key, member.label.clone());
                 }
-                // Served next, in place of the one that went away.
-                parked.remaining.insert(1, member.clone());
+                parked.group_picks[pick_index] = member.clone();
+                parked.failovers += 1;
+                true
             }
-            None => {
+            _ => {
                 self.counters.subscriber_gone += 1;
                 if let Some(event) = failure_event(&Entry::new(parked.routed.clone()), gone.key) {
                     event.apply();
                 }
+                false
             }
         }
     }

@@ -141,6 +141,17 @@ impl Client {
 
     /// Waits while the unsent buffer is over its bound.
     async fn wait_for_space(&self) -> Result<(), ClientError> {
+        let limit = self.inner.options.write_buffer_bytes_max;
+        // Fast path: no wake-up registration (it takes a lock) when there is room.
+        {
+            let state = self.lock();
+            if state.closed {
+                return Err(ClientError::Closed);
+            }
+            if state.out.len() < limit {
+                return Ok(());
+            }
+        }
         loop {
             let space = self.inner.space.notified();
             tokio::pin!(space);
@@ -150,7 +161,7 @@ impl Client {
                 if state.closed {
                     return Err(ClientError::Closed);
                 }
-                if state.out.len() < self.inner.options.write_buffer_bytes_max {
+                if state.out.len() < limit {
                     return Ok(());
                 }
             }
@@ -462,8 +473,14 @@ impl Client {
                     let _ = Frame::Ack { delivery_tags: chunk.to_vec() }.encode(&mut batch);
                 }
                 state.acks.clear();
-                batch.extend_from_slice(&state.out);
-                state.out.clear();
+                if batch.is_empty() {
+                    // Take the whole buffer without copying; the emptied
+                    // batch buffer goes back to collect the next frames.
+                    std::mem::swap(&mut batch, &mut state.out);
+                } else {
+                    batch.extend_from_slice(&state.out);
+                    state.out.clear();
+                }
                 if batch.is_empty() && state.closed {
                     return;
                 }
@@ -550,11 +567,6 @@ impl Client {
     }
 
     async fn deliver(&self, deliver: Deliver) {
-        let sender = self.lock().subs.get(&deliver.sub_id).map(|entry| entry.sender.clone());
-        let Some(sender) = sender else {
-            // Deliveries can still arrive for a subscription just closed.
-            return;
-        };
         let delivery = Delivery {
             message: deliver.message,
             sub_id: deliver.sub_id,
@@ -562,8 +574,19 @@ impl Client {
             redelivered: deliver.flags & deliver_flags::REDELIVERED != 0,
             client: self.clone(),
         };
-        // Waiting here when the application is slow stops reading, so the
+        // Fast path: room in the channel, one lock, no future to build.
+        let sender = {
+            let state = self.lock();
+            // Deliveries can still arrive for a subscription just closed.
+            let Some(entry) = state.subs.get(&delivery.sub_id) else { return };
+            match entry.sender.try_send(delivery) {
+                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => return,
+                Err(mpsc::error::TrySendError::Full(delivery)) => (entry.sender.clone(), delivery),
+            }
+        };
+        // The application is slow: waiting here stops reading, so the
         // broker's queue for this connection fills and its policy applies.
+        let (sender, delivery) = sender;
         let _ = sender.send(delivery).await;
     }
 

@@ -13,8 +13,9 @@ use crate::ClientError;
 /// One message delivered to a subscription.
 #[derive(Debug)]
 pub struct Delivery {
-    /// The message.
-    pub message: Message,
+    /// The message (boxed: deliveries move through channels, and a pointer
+    /// moves cheaper than a whole message).
+    pub message: Box<Message>,
     /// The subscription it came through.
     pub sub_id: u32,
     /// Tag to acknowledge; 0 when the message needs no acknowledgement.

@@ -61,25 +61,39 @@ pub enum TopicError {
     },
 }
 
-/// Checks the rules shared by names and filters, returning the token spans.
-fn check_tokens(text: &str) -> Result<(), TopicError> {
+/// Checks the rules shared by names and filters in one pass over the bytes:
+/// length, no whitespace or control characters, no empty token. Returns
+/// whether some token is exactly `*` or `>` (a wildcard).
+fn check_tokens(text: &str) -> Result<bool, TopicError> {
     if text.is_empty() {
         return Err(TopicError::Empty);
     }
     if text.len() > TOPIC_BYTES_MAX {
         return Err(TopicError::TooLong { length: text.len(), limit: TOPIC_BYTES_MAX });
     }
-    if let Some(position) = text.find(|c: char| c.is_whitespace() || c.is_control()) {
-        return Err(TopicError::BadCharacter { topic: text.to_string(), position });
-    }
-    let mut position = 0;
-    for token in text.split('.') {
-        if token.is_empty() {
-            return Err(TopicError::EmptyToken { topic: text.to_string(), position });
+    let bytes = text.as_bytes();
+    let mut token_start = 0;
+    let mut has_wildcard = false;
+    for position in 0..=bytes.len() {
+        let byte = bytes.get(position).copied().unwrap_or(b'.');
+        if byte == b'.' {
+            let token = &bytes[token_start..position];
+            if token.is_empty() {
+                return Err(TopicError::EmptyToken { topic: text.to_string(), position: token_start });
+            }
+            has_wildcard |= token == b"*" || token == b">";
+            token_start = position + 1;
+        } else if byte <= b' ' || byte == 0x7f {
+            return Err(TopicError::BadCharacter { topic: text.to_string(), position });
         }
-        position += token.len() + 1;
     }
-    Ok(())
+    // Non-ASCII text may hold Unicode whitespace or controls; check it the slow way.
+    if !text.is_ascii() {
+        if let Some(position) = text.find(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err(TopicError::BadCharacter { topic: text.to_string(), position });
+        }
+    }
+    Ok(has_wildcard)
 }
 
 /// A validated topic name, as a message is published on.
@@ -90,13 +104,8 @@ impl TopicName {
     /// Validates `text` as a topic name: non-empty tokens, no wildcards.
     pub fn new(text: impl Into<String>) -> Result<TopicName, TopicError> {
         let text = text.into();
-        check_tokens(&text)?;
-        for token in text.split('.') {
-            let wildcard = match token {
-                "*" => "*",
-                ">" => ">",
-                _ => continue,
-            };
+        if check_tokens(&text)? {
+            let wildcard = if text.split('.').any(|token| token == "*") { "*" } else { ">" };
             return Err(TopicError::WildcardInName { topic: text, wildcard });
         }
         Ok(TopicName(text))

@@ -237,7 +237,9 @@ impl<T: Clone + PartialEq> SubjectTrie<T> {
 /// distinct topics cannot grow it without limit.
 #[derive(Debug)]
 pub struct MatchCache<T> {
-    entries: HashMap<String, Arc<MatchResult<T>>>,
+    /// Keyed with FxHash: topics are short and the cache is private to one
+    /// reader, so a fast non-keyed hash is the right trade.
+    entries: HashMap<String, Arc<MatchResult<T>>, rustc_hash::FxBuildHasher>,
     generation: u64,
     capacity: usize,
     /// Lookups answered from the cache.
@@ -249,7 +251,13 @@ pub struct MatchCache<T> {
 impl<T> MatchCache<T> {
     /// An empty cache holding at most `capacity` topics (at least one).
     pub fn new(capacity: usize) -> Self {
-        MatchCache { entries: HashMap::new(), generation: 0, capacity: capacity.max(1), hits: 0, misses: 0 }
+        MatchCache {
+            entries: HashMap::with_hasher(rustc_hash::FxBuildHasher),
+            generation: 0,
+            capacity: capacity.max(1),
+            hits: 0,
+            misses: 0,
+        }
     }
 
     /// The cached result for `topic`, if it was computed at `generation`.

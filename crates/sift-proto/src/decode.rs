@@ -265,7 +265,7 @@ impl Reader {
             request_id,
             flags: self.u8("flags")?,
             await_timeout_ms: self.u32("await_timeout_ms")?,
-            message: self.message()?,
+            message: Box::new(self.message()?),
         })
     }
 
@@ -334,7 +334,7 @@ impl Reader {
             sub_id,
             delivery_tag: self.u64("delivery_tag")?,
             flags: self.u8("flags")?,
-            message: self.message()?,
+            message: Box::new(self.message()?),
         })
     }
 

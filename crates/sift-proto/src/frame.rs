@@ -90,7 +90,7 @@ pub struct Publish {
     /// With `AWAIT_DELIVERED`: how long to wait for acks; 0 = server default.
     pub await_timeout_ms: u32,
     /// The message.
-    pub message: Message,
+    pub message: Box<Message>,
 }
 
 /// Outcome reported by a `CONFIRM`.
@@ -341,7 +341,7 @@ pub struct Deliver {
     /// [`deliver_flags`].
     pub flags: u8,
     /// The message.
-    pub message: Message,
+    pub message: Box<Message>,
 }
 
 /// `ERROR`: a refusal.

@@ -102,7 +102,7 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
                 request_id,
                 flags,
                 await_timeout_ms,
-                message
+                message: Box::new(message)
             })
         ),
         (any::<u64>(), 0u8..=3, any::<u32>(), any::<u32>(), prop::collection::vec(".{0,10}", 0..4)).prop_map(
@@ -118,7 +118,12 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         any::<u32>().prop_map(|sub_id| Frame::Subscribed { sub_id }),
         any::<u32>().prop_map(|sub_id| Frame::Unsubscribe { sub_id }),
         (any::<u32>(), any::<u64>(), any::<u8>(), message_strategy()).prop_map(
-            |(sub_id, delivery_tag, flags, message)| Frame::Deliver(Deliver { sub_id, delivery_tag, flags, message })
+            |(sub_id, delivery_tag, flags, message)| Frame::Deliver(Deliver {
+                sub_id,
+                delivery_tag,
+                flags,
+                message: Box::new(message)
+            })
         ),
         prop::collection::vec(any::<u64>(), 0..20).prop_map(|delivery_tags| Frame::Ack { delivery_tags }),
         (any::<u64>(), any::<bool>()).prop_map(|(delivery_tag, requeue)| Frame::Nack { delivery_tag, requeue }),
@@ -244,8 +249,13 @@ fn deliver_prefix_matches_the_full_encoding() {
     encode_deliver_prefix(&mut fast, 3, 9, deliver_flags::REDELIVERED, body.len());
     fast.extend_from_slice(&body);
     let mut slow = BytesMut::new();
-    Frame::Deliver(Deliver { sub_id: 3, delivery_tag: 9, flags: deliver_flags::REDELIVERED, message })
-        .encode(&mut slow)
-        .expect("encodable");
+    Frame::Deliver(Deliver {
+        sub_id: 3,
+        delivery_tag: 9,
+        flags: deliver_flags::REDELIVERED,
+        message: Box::new(message),
+    })
+    .encode(&mut slow)
+    .expect("encodable");
     assert_eq!(fast, slow);
 }

@@ -124,14 +124,26 @@ fn client_options(name: String) -> ClientOptions {
     ClientOptions { name, reconnect: false, subscription_buffer: 65_536, ..ClientOptions::default() }
 }
 
-fn bench_message(mode: DeliveryMode, size: usize, epoch: Instant) -> Message {
+fn bench_message(topic: &TopicName, mode: DeliveryMode, size: usize, epoch: Instant) -> Message {
     let mut payload = BytesMut::with_capacity(size);
     payload.put_u64(epoch.elapsed().as_nanos() as u64);
     payload.resize(size, b'x');
-    let topic = TopicName::new(BENCH_TOPIC).unwrap_or_else(|_| unreachable!("constant topic is valid"));
-    let mut message = Message::new(topic, Bytes::from(payload));
+    let mut message = Message::new(topic.clone(), Bytes::from(payload));
     message.delivery_mode = mode;
     message
+}
+
+fn bench_topic() -> TopicName {
+    TopicName::new(BENCH_TOPIC).unwrap_or_else(|_| unreachable!("constant topic is valid"))
+}
+
+/// The next delivery: at once when one is waiting (no timer to arm), else
+/// waiting up to [`IDLE_END`].
+async fn next_delivery(subscription: &mut sift_client::Subscription) -> Option<sift_client::Delivery> {
+    if let Some(delivery) = subscription.try_next() {
+        return Some(delivery);
+    }
+    tokio::time::timeout(IDLE_END, subscription.next()).await.ok().flatten()
 }
 
 fn sent_at_ns(payload: &[u8]) -> u64 {
@@ -172,7 +184,7 @@ async fn throughput_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) ->
             let mut histogram = new_histogram();
             let mut received = 0u64;
             while received < expected {
-                let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await else {
+                let Some(delivery) = next_delivery(&mut subscription).await else {
                     break;
                 };
                 let now_ns = epoch.elapsed().as_nanos() as u64;
@@ -217,8 +229,9 @@ async fn publish_share(
     epoch: Instant,
 ) -> Result<u64, CliError> {
     let mut confirms = std::collections::VecDeque::new();
+    let topic = bench_topic();
     for _ in 0..share {
-        let message = bench_message(mode, size, epoch);
+        let message = bench_message(&topic, mode, size, epoch);
         if mode.needs_ack() {
             confirms.push_back(client.start_confirmed(message, PublishOptions::default()).await?);
             // Keep the window full but collect confirms as they come.
@@ -246,15 +259,16 @@ async fn latency_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) -> Re
     let mut histogram = new_histogram();
     let started = Instant::now();
     let mut delivered = 0;
+    let topic = bench_topic();
     for _ in 0..args.count {
-        let message = bench_message(mode, args.size, epoch);
+        let message = bench_message(&topic, mode, args.size, epoch);
         if mode.needs_ack() {
             publisher.start_confirmed(message, PublishOptions::default()).await?;
         } else {
             publisher.publish(message).await?;
         }
         for (_, subscription) in subscribers.iter_mut() {
-            let Ok(Some(delivery)) = tokio::time::timeout(IDLE_END, subscription.next()).await else {
+            let Some(delivery) = next_delivery(subscription).await else {
                 return Err(CliError::Usage("a subscriber received nothing for 3 s; is the broker overloaded?".into()));
             };
             let now_ns = epoch.elapsed().as_nanos() as u64;

@@ -144,9 +144,14 @@ async fn random_bytes_truncated_frames_and_floods_never_take_the_broker_down() {
     // A truncated frame, then the peer goes away.
     let mut raw = Raw::handshake(&broker).await;
     let mut frame = BytesMut::new();
-    Frame::Publish(sift_proto::Publish { request_id: 1, flags: 0, await_timeout_ms: 0, message: message("t", "x") })
-        .encode(&mut frame)
-        .expect("encodable");
+    Frame::Publish(sift_proto::Publish {
+        request_id: 1,
+        flags: 0,
+        await_timeout_ms: 0,
+        message: Box::new(message("t", "x")),
+    })
+    .encode(&mut frame)
+    .expect("encodable");
     raw.send_bytes(&frame[..frame.len() - 3]).await;
     drop(raw);
     // A flood of publishes from a client that never reads its confirms.
@@ -157,7 +162,7 @@ async fn random_bytes_truncated_frames_and_floods_never_take_the_broker_down() {
             request_id,
             flags: sift_proto::publish_flags::CONFIRM,
             await_timeout_ms: 0,
-            message: message("flood", "x"),
+            message: Box::new(message("flood", "x")),
         })
         .encode(&mut flood)
         .expect("encodable");

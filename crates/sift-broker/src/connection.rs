@@ -330,6 +330,8 @@ pub struct Session {
     pub(crate) group_turns: HashMap<Arc<str>, usize>,
     /// A publish waiting for space in a full `block` queue.
     pub(crate) parked: Option<Parked>,
+    /// Best-effort copies staged during this read, per target connection.
+    pub(crate) staged: Vec<crate::publish::StagedBatch>,
     /// Publishes that arrived while one was parked, in arrival order.
     deferred: VecDeque<Frame>,
     deferred_bytes: usize,
@@ -346,6 +348,7 @@ impl Session {
             counters: LocalCounters::default(),
             group_turns: HashMap::new(),
             parked: None,
+            staged: Vec::new(),
             deferred: VecDeque::new(),
             deferred_bytes: 0,
         }
@@ -362,6 +365,7 @@ impl Session {
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
             let keep_going = self.process_frames(buf, decoder);
+            self.flush_staged();
             self.counters.flush(&self.shared.stats);
             if !keep_going? || *close_watch.borrow() {
                 return Ok(());
@@ -419,6 +423,9 @@ impl Session {
             if self.parked.is_none() {
                 if let Some(frame) = self.deferred.pop_front() {
                     self.deferred_bytes -= approximate_size(&frame);
+                    if !is_plain_best_effort(&frame) {
+                        self.flush_staged();
+                    }
                     if !self.handle(frame) {
                         return Ok(false);
                     }
@@ -429,6 +436,11 @@ impl Session {
             }
             match decoder.decode(buf) {
                 Ok(Some(frame)) => {
+                    // Staged best-effort copies go out before anything that
+                    // is not itself a best-effort publish, to keep order.
+                    if !is_plain_best_effort(&frame) {
+                        self.flush_staged();
+                    }
                     if self.parked.is_some() && matches!(frame, Frame::Publish(_)) {
                         self.deferred_bytes += approximate_size(&frame);
                         self.deferred.push_back(frame);
@@ -501,6 +513,18 @@ impl Session {
     pub(crate) fn refuse(&self, code: ErrorCode, reference: u64, message: String) {
         bump(&self.shared.stats.errors_sent);
         self.conn.send_control(&error_frame(code, reference, false, message));
+    }
+}
+
+/// True for a best-effort publish without await=delivered: one whose copies
+/// may be staged.
+fn is_plain_best_effort(frame: &Frame) -> bool {
+    match frame {
+        Frame::Publish(publish) => {
+            !publish.message.delivery_mode.needs_ack()
+                && publish.flags & sift_proto::publish_flags::AWAIT_DELIVERED == 0
+        }
+        _ => false,
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use sift_proto::ErrorCode;
 
-use crate::connection::{apply_events, error_frame};
+use crate::connection::{apply_events, error_frame, ConnShared};
 use crate::outbox::{failure_event, Entry, PushOutcome};
 use crate::server::BrokerShared;
 use crate::stats::bump;
@@ -25,12 +25,43 @@ pub enum Pushed {
 /// Queues `entry` for `target` and acts on the outcome. Never waits.
 pub fn push_to(shared: &BrokerShared, target: &SubRef, entry: Entry) -> Pushed {
     let outcome = target.conn.lock().push(target.sub_id, entry);
-    match outcome {
-        PushOutcome::Queued { wake_writer } => {
-            if wake_writer {
-                target.conn.writer_wake.notify_one();
+    let wake = matches!(outcome, PushOutcome::Queued { wake_writer: true });
+    if wake {
+        target.conn.writer_wake.notify_one();
+    }
+    act_on(shared, target, outcome)
+}
+
+/// Queues a batch of best-effort entries for subscriptions of one
+/// connection under one lock, with at most one writer wake-up.
+pub fn push_batch(shared: &BrokerShared, conn: &ConnShared, batch: &mut Vec<(SubRef, Entry)>, lost: &mut u64) {
+    let mut outcomes = Vec::new();
+    let mut wake = false;
+    {
+        let mut outbox = conn.lock();
+        for (target, entry) in batch.drain(..) {
+            match outbox.push(target.sub_id, entry) {
+                PushOutcome::Queued { wake_writer } => wake |= wake_writer,
+                other => outcomes.push((target, other)),
             }
         }
+    }
+    if wake {
+        conn.writer_wake.notify_one();
+    }
+    for (target, outcome) in outcomes {
+        // Best-effort promises at most once: a copy whose subscriber just
+        // went away is counted lost, not handed to another group member.
+        if act_on(shared, &target, outcome) == Pushed::Gone {
+            *lost += 1;
+        }
+    }
+}
+
+/// Acts on a push outcome after the outbox lock is released.
+fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushed {
+    match outcome {
+        PushOutcome::Queued { .. } => {}
         PushOutcome::Dropped(dropped) => {
             bump(&shared.stats.dropped_queue_full);
             apply_events(failure_event(&dropped, target.key).into_iter().collect());

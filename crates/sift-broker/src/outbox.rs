@@ -231,9 +231,9 @@ pub enum PushOutcome {
 #[derive(Debug)]
 pub struct Outbox {
     control: BytesMut,
-    subs: HashMap<u32, SubQueue>,
+    subs: HashMap<u32, SubQueue, rustc_hash::FxBuildHasher>,
     ready: VecDeque<u32>,
-    unacked: HashMap<u64, Unacked>,
+    unacked: HashMap<u64, Unacked, rustc_hash::FxBuildHasher>,
     next_tag: u64,
     pending_bytes: u64,
     max_pending_bytes: u64,
@@ -246,9 +246,9 @@ impl Outbox {
     pub fn new(max_pending_bytes: u64) -> Outbox {
         Outbox {
             control: BytesMut::new(),
-            subs: HashMap::new(),
+            subs: HashMap::default(),
             ready: VecDeque::new(),
-            unacked: HashMap::new(),
+            unacked: HashMap::default(),
             next_tag: 1,
             pending_bytes: 0,
             max_pending_bytes,

@@ -20,7 +20,7 @@ use sift_proto::{
 };
 
 use crate::connection::Session;
-use crate::delivery::{push_to, Pushed};
+use crate::delivery::{push_batch, push_to, Pushed};
 use crate::outbox::{failure_event, Entry, Routed};
 use crate::report::DeliveryReport;
 use crate::subscription::SubRef;
@@ -30,6 +30,16 @@ pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Connections whose staging buffers a reader keeps between reads.
+const STAGED_CONNECTIONS_MAX: usize = 64;
+
+/// Best-effort copies staged for the subscriptions of one connection.
+#[derive(Debug)]
+pub struct StagedBatch {
+    conn: Arc<crate::connection::ConnShared>,
+    items: Vec<(SubRef, Entry)>,
 }
 
 /// A publish being served, and parked while a `block` queue is full.
@@ -165,7 +175,15 @@ impl Session {
 
     /// Serves the targets of a publish in order until done or blocked.
     pub(crate) fn continue_publish(&mut self, mut parked: Parked) {
+        // Best-effort copies without a report cannot block: they are staged
+        // and queued in one batch per connection at the end of the read.
+        let stage = !parked.routed.message.delivery_mode.needs_ack() && parked.routed.report.is_none();
         while let Some(target) = parked.target(parked.next).cloned() {
+            if stage {
+                self.stage(target, Entry::new(parked.routed.clone()));
+                parked.next += 1;
+                continue;
+            }
             match push_to(&self.shared, &target, Entry::new(parked.routed.clone())) {
                 Pushed::Done => {}
                 Pushed::Full => {
@@ -216,6 +234,32 @@ impl Session {
                 false
             }
         }
+    }
+
+    /// Sets a best-effort copy aside for [`Session::flush_staged`].
+    fn stage(&mut self, target: SubRef, entry: Entry) {
+        let conn_id = target.conn.id;
+        match self.staged.iter_mut().find(|batch| batch.conn.id == conn_id) {
+            Some(batch) => batch.items.push((target, entry)),
+            None => {
+                let conn = target.conn.clone();
+                self.staged.push(StagedBatch { conn, items: vec![(target, entry)] });
+            }
+        }
+    }
+
+    /// Queues everything staged, one lock and one wake-up per connection.
+    pub(crate) fn flush_staged(&mut self) {
+        let mut lost = 0;
+        for batch in &mut self.staged {
+            if !batch.items.is_empty() {
+                push_batch(&self.shared, &batch.conn, &mut batch.items, &mut lost);
+            }
+        }
+        self.counters.subscriber_gone += lost;
+        // Keep the buffers of live connections for the next read; forget the rest.
+        self.staged.retain(|batch| !batch.conn.is_closing());
+        self.staged.truncate(STAGED_CONNECTIONS_MAX);
     }
 
     fn finish_publish(&mut self, parked: Parked) {

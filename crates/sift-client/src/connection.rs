@@ -36,7 +36,7 @@ struct PendingPublish {
 
 struct SubEntry {
     request: Subscribe,
-    sender: mpsc::Sender<Delivery>,
+    sender: mpsc::Sender<Vec<Delivery>>,
     ready: Option<oneshot::Sender<Result<(), ClientError>>>,
 }
 
@@ -238,7 +238,7 @@ impl Client {
 
     /// Opens a subscription and waits until the broker confirms it is live.
     pub async fn subscribe(&self, options: SubscribeOptions) -> Result<Subscription, ClientError> {
-        let (sender, receiver) = mpsc::channel(self.inner.options.subscription_buffer.max(1));
+        let (sender, receiver) = mpsc::channel(self.inner.options.subscription_batches.max(1));
         let (ready_sender, ready) = oneshot::channel();
         let sub_id = {
             let mut state = self.lock();
@@ -258,7 +258,13 @@ impl Client {
         };
         self.inner.writer_wake.notify_one();
         match ready.await {
-            Ok(Ok(())) => Ok(Subscription { sub_id, receiver, client: self.clone(), ack: options.ack }),
+            Ok(Ok(())) => Ok(Subscription {
+                sub_id,
+                receiver,
+                buffered: std::collections::VecDeque::new(),
+                client: self.clone(),
+                ack: options.ack,
+            }),
             Ok(Err(error)) => {
                 self.lock().subs.remove(&sub_id);
                 Err(error)
@@ -502,9 +508,13 @@ impl Client {
     async fn read_loop(self, mut reader: OwnedReadHalf, max_frame_bytes: u32) {
         let decoder = Decoder::new(max_frame_bytes);
         let mut buf = BytesMut::with_capacity(64 * 1024);
+        // Deliveries of one read, per subscription, handed over as batches:
+        // one channel operation per read rather than per message.
+        let mut staged: Vec<(u32, Vec<Delivery>)> = Vec::new();
         loop {
             loop {
                 match decoder.decode(&mut buf) {
+                    Ok(Some(Frame::Deliver(deliver))) => self.stage(&mut staged, deliver),
                     Ok(Some(frame)) => {
                         if !self.dispatch(frame).await {
                             return;
@@ -515,11 +525,10 @@ impl Client {
                         tracing::warn!(%error, "broker sent an undecodable stream");
                         return;
                     }
-                    Err(error) => {
-                        tracing::warn!(%error, "skipping a malformed frame from the broker")
-                    }
+                    Err(error) => tracing::warn!(%error, "skipping a malformed frame from the broker"),
                 }
             }
+            self.hand_over(&mut staged).await;
             if buf.capacity() - buf.len() < 16 * 1024 {
                 buf.reserve(64 * 1024);
             }
@@ -530,10 +539,43 @@ impl Client {
         }
     }
 
+    fn stage(&self, staged: &mut Vec<(u32, Vec<Delivery>)>, deliver: Deliver) {
+        let delivery = Delivery {
+            message: deliver.message,
+            sub_id: deliver.sub_id,
+            delivery_tag: deliver.delivery_tag,
+            redelivered: deliver.flags & deliver_flags::REDELIVERED != 0,
+            client: self.clone(),
+        };
+        match staged.iter_mut().find(|(sub_id, _)| *sub_id == deliver.sub_id) {
+            Some((_, batch)) => batch.push(delivery),
+            None => staged.push((deliver.sub_id, vec![delivery])),
+        }
+    }
+
+    /// Hands each subscription its batch. When the application is slow and
+    /// its channel is full, this waits, which stops reading: the broker's
+    /// queue for this connection fills and its policy applies.
+    async fn hand_over(&self, staged: &mut Vec<(u32, Vec<Delivery>)>) {
+        for (sub_id, batch) in staged.drain(..) {
+            let waiting = {
+                let state = self.lock();
+                // Deliveries can still arrive for a subscription just closed.
+                let Some(entry) = state.subs.get(&sub_id) else { continue };
+                match entry.sender.try_send(batch) {
+                    Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => continue,
+                    Err(mpsc::error::TrySendError::Full(batch)) => (entry.sender.clone(), batch),
+                }
+            };
+            let (sender, batch) = waiting;
+            let _ = sender.send(batch).await;
+        }
+    }
+
     /// Acts on one frame from the broker; false when the connection ends.
     async fn dispatch(&self, frame: Frame) -> bool {
         match frame {
-            Frame::Deliver(deliver) => self.deliver(deliver).await,
+            Frame::Deliver(_) => unreachable!("DELIVER frames are staged by the read loop"),
             Frame::Confirm(confirm) => {
                 let pending = self.lock().pending.remove(&confirm.request_id);
                 if let Some(pending) = pending {
@@ -564,30 +606,6 @@ impl Client {
             other => tracing::warn!("unexpected {} from the broker", other.name()),
         }
         true
-    }
-
-    async fn deliver(&self, deliver: Deliver) {
-        let delivery = Delivery {
-            message: deliver.message,
-            sub_id: deliver.sub_id,
-            delivery_tag: deliver.delivery_tag,
-            redelivered: deliver.flags & deliver_flags::REDELIVERED != 0,
-            client: self.clone(),
-        };
-        // Fast path: room in the channel, one lock, no future to build.
-        let sender = {
-            let state = self.lock();
-            // Deliveries can still arrive for a subscription just closed.
-            let Some(entry) = state.subs.get(&delivery.sub_id) else { return };
-            match entry.sender.try_send(delivery) {
-                Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => return,
-                Err(mpsc::error::TrySendError::Full(delivery)) => (entry.sender.clone(), delivery),
-            }
-        };
-        // The application is slow: waiting here stops reading, so the
-        // broker's queue for this connection fills and its policy applies.
-        let (sender, delivery) = sender;
-        let _ = sender.send(delivery).await;
     }
 
     /// Routes an `ERROR` to the request it refers to; false when fatal.

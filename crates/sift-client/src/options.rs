@@ -17,8 +17,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Bytes of unsent frames after which publishers wait for the writer.
     pub write_buffer_bytes_max: usize,
-    /// Deliveries buffered per subscription before the reader waits.
-    pub subscription_buffer: usize,
+    /// Batches of deliveries (each at most one socket read's worth) buffered
+    /// per subscription before the reader waits.
+    pub subscription_batches: usize,
 }
 
 impl Default for ClientOptions {
@@ -29,7 +30,7 @@ impl Default for ClientOptions {
             reconnect_delay_max: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(5),
             write_buffer_bytes_max: 4 * 1024 * 1024,
-            subscription_buffer: 8192,
+            subscription_batches: 64,
         }
     }
 }

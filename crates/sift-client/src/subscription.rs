@@ -48,7 +48,9 @@ impl Delivery {
 #[derive(Debug)]
 pub struct Subscription {
     pub(crate) sub_id: u32,
-    pub(crate) receiver: mpsc::Receiver<Delivery>,
+    pub(crate) receiver: mpsc::Receiver<Vec<Delivery>>,
+    /// The rest of the batch the last receive returned.
+    pub(crate) buffered: std::collections::VecDeque<Delivery>,
     pub(crate) client: Client,
     pub(crate) ack: AckPolicy,
 }
@@ -62,14 +64,22 @@ impl Subscription {
     /// The next delivery, or `None` once the subscription is closed.
     /// With [`AckPolicy::Auto`] the delivery is acknowledged here.
     pub async fn next(&mut self) -> Option<Delivery> {
-        let delivery = self.receiver.recv().await?;
-        self.auto_ack(&delivery);
-        Some(delivery)
+        if self.buffered.is_empty() {
+            self.buffered = self.receiver.recv().await?.into();
+        }
+        self.take_buffered()
     }
 
     /// A delivery if one is already waiting, without waiting.
     pub fn try_next(&mut self) -> Option<Delivery> {
-        let delivery = self.receiver.try_recv().ok()?;
+        if self.buffered.is_empty() {
+            self.buffered = self.receiver.try_recv().ok()?.into();
+        }
+        self.take_buffered()
+    }
+
+    fn take_buffered(&mut self) -> Option<Delivery> {
+        let delivery = self.buffered.pop_front()?;
         self.auto_ack(&delivery);
         Some(delivery)
     }
@@ -97,12 +107,13 @@ impl futures_core::Stream for Subscription {
     type Item = Delivery;
 
     fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        match self.receiver.poll_recv(context) {
-            Poll::Ready(Some(delivery)) => {
-                self.auto_ack(&delivery);
-                Poll::Ready(Some(delivery))
+        if self.buffered.is_empty() {
+            match self.receiver.poll_recv(context) {
+                Poll::Ready(Some(batch)) => self.buffered = batch.into(),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
             }
-            other => other,
         }
+        Poll::Ready(self.take_buffered())
     }
 }

@@ -121,7 +121,7 @@ async fn pubsub(args: PubsubArgs) -> Result<(), CliError> {
 }
 
 fn client_options(name: String) -> ClientOptions {
-    ClientOptions { name, reconnect: false, subscription_buffer: 65_536, ..ClientOptions::default() }
+    ClientOptions { name, reconnect: false, subscription_batches: 1024, ..ClientOptions::default() }
 }
 
 fn bench_message(topic: &TopicName, mode: DeliveryMode, size: usize, epoch: Instant) -> Message {

@@ -124,9 +124,10 @@ impl ConnShared {
 
     /// Starts closing: queues `last` (an `ERROR` or `CLOSE`) after what is
     /// already queued, refuses new deliveries and tells every task to stop.
-    pub fn close(&self, last: Option<Frame>) {
+    /// Returns true for the call that started the close, false afterwards.
+    pub fn close(&self, last: Option<Frame>) -> bool {
         if self.closing.swap(true, Ordering::AcqRel) {
-            return;
+            return false;
         }
         if let Some(frame) = last {
             let mut bytes = BytesMut::new();
@@ -138,6 +139,7 @@ impl ConnShared {
         self.close_signal.send_replace(true);
         self.writer_wake.notify_one();
         self.space.notify_waiters();
+        true
     }
 }
 

@@ -72,9 +72,13 @@ fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushe
             apply_events(failure_event(&evicted, target.key).into_iter().collect());
         }
         PushOutcome::Disconnect(dropped) => {
-            bump(&shared.stats.slow_consumer_disconnects);
             let message = format!("subscription {} fell behind and its policy is disconnect", target.sub_id);
-            target.conn.close(Some(error_frame(ErrorCode::SlowConsumer, u64::from(target.sub_id), true, message)));
+            let error = error_frame(ErrorCode::SlowConsumer, u64::from(target.sub_id), true, message);
+            // Several copies of one batch can find the queue full; the
+            // subscriber is disconnected (and counted) once.
+            if target.conn.close(Some(error)) {
+                bump(&shared.stats.slow_consumer_disconnects);
+            }
             apply_events(failure_event(&dropped, target.key).into_iter().collect());
         }
         PushOutcome::Gone(_) => return Pushed::Gone,

@@ -42,9 +42,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
+    // Handlers go in before the address is printed: whoever reads that line
+    // may signal at once, and must get a clean shutdown.
+    let signals = Signals::install()?;
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
-    wait_for_signal().await;
+    signals.wait().await;
     say("sift broker shutting down");
     let stats = broker.shutdown().await;
     let summary: Vec<String> = stats
@@ -65,17 +68,23 @@ fn say(line: &str) {
     let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+/// SIGINT and SIGTERM, listened for from installation on.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, CliError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let install = |kind| signal(kind).map_err(|error| CliError::Usage(format!("cannot handle signals: {error}")));
+        Ok(Signals { interrupt: install(SignalKind::interrupt())?, terminate: install(SignalKind::terminate())? })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
     }
 }

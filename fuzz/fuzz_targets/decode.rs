@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 use sift_proto::Decoder;
 
 fuzz_target!(|data: &[u8]| {
-    let decoder = Decoder::new(64 * 1024);
+    let mut decoder = Decoder::new(64 * 1024);
     let mut buf = BytesMut::from(data);
     loop {
         match decoder.decode(&mut buf) {

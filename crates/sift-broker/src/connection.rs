@@ -53,7 +53,7 @@ pub struct ConnShared {
     /// Connection id, unique within the broker run.
     pub id: u64,
     /// Client name from `HELLO`.
-    pub name: String,
+    pub name: Arc<str>,
     outbox: Mutex<Outbox>,
     /// Wakes the writer when the outbox gains something to write.
     pub writer_wake: Notify,
@@ -65,7 +65,7 @@ pub struct ConnShared {
 
 impl ConnShared {
     /// Connection state with an empty outbox.
-    pub fn new(id: u64, name: String, max_pending_bytes: u64) -> Arc<ConnShared> {
+    pub fn new(id: u64, name: Arc<str>, max_pending_bytes: u64) -> Arc<ConnShared> {
         let (close_signal, _) = watch::channel(false);
         Arc::new(ConnShared {
             id,
@@ -164,7 +164,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
     let (mut reader, mut writer) = stream.into_split();
     let mut decoder = Decoder::new(shared.config.limits.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(shared.config.delivery.read_buffer_bytes);
-    let hello = match handshake(&mut reader, &mut buf, &decoder, &shared).await {
+    let hello = match handshake(&mut reader, &mut buf, &mut decoder, &shared).await {
         Ok(hello) => hello,
         Err((error, reply)) => {
             tracing::debug!(connection = id, ?peer, %error, "handshake failed");
@@ -179,14 +179,18 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
             return;
         }
     };
-    let conn = ConnShared::new(id, hello.client_name.clone(), shared.config.limits.max_pending_bytes_per_connection);
+    let conn = ConnShared::new(
+        id,
+        Arc::from(hello.client_name.as_str()),
+        shared.config.limits.max_pending_bytes_per_connection,
+    );
     shared.register(conn.clone());
     conn.send_control(&Frame::Welcome(welcome(&shared, id)));
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), writer, shared.clone()));
     let timer_task = tokio::spawn(crate::writer::redelivery_timer(conn.clone(), shared.clone()));
     let mut session = Session::new(conn.clone(), shared.clone());
     decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
-    let outcome = session.read_loop(&mut reader, &mut buf, &decoder).await;
+    let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder).await;
     if let Err(error) = &outcome {
         tracing::debug!(connection = id, ?peer, %error, "connection ended");
     }
@@ -220,7 +224,7 @@ type HandshakeFailure = (ConnectionError, Option<Frame>);
 async fn handshake(
     reader: &mut OwnedReadHalf,
     buf: &mut BytesMut,
-    decoder: &Decoder,
+    decoder: &mut Decoder,
     shared: &BrokerShared,
 ) -> Result<Hello, HandshakeFailure> {
     let limit = Duration::from_millis(shared.config.limits.handshake_timeout_ms);
@@ -261,7 +265,7 @@ async fn handshake(
 async fn read_frame(
     reader: &mut OwnedReadHalf,
     buf: &mut BytesMut,
-    decoder: &Decoder,
+    decoder: &mut Decoder,
     shared: &BrokerShared,
 ) -> Result<Frame, HandshakeFailure> {
     loop {
@@ -360,7 +364,7 @@ impl Session {
         &mut self,
         reader: &mut OwnedReadHalf,
         buf: &mut BytesMut,
-        decoder: &Decoder,
+        decoder: &mut Decoder,
     ) -> Result<(), ConnectionError> {
         let mut close_watch = self.conn.close_watch();
         let read_size = self.shared.config.delivery.read_buffer_bytes;
@@ -419,7 +423,7 @@ impl Session {
     /// frame in `buf`. While a publish is parked, later publishes are set
     /// aside, up to `blocked_read_ahead_bytes`; everything else is handled.
     /// Returns false when the reader must stop.
-    fn process_frames(&mut self, buf: &mut BytesMut, decoder: &Decoder) -> Result<bool, ConnectionError> {
+    fn process_frames(&mut self, buf: &mut BytesMut, decoder: &mut Decoder) -> Result<bool, ConnectionError> {
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
             if self.parked.is_none() {

@@ -594,7 +594,7 @@ mod tests {
     fn drain_payloads(outbox: &mut Outbox) -> Vec<(String, u64)> {
         let mut buf = BytesMut::new();
         outbox.drain(&mut buf, usize::MAX, 0, Instant::now());
-        let decoder = sift_proto::Decoder::new(1 << 20);
+        let mut decoder = sift_proto::Decoder::new(1 << 20);
         let mut payloads = Vec::new();
         while let Some(frame) = decoder.decode(&mut buf).expect("valid") {
             if let sift_proto::Frame::Deliver(deliver) = frame {

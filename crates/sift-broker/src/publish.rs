@@ -111,7 +111,7 @@ impl Session {
         }
         let wants_confirm = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
         message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
-        message.publisher.clone_from(&self.conn.name);
+        message.publisher = self.conn.name.clone();
         message.timestamp_ns = now_ns();
         self.counters.published += 1;
 

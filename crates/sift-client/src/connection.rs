@@ -361,7 +361,7 @@ async fn open(address: &str, options: &ClientOptions) -> Result<(TcpStream, Welc
         Frame::Hello(hello).encode(&mut buf).map_err(|error| failure(error.to_string()))?;
         stream.write_all(&buf).await.map_err(|error| failure(error.to_string()))?;
         buf.clear();
-        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
         loop {
             match decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
                 Some(Frame::Welcome(welcome)) => return Ok((stream, welcome)),
@@ -506,7 +506,7 @@ impl Client {
 
 impl Client {
     async fn read_loop(self, mut reader: OwnedReadHalf, max_frame_bytes: u32) {
-        let decoder = Decoder::new(max_frame_bytes);
+        let mut decoder = Decoder::new(max_frame_bytes);
         let mut buf = BytesMut::with_capacity(64 * 1024);
         // Deliveries of one read, per subscription, handed over as batches:
         // one channel operation per read rather than per message.

@@ -16,6 +16,12 @@ pub const PRIORITY_MAX: u8 = 9;
 /// Priority a message gets when the publisher does not choose one (JMS default).
 pub const PRIORITY_DEFAULT: u8 = 4;
 
+/// The empty publisher name, shared so that `Message::new` does not allocate it.
+fn empty_publisher() -> std::sync::Arc<str> {
+    static EMPTY: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| std::sync::Arc::from(""));
+    EMPTY.clone()
+}
+
 /// A typed property value.
 ///
 /// Four types, as in JMS selectors and GES tag=value events. Strings are
@@ -188,8 +194,9 @@ pub struct Message {
     pub payload: Bytes,
     /// Broker-assigned id, unique within a broker run; 0 until stamped.
     pub id: u64,
-    /// Name of the publishing client, stamped by the broker from the handshake.
-    pub publisher: String,
+    /// Name of the publishing client, stamped by the broker from the
+    /// handshake. Reference counted: every message of a connection shares it.
+    pub publisher: std::sync::Arc<str>,
     /// Publisher's own sequence number for this message.
     pub sequence: u64,
     /// Nanoseconds since the Unix epoch when the broker accepted the message.
@@ -213,7 +220,7 @@ impl Message {
             metadata: None,
             payload: payload.into(),
             id: 0,
-            publisher: String::new(),
+            publisher: empty_publisher(),
             sequence: 0,
             timestamp_ns: 0,
             priority: Priority::default(),

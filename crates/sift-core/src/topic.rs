@@ -72,21 +72,25 @@ fn check_tokens(text: &str) -> Result<bool, TopicError> {
         return Err(TopicError::TooLong { length: text.len(), limit: TOPIC_BYTES_MAX });
     }
     let bytes = text.as_bytes();
-    let mut token_start = 0;
+    let mut token_length = 0usize;
     let mut has_wildcard = false;
-    for position in 0..=bytes.len() {
-        let byte = bytes.get(position).copied().unwrap_or(b'.');
+    for (position, &byte) in bytes.iter().enumerate() {
         if byte == b'.' {
-            let token = &bytes[token_start..position];
-            if token.is_empty() {
-                return Err(TopicError::EmptyToken { topic: text.to_string(), position: token_start });
+            if token_length == 0 {
+                return Err(TopicError::EmptyToken { topic: text.to_string(), position });
             }
-            has_wildcard |= token == b"*" || token == b">";
-            token_start = position + 1;
+            has_wildcard |= token_length == 1 && matches!(bytes[position - 1], b'*' | b'>');
+            token_length = 0;
         } else if byte <= b' ' || byte == 0x7f {
             return Err(TopicError::BadCharacter { topic: text.to_string(), position });
+        } else {
+            token_length += 1;
         }
     }
+    if token_length == 0 {
+        return Err(TopicError::EmptyToken { topic: text.to_string(), position: bytes.len() });
+    }
+    has_wildcard |= token_length == 1 && matches!(bytes[bytes.len() - 1], b'*' | b'>');
     // Non-ASCII text may hold Unicode whitespace or controls; check it the slow way.
     if !text.is_ascii() {
         if let Some(position) = text.find(|c: char| c.is_whitespace() || c.is_control()) {
@@ -97,18 +101,22 @@ fn check_tokens(text: &str) -> Result<bool, TopicError> {
 }
 
 /// A validated topic name, as a message is published on.
+///
+/// Reference counted: a message's topic is cloned into every delivery and
+/// decoders reuse the topic of the previous message when it repeats, so a
+/// clone must not allocate.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicName(String);
+pub struct TopicName(std::sync::Arc<str>);
 
 impl TopicName {
     /// Validates `text` as a topic name: non-empty tokens, no wildcards.
-    pub fn new(text: impl Into<String>) -> Result<TopicName, TopicError> {
-        let text = text.into();
-        if check_tokens(&text)? {
+    pub fn new(text: impl AsRef<str>) -> Result<TopicName, TopicError> {
+        let text = text.as_ref();
+        if check_tokens(text)? {
             let wildcard = if text.split('.').any(|token| token == "*") { "*" } else { ">" };
-            return Err(TopicError::WildcardInName { topic: text, wildcard });
+            return Err(TopicError::WildcardInName { topic: text.to_string(), wildcard });
         }
-        Ok(TopicName(text))
+        Ok(TopicName(std::sync::Arc::from(text)))
     }
 
     /// The topic as text.

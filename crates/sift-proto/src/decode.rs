@@ -7,6 +7,8 @@
 //! decides whether to go on. A bad length prefix is fatal, because after it
 //! the frame boundaries cannot be found again.
 
+use std::sync::Arc;
+
 use bytes::{Buf, Bytes, BytesMut};
 use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
@@ -67,15 +69,28 @@ impl DecodeError {
 }
 
 /// A streaming frame decoder with a frame size limit.
+///
+/// One decoder serves one connection. It remembers the topic and the
+/// publisher of the last message it decoded: on a stream they usually
+/// repeat, and then the new message shares them (a byte comparison and a
+/// reference count) instead of copying, validating and allocating again.
 #[derive(Debug, Clone)]
 pub struct Decoder {
     max_frame_bytes: u32,
+    recent: Recent,
+}
+
+/// The last topic and publisher seen, for reuse.
+#[derive(Debug, Clone, Default)]
+struct Recent {
+    topic: Option<TopicName>,
+    publisher: Option<Arc<str>>,
 }
 
 impl Decoder {
     /// A decoder refusing frames longer than `max_frame_bytes`.
     pub fn new(max_frame_bytes: u32) -> Decoder {
-        Decoder { max_frame_bytes }
+        Decoder { max_frame_bytes, recent: Recent::default() }
     }
 
     /// The frame limit in force.
@@ -90,7 +105,7 @@ impl Decoder {
 
     /// Takes one frame off the front of `buf`, or returns `Ok(None)` when
     /// `buf` does not yet hold a whole frame (reserving room for it).
-    pub fn decode(&self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
         if buf.len() < LENGTH_PREFIX_BYTES {
             return Ok(None);
         }
@@ -109,13 +124,13 @@ impl Decoder {
         buf.advance(LENGTH_PREFIX_BYTES);
         let mut body = buf.split_to(length as usize).freeze();
         let type_code = body.get_u8();
-        decode_body(type_code, body).map(Some)
+        decode_body(type_code, body, &mut self.recent).map(Some)
     }
 }
 
 /// Decodes one frame body (after the type byte).
-pub(crate) fn decode_body(type_code: u8, body: Bytes) -> Result<Frame, DecodeError> {
-    let mut reader = Reader { body, reference: 0 };
+fn decode_body(type_code: u8, body: Bytes, recent: &mut Recent) -> Result<Frame, DecodeError> {
+    let mut reader = Reader { body, reference: 0, recent };
     let frame = reader.frame(type_code).map_err(|(code, detail)| DecodeError::Malformed {
         frame: frame_name(type_code),
         reference: reader.reference,
@@ -141,12 +156,13 @@ fn malformed<T>(detail: String) -> FieldResult<T> {
 
 /// Reads fields off a frame body, remembering the request or subscription id
 /// so that errors can refer to it.
-struct Reader {
+struct Reader<'recent> {
     body: Bytes,
     reference: u64,
+    recent: &'recent mut Recent,
 }
 
-impl Reader {
+impl Reader<'_> {
     fn need(&self, field: &str, bytes: usize) -> FieldResult<()> {
         if self.body.remaining() < bytes {
             return malformed(format!("{field}: needs {bytes} bytes, only {} left", self.body.remaining()));
@@ -353,8 +369,7 @@ impl Reader {
     }
 
     fn message(&mut self) -> FieldResult<Message> {
-        let topic_text = self.str16("topic")?;
-        let topic = TopicName::new(topic_text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
+        let topic = self.topic()?;
         let priority_level = self.u8("priority")?;
         let priority = Priority::new(priority_level).map_err(|error| (ErrorCode::InvalidField, error.to_string()))?;
         let mode_code = self.u8("delivery_mode")?;
@@ -367,7 +382,7 @@ impl Reader {
         let sequence = self.u64("sequence")?;
         let timestamp_ns = self.u64("timestamp_ns")?;
         let expiry_ns = self.u64("expiry_ns")?;
-        let publisher = self.str16("publisher")?;
+        let publisher = self.publisher()?;
         let properties = self.properties()?;
         let metadata = if flags & 0x01 != 0 { Some(self.bytes32("metadata")?) } else { None };
         let payload = self.bytes32("payload")?;
@@ -385,6 +400,39 @@ impl Reader {
             delivery_mode,
             hop_count,
         })
+    }
+
+    /// The topic, shared with the previous message's when the bytes match.
+    fn topic(&mut self) -> FieldResult<TopicName> {
+        let length = self.u16("topic")? as usize;
+        let bytes = self.bytes("topic", length)?;
+        if let Some(recent) = &self.recent.topic {
+            if recent.as_str().as_bytes() == &bytes[..] {
+                return Ok(recent.clone());
+            }
+        }
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|error| (ErrorCode::Malformed, format!("topic: invalid UTF-8 at byte {}", error.valid_up_to())))?;
+        let topic = TopicName::new(text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
+        self.recent.topic = Some(topic.clone());
+        Ok(topic)
+    }
+
+    /// The publisher, shared with the previous message's when the bytes match.
+    fn publisher(&mut self) -> FieldResult<Arc<str>> {
+        let length = self.u16("publisher")? as usize;
+        let bytes = self.bytes("publisher", length)?;
+        if let Some(recent) = &self.recent.publisher {
+            if recent.as_bytes() == &bytes[..] {
+                return Ok(recent.clone());
+            }
+        }
+        let text = std::str::from_utf8(&bytes).map_err(|error| {
+            (ErrorCode::Malformed, format!("publisher: invalid UTF-8 at byte {}", error.valid_up_to()))
+        })?;
+        let publisher: Arc<str> = Arc::from(text);
+        self.recent.publisher = Some(publisher.clone());
+        Ok(publisher)
     }
 
     fn properties(&mut self) -> FieldResult<Vec<(String, Value)>> {

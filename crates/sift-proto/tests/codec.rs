@@ -39,7 +39,7 @@ fn message_strategy() -> impl Strategy<Value = Message> {
                 metadata: metadata.map(Bytes::from),
                 payload: Bytes::from(payload),
                 id,
-                publisher,
+                publisher: publisher.into(),
                 sequence,
                 timestamp_ns,
                 priority: Priority::new(priority).expect("0-9"),
@@ -134,7 +134,7 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
     ]
 }
 
-fn decode_all(decoder: &Decoder, buf: &mut BytesMut) -> Vec<Frame> {
+fn decode_all(decoder: &mut Decoder, buf: &mut BytesMut) -> Vec<Frame> {
     let mut frames = Vec::new();
     while let Some(frame) = decoder.decode(buf).expect("valid stream") {
         frames.push(frame);
@@ -151,8 +151,8 @@ proptest! {
         for frame in &frames {
             frame.encode(&mut buf).expect("encodable");
         }
-        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
-        prop_assert_eq!(decode_all(&decoder, &mut buf), frames);
+        let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        prop_assert_eq!(decode_all(&mut decoder, &mut buf), frames);
         prop_assert!(buf.is_empty());
     }
 
@@ -165,12 +165,12 @@ proptest! {
         for frame in &frames {
             frame.encode(&mut encoded).expect("encodable");
         }
-        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
         let mut buf = BytesMut::new();
         let mut decoded = Vec::new();
         for piece in encoded.chunks(chunk) {
             buf.extend_from_slice(piece);
-            decoded.extend(decode_all(&decoder, &mut buf));
+            decoded.extend(decode_all(&mut decoder, &mut buf));
         }
         prop_assert_eq!(decoded, frames);
     }
@@ -179,7 +179,7 @@ proptest! {
     /// frame longer than the limit, and always makes progress or asks for more.
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
-        let decoder = Decoder::new(1024);
+        let mut decoder = Decoder::new(1024);
         let mut buf = BytesMut::from(&bytes[..]);
         loop {
             let before = buf.len();
@@ -199,14 +199,14 @@ proptest! {
         frame.encode(&mut buf).expect("encodable");
         let index = position.index(buf.len());
         buf[index] = byte;
-        let decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
         let _ = decoder.decode(&mut buf);
     }
 }
 
 #[test]
 fn oversized_length_is_fatal_before_buffering() {
-    let decoder = Decoder::new(100);
+    let mut decoder = Decoder::new(100);
     let mut buf = BytesMut::from(&[0u8, 0, 1, 0, frame_type::PING][..]);
     let error = decoder.decode(&mut buf).expect_err("256 > 100");
     assert_eq!(error, DecodeError::FrameTooLarge { length: 256, limit: 100 });
@@ -216,7 +216,7 @@ fn oversized_length_is_fatal_before_buffering() {
 
 #[test]
 fn trailing_bytes_and_unknown_types_are_malformed_but_not_fatal() {
-    let decoder = Decoder::new(100);
+    let mut decoder = Decoder::new(100);
     let mut buf = BytesMut::from(&[0u8, 0, 0, 2, frame_type::CLOSE, 7][..]);
     let error = decoder.decode(&mut buf).expect_err("left-over byte");
     assert!(!error.is_fatal());
@@ -258,4 +258,26 @@ fn deliver_prefix_matches_the_full_encoding() {
     .encode(&mut slow)
     .expect("encodable");
     assert_eq!(fast, slow);
+}
+
+#[test]
+fn repeated_topics_and_publishers_are_shared_and_changes_are_seen() {
+    let mut buf = BytesMut::new();
+    for (topic, publisher) in [("a.b", "p"), ("a.b", "p"), ("c.d", "p"), ("a.b", "q")] {
+        let mut message = Message::new(TopicName::new(topic).expect("valid"), "x");
+        message.publisher = publisher.into();
+        encode_publish(&mut buf, 1, 0, 0, &message).expect("encodable");
+    }
+    let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+    let messages: Vec<Message> = decode_all(&mut decoder, &mut buf)
+        .into_iter()
+        .map(|frame| match frame {
+            Frame::Publish(publish) => *publish.message,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    let seen: Vec<(&str, &str)> =
+        messages.iter().map(|message| (message.topic.as_str(), &*message.publisher)).collect();
+    assert_eq!(seen, [("a.b", "p"), ("a.b", "p"), ("c.d", "p"), ("a.b", "q")]);
+    assert!(std::sync::Arc::ptr_eq(&messages[0].publisher, &messages[1].publisher), "shared, not copied");
 }

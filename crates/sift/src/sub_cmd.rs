@@ -125,7 +125,7 @@ pub fn json_line(delivery: &Delivery) -> String {
         "priority": message.priority.level(),
         "delivery_mode": message.delivery_mode.name(),
         "id": message.id,
-        "publisher": message.publisher,
+        "publisher": &*message.publisher,
         "sequence": message.sequence,
         "redelivered": delivery.redelivered,
     })

@@ -201,7 +201,7 @@ async fn responses_a_client_never_reads_are_bounded_by_max_pending_bytes() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Now read: PONGs, then an ERROR naming the limit, then the end.
     let mut buf = BytesMut::new();
-    let decoder = sift_proto::Decoder::new(sift_proto::DEFAULT_MAX_FRAME_BYTES);
+    let mut decoder = sift_proto::Decoder::new(sift_proto::DEFAULT_MAX_FRAME_BYTES);
     let mut last_error = None;
     let read_all = async {
         use tokio::io::AsyncReadExt;

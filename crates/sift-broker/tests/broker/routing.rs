@@ -121,7 +121,7 @@ async fn properties_metadata_and_binary_payloads_arrive_intact() {
     assert_eq!(got.metadata, sent.metadata);
     assert_eq!(got.properties, sent.properties);
     assert_eq!(got.priority, sent.priority);
-    assert_eq!(got.publisher, "publisher-name", "the broker stamps the publisher");
+    assert_eq!(&*got.publisher, "publisher-name", "the broker stamps the publisher");
     assert!(got.id != 0 && got.timestamp_ns != 0, "the broker stamps id and timestamp");
     broker.shutdown().await;
 }

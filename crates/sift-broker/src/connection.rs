@@ -60,6 +60,8 @@ pub struct ConnShared {
     /// Wakes publishers waiting for space in this connection's queues.
     pub space: Notify,
     closing: AtomicBool,
+    /// Set when responses piled up past the limit and closed the connection.
+    overflowed: AtomicBool,
     close_signal: watch::Sender<bool>,
 }
 
@@ -74,6 +76,7 @@ impl ConnShared {
             writer_wake: Notify::new(),
             space: Notify::new(),
             closing: AtomicBool::new(false),
+            overflowed: AtomicBool::new(false),
             close_signal,
         })
     }
@@ -113,6 +116,7 @@ impl ConnShared {
             self.writer_wake.notify_one();
         }
         if !within_limit {
+            self.overflowed.store(true, Ordering::Release);
             self.close(Some(error_frame(
                 ErrorCode::PendingBytesExceeded,
                 0,
@@ -129,13 +133,21 @@ impl ConnShared {
         if self.closing.swap(true, Ordering::AcqRel) {
             return false;
         }
+        let mut bytes = BytesMut::new();
         if let Some(frame) = last {
-            let mut bytes = BytesMut::new();
-            if frame.encode(&mut bytes).is_ok() {
-                self.lock().push_control(&bytes);
+            if frame.encode(&mut bytes).is_err() {
+                bytes.clear();
             }
         }
-        self.lock().close();
+        {
+            // One step: the last frame is queued and the outbox closed under
+            // the same lock, so nothing can be queued after the last frame.
+            let mut outbox = self.lock();
+            if !bytes.is_empty() {
+                outbox.push_control(&bytes);
+            }
+            outbox.close();
+        }
         self.close_signal.send_replace(true);
         self.writer_wake.notify_one();
         self.space.notify_waiters();
@@ -195,6 +207,9 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
         tracing::debug!(connection = id, ?peer, %error, "connection ended");
     }
     conn.close(None);
+    if conn.overflowed.load(Ordering::Acquire) {
+        bump(&shared.stats.slow_consumer_disconnects);
+    }
     session.abandon_held_publishes();
     session.release_subscriptions();
     // The writer flushes what is queued (a final ERROR or CLOSE) and stops.

@@ -297,12 +297,14 @@ impl Outbox {
         std::mem::take(&mut self.writer_idle)
     }
 
-    /// Appends an encoded control frame. Returns false when that puts the
-    /// connection over `max_pending_bytes` (the caller closes it).
+    /// Appends an encoded control frame. Returns false when unwritten
+    /// control frames alone exceed `max_pending_bytes`: the client is not
+    /// reading its responses (the caller closes it). Deliveries do not count
+    /// here; their queues have their own bounds and policies.
     pub fn push_control(&mut self, frame_bytes: &[u8]) -> bool {
         self.control.extend_from_slice(frame_bytes);
         self.pending_bytes += frame_bytes.len() as u64;
-        self.pending_bytes <= self.max_pending_bytes
+        self.control.len() as u64 <= self.max_pending_bytes
     }
 
     /// Queues `entry` for subscription `sub_id`, applying its policy when full.

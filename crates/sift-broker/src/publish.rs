@@ -136,6 +136,21 @@ impl Session {
             self.refuse(ErrorCode::FrameTooLarge, request_id, text);
             return;
         }
+        if !message.delivery_mode.needs_ack() {
+            // Best-effort: nothing to wait for and nothing to report; stage
+            // the copies and be done.
+            let routed = Arc::new(Routed { message, encoded: encoded.freeze(), report: None });
+            for target in &matches.plain {
+                self.stage(target.clone(), Entry::new(routed.clone()));
+            }
+            for target in self.pick_group_members(&matches) {
+                self.stage(target, Entry::new(routed.clone()));
+            }
+            if wants_confirm {
+                self.confirm(request_id, ConfirmStatus::Accepted, matched);
+            }
+            return;
+        }
         let report = await_delivered.then(|| DeliveryReport::new(self.conn.clone(), request_id, matched));
         let group_picks = self.pick_group_members(&matches);
         if let Some(report) = &report {
@@ -175,15 +190,7 @@ impl Session {
 
     /// Serves the targets of a publish in order until done or blocked.
     pub(crate) fn continue_publish(&mut self, mut parked: Parked) {
-        // Best-effort copies without a report cannot block: they are staged
-        // and queued in one batch per connection at the end of the read.
-        let stage = !parked.routed.message.delivery_mode.needs_ack() && parked.routed.report.is_none();
         while let Some(target) = parked.target(parked.next).cloned() {
-            if stage {
-                self.stage(target, Entry::new(parked.routed.clone()));
-                parked.next += 1;
-                continue;
-            }
             match push_to(&self.shared, &target, Entry::new(parked.routed.clone())) {
                 Pushed::Done => {}
                 Pushed::Full => {

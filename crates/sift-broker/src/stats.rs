@@ -62,7 +62,8 @@ counters! {
     dropped_subscriber_gone,
     /// Reliable deliveries sent again after an ack timeout, a nack or a disconnect.
     redelivered,
-    /// Subscribers disconnected by the `disconnect` policy or `max_pending_bytes`.
+    /// Connections closed for falling behind: the `disconnect` policy, or
+    /// unread responses over `max_pending_bytes_per_connection`.
     slow_consumer_disconnects,
     /// Times a reliable publisher waited for space in a `block` queue.
     publisher_blocked,

@@ -169,20 +169,48 @@ impl Client {
         }
     }
 
-    /// Publishes without waiting for a confirm (fire-and-forget). Returns
-    /// once the message is buffered for sending.
-    pub async fn publish(&self, mut message: Message) -> Result<(), ClientError> {
-        self.wait_for_space().await?;
-        let mut state = self.lock();
-        if state.closed {
-            return Err(ClientError::Closed);
+    /// Publishes without waiting for a confirm (fire-and-forget). The
+    /// returned future resolves once the message is buffered for sending.
+    ///
+    /// The message is encoded before the future is built: a message is a
+    /// few hundred bytes, and a future that held it would be copied around.
+    pub fn publish(&self, message: Message) -> impl std::future::Future<Output = Result<(), ClientError>> + '_ {
+        let mut encoded = None;
+        let outcome = {
+            let mut state = self.lock();
+            if state.closed {
+                Err(ClientError::Closed)
+            } else {
+                state.next_sequence += 1;
+                let sequence = state.next_sequence;
+                if state.out.len() < self.inner.options.write_buffer_bytes_max {
+                    // The common case: room in the buffer, one lock.
+                    encode_publish_with_sequence(&mut state.out, &message, sequence)
+                } else {
+                    let mut frame = BytesMut::new();
+                    let result = encode_publish_with_sequence(&mut frame, &message, sequence);
+                    encoded = Some(frame);
+                    result
+                }
+            }
+        };
+        drop(message);
+        if outcome.is_ok() && encoded.is_none() {
+            self.inner.writer_wake.notify_one();
         }
-        state.next_sequence += 1;
-        message.sequence = state.next_sequence;
-        encode_publish(&mut state.out, 0, 0, 0, &message).map_err(|error| ClientError::Encode(error.to_string()))?;
-        drop(state);
-        self.inner.writer_wake.notify_one();
-        Ok(())
+        async move {
+            outcome?;
+            let Some(frame) = encoded else { return Ok(()) };
+            self.wait_for_space().await?;
+            let mut state = self.lock();
+            if state.closed {
+                return Err(ClientError::Closed);
+            }
+            state.out.extend_from_slice(&frame);
+            drop(state);
+            self.inner.writer_wake.notify_one();
+            Ok(())
+        }
     }
 
     /// Publishes and waits for the broker's confirm: the matched count, "no
@@ -278,8 +306,9 @@ impl Client {
         self.send_frame(&Frame::Unsubscribe { sub_id })
     }
 
-    /// Round trip to the broker; when it returns, everything sent before it
-    /// has been processed by the broker.
+    /// Round trip to the broker; when it returns, the broker has read
+    /// everything sent before it and handled it, except publishes it holds
+    /// back behind one waiting for space in a full `block` queue.
     pub async fn ping(&self) -> Result<Duration, ClientError> {
         let started = std::time::Instant::now();
         let (sender, receiver) = oneshot::channel();
@@ -344,6 +373,13 @@ fn subscribe_frame(sub_id: u32, options: &SubscribeOptions) -> Subscribe {
         flags: if options.credit.is_some() { subscribe_flags::CREDIT_MODE } else { 0 },
         initial_credit: options.credit.unwrap_or(0),
     }
+}
+
+/// Encodes a fire-and-forget `PUBLISH` of `message` with the client's
+/// `sequence`, without cloning the message.
+fn encode_publish_with_sequence(buf: &mut BytesMut, message: &Message, sequence: u64) -> Result<(), ClientError> {
+    sift_proto::encode_publish_sequenced(buf, 0, 0, 0, message, sequence)
+        .map_err(|error| ClientError::Encode(error.to_string()))
 }
 
 /// Connects and runs the handshake.
@@ -545,7 +581,9 @@ impl Client {
             sub_id: deliver.sub_id,
             delivery_tag: deliver.delivery_tag,
             redelivered: deliver.flags & deliver_flags::REDELIVERED != 0,
-            client: self.clone(),
+            // Only deliveries that can be acknowledged hold the client: its
+            // reference count is shared with other threads.
+            client: (deliver.delivery_tag != 0).then(|| self.clone()),
         };
         match staged.iter_mut().find(|(sub_id, _)| *sub_id == deliver.sub_id) {
             Some((_, batch)) => batch.push(delivery),

@@ -22,24 +22,27 @@ pub struct Delivery {
     pub delivery_tag: u64,
     /// True when the broker delivered it before without an ack.
     pub redelivered: bool,
-    pub(crate) client: Client,
+    /// The client, for acknowledging; `None` when no ack is expected.
+    pub(crate) client: Option<Client>,
 }
 
 impl Delivery {
     /// Acknowledges the delivery (a no-op when it needs none).
     pub fn ack(&self) -> Result<(), ClientError> {
-        if self.delivery_tag == 0 {
-            return Ok(());
+        match &self.client {
+            Some(client) if self.delivery_tag != 0 => client.queue_ack(self.delivery_tag),
+            _ => Ok(()),
         }
-        self.client.queue_ack(self.delivery_tag)
     }
 
     /// Refuses the delivery: the broker redelivers it (`requeue`) or drops it.
     pub fn nack(&self, requeue: bool) -> Result<(), ClientError> {
-        if self.delivery_tag == 0 {
-            return Ok(());
+        match &self.client {
+            Some(client) if self.delivery_tag != 0 => {
+                client.send_frame(&sift_proto::Frame::Nack { delivery_tag: self.delivery_tag, requeue })
+            }
+            _ => Ok(()),
         }
-        self.client.send_frame(&sift_proto::Frame::Nack { delivery_tag: self.delivery_tag, requeue })
     }
 }
 

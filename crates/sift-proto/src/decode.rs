@@ -150,6 +150,10 @@ fn decode_body(type_code: u8, body: Bytes, recent: &mut Recent) -> Result<Frame,
 
 type FieldResult<T> = Result<T, (ErrorCode, String)>;
 
+/// Bytes of a message between its topic and its publisher: priority, mode,
+/// hop count, flags, then id, sequence, timestamp and expiry.
+const MESSAGE_FIXED_BYTES: usize = 4 + 4 * 8;
+
 fn malformed<T>(detail: String) -> FieldResult<T> {
     Err((ErrorCode::Malformed, detail))
 }
@@ -370,18 +374,20 @@ impl Reader<'_> {
 
     fn message(&mut self) -> FieldResult<Message> {
         let topic = self.topic()?;
-        let priority_level = self.u8("priority")?;
+        // The fixed part: four bytes and four u64s, checked once.
+        self.need("message header", MESSAGE_FIXED_BYTES)?;
+        let priority_level = self.body.get_u8();
+        let mode_code = self.body.get_u8();
+        let hop_count = self.body.get_u8();
+        let flags = self.body.get_u8();
+        let id = self.body.get_u64();
+        let sequence = self.body.get_u64();
+        let timestamp_ns = self.body.get_u64();
+        let expiry_ns = self.body.get_u64();
         let priority = Priority::new(priority_level).map_err(|error| (ErrorCode::InvalidField, error.to_string()))?;
-        let mode_code = self.u8("delivery_mode")?;
         let Some(delivery_mode) = DeliveryMode::from_code(mode_code) else {
             return Err((ErrorCode::InvalidField, format!("delivery_mode: unknown code {mode_code}")));
         };
-        let hop_count = self.u8("hop_count")?;
-        let flags = self.u8("message flags")?;
-        let id = self.u64("id")?;
-        let sequence = self.u64("sequence")?;
-        let timestamp_ns = self.u64("timestamp_ns")?;
-        let expiry_ns = self.u64("expiry_ns")?;
         let publisher = self.publisher()?;
         let properties = self.properties()?;
         let metadata = if flags & 0x01 != 0 { Some(self.bytes32("metadata")?) } else { None };
@@ -405,12 +411,16 @@ impl Reader<'_> {
     /// The topic, shared with the previous message's when the bytes match.
     fn topic(&mut self) -> FieldResult<TopicName> {
         let length = self.u16("topic")? as usize;
-        let bytes = self.bytes("topic", length)?;
+        self.need("topic", length)?;
         if let Some(recent) = &self.recent.topic {
-            if recent.as_str().as_bytes() == &bytes[..] {
-                return Ok(recent.clone());
+            // Compared in place: no slice of the buffer is taken for a repeat.
+            if recent.as_str().as_bytes() == &self.body.chunk()[..length] {
+                let topic = recent.clone();
+                self.body.advance(length);
+                return Ok(topic);
             }
         }
+        let bytes = self.body.split_to(length);
         let text = std::str::from_utf8(&bytes)
             .map_err(|error| (ErrorCode::Malformed, format!("topic: invalid UTF-8 at byte {}", error.valid_up_to())))?;
         let topic = TopicName::new(text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
@@ -421,12 +431,15 @@ impl Reader<'_> {
     /// The publisher, shared with the previous message's when the bytes match.
     fn publisher(&mut self) -> FieldResult<Arc<str>> {
         let length = self.u16("publisher")? as usize;
-        let bytes = self.bytes("publisher", length)?;
+        self.need("publisher", length)?;
         if let Some(recent) = &self.recent.publisher {
-            if recent.as_bytes() == &bytes[..] {
-                return Ok(recent.clone());
+            if recent.as_bytes() == &self.body.chunk()[..length] {
+                let publisher = recent.clone();
+                self.body.advance(length);
+                return Ok(publisher);
             }
         }
+        let bytes = self.body.split_to(length);
         let text = std::str::from_utf8(&bytes).map_err(|error| {
             (ErrorCode::Malformed, format!("publisher: invalid UTF-8 at byte {}", error.valid_up_to()))
         })?;

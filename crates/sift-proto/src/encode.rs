@@ -73,42 +73,64 @@ pub(crate) mod value_type {
 /// Appends the encoding of `message` (the layout shared by `PUBLISH` and
 /// `DELIVER`; see `docs/PROTOCOL.md`).
 pub fn encode_message(buf: &mut BytesMut, message: &Message) -> Result<(), EncodeError> {
-    put_str16(buf, "topic", message.topic.as_str())?;
-    buf.put_u8(message.priority.level());
-    buf.put_u8(message.delivery_mode.code());
-    buf.put_u8(message.hop_count);
-    buf.put_u8(u8::from(message.metadata.is_some()));
-    buf.put_u64(message.id);
-    buf.put_u64(message.sequence);
-    buf.put_u64(message.timestamp_ns);
-    buf.put_u64(message.expiry_ns);
+    encode_message_sequenced(buf, message, message.sequence)
+}
+
+/// [`encode_message`] with `sequence` in place of the message's own.
+fn encode_message_sequenced(buf: &mut BytesMut, message: &Message, sequence: u64) -> Result<(), EncodeError> {
+    let topic = message.topic.as_str();
+    let metadata_len = message.metadata.as_ref().map_or(0, |metadata| 4 + metadata.len());
+    // One reservation for the common case (no properties), so that the puts
+    // below do not each check for room.
+    buf.reserve(
+        2 + topic.len() + FIXED_BYTES + 2 + message.publisher.len() + 2 + metadata_len + 4 + message.payload.len(),
+    );
+    put_str16(buf, "topic", topic)?;
+    let mut fixed = [0u8; FIXED_BYTES];
+    fixed[0] = message.priority.level();
+    fixed[1] = message.delivery_mode.code();
+    fixed[2] = message.hop_count;
+    fixed[3] = u8::from(message.metadata.is_some());
+    for (index, value) in [message.id, sequence, message.timestamp_ns, message.expiry_ns].into_iter().enumerate() {
+        fixed[4 + index * 8..12 + index * 8].copy_from_slice(&value.to_be_bytes());
+    }
+    buf.extend_from_slice(&fixed);
     put_str16(buf, "publisher", &message.publisher)?;
     buf.put_u16(count16("properties", message.properties.len())?);
     for (name, value) in &message.properties {
         put_str16(buf, "property name", name)?;
-        match value {
-            Value::Bool(flag) => {
-                buf.put_u8(value_type::BOOL);
-                buf.put_u8(u8::from(*flag));
-            }
-            Value::Int(int) => {
-                buf.put_u8(value_type::INT);
-                buf.put_i64(*int);
-            }
-            Value::Float(float) => {
-                buf.put_u8(value_type::FLOAT);
-                buf.put_f64(*float);
-            }
-            Value::Str(text) => {
-                buf.put_u8(value_type::STR);
-                put_bytes32(buf, "property value", text.as_bytes())?;
-            }
-        }
+        put_value(buf, value)?;
     }
     if let Some(metadata) = &message.metadata {
         put_bytes32(buf, "metadata", metadata)?;
     }
     put_bytes32(buf, "payload", &message.payload)
+}
+
+/// Bytes of the fixed part of a message: priority, mode, hop count, flags,
+/// id, sequence, timestamp, expiry.
+const FIXED_BYTES: usize = 4 + 4 * 8;
+
+fn put_value(buf: &mut BytesMut, value: &Value) -> Result<(), EncodeError> {
+    match value {
+        Value::Bool(flag) => {
+            buf.put_u8(value_type::BOOL);
+            buf.put_u8(u8::from(*flag));
+        }
+        Value::Int(int) => {
+            buf.put_u8(value_type::INT);
+            buf.put_i64(*int);
+        }
+        Value::Float(float) => {
+            buf.put_u8(value_type::FLOAT);
+            buf.put_f64(*float);
+        }
+        Value::Str(text) => {
+            buf.put_u8(value_type::STR);
+            put_bytes32(buf, "property value", text.as_bytes())?;
+        }
+    }
+    Ok(())
 }
 
 /// Length prefix value of a `DELIVER` whose encoded message is `body_len` bytes.
@@ -136,11 +158,24 @@ pub fn encode_publish(
     await_timeout_ms: u32,
     message: &Message,
 ) -> Result<(), EncodeError> {
+    encode_publish_sequenced(buf, request_id, flags, await_timeout_ms, message, message.sequence)
+}
+
+/// [`encode_publish`] with `sequence` in place of the message's own, so that
+/// a client can number a message it only borrows.
+pub fn encode_publish_sequenced(
+    buf: &mut BytesMut,
+    request_id: u64,
+    flags: u8,
+    await_timeout_ms: u32,
+    message: &Message,
+    sequence: u64,
+) -> Result<(), EncodeError> {
     framed(buf, frame_type::PUBLISH, |buf| {
         buf.put_u64(request_id);
         buf.put_u8(flags);
         buf.put_u32(await_timeout_ms);
-        encode_message(buf, message)
+        encode_message_sequenced(buf, message, sequence)
     })
 }
 

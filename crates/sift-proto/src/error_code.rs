@@ -40,7 +40,8 @@ pub enum ErrorCode {
     SlowConsumer,
     /// The broker is shutting down.
     ShuttingDown,
-    /// A field is out of range (priority above 9, zero capacity...).
+    /// A field is out of range (priority above 9, keep-last 0, an overlong
+    /// client name, FLOW without credit mode...).
     InvalidField,
     /// The broker failed internally; the request may be retried.
     Internal,

@@ -14,7 +14,8 @@ pub mod frame_type {
     pub const PING: u8 = 0x03;
     /// Either way: the answer to a ping.
     pub const PONG: u8 = 0x04;
-    /// Either way: closing; the server flushes what it owes first.
+    /// Either way: closing. The broker writes the responses it owes (not the
+    /// queued deliveries) and answers `CLOSE` as its last frame.
     pub const CLOSE: u8 = 0x05;
     /// Client → server: publish one message.
     pub const PUBLISH: u8 = 0x10;
@@ -399,11 +400,12 @@ pub enum Frame {
         /// Tags of processed deliveries.
         delivery_tags: Vec<u64>,
     },
-    /// Refuse a delivery: redeliver it (`requeue`) or drop it.
+    /// Refuse a delivery: requeue it at the front of the same subscription's
+    /// queue (`requeue`) or drop it.
     Nack {
         /// Its tag.
         delivery_tag: u64,
-        /// Redeliver at once (possibly to another group member) instead of dropping.
+        /// Redeliver at once, from the front of the same queue, instead of dropping.
         requeue: bool,
     },
     /// Grant more delivery credit to a subscription in credit mode.

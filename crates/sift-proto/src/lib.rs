@@ -16,7 +16,9 @@ mod error_code;
 mod frame;
 
 pub use decode::{DecodeError, Decoder};
-pub use encode::{encode_deliver_prefix, encode_message, encode_publish, encoded_deliver_len};
+pub use encode::{
+    encode_deliver_prefix, encode_message, encode_publish, encode_publish_sequenced, encoded_deliver_len,
+};
 pub use error_code::ErrorCode;
 pub use frame::*;
 

@@ -95,6 +95,13 @@ impl Raw {
         raw
     }
 
+    /// Opens a subscription and checks that the broker confirms it.
+    pub async fn subscribe(&mut self, request: sift_proto::Subscribe) {
+        let sub_id = request.sub_id;
+        self.send(&Frame::Subscribe(request)).await;
+        assert_eq!(self.recv().await, Some(Frame::Subscribed { sub_id }));
+    }
+
     /// Sends one frame.
     pub async fn send(&mut self, frame: &Frame) {
         let mut bytes = BytesMut::new();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sift_client::{PublishOptions, QueuePolicy, SubscribeOptions};
 use sift_core::Priority;
-use sift_proto::{AckMode, ErrorCode, Frame, Subscribe};
+use sift_proto::{AckMode, ErrorCode, Subscribe};
 
 use crate::common::*;
 
@@ -72,8 +72,7 @@ async fn disconnect_closes_the_slow_subscriber_only() {
     request.queue_capacity = 5;
     request.ack_mode = AckMode::Auto;
     request.flags = sift_proto::subscribe_flags::CREDIT_MODE;
-    raw.send(&Frame::Subscribe(request)).await;
-    assert_eq!(raw.recv().await, Some(Frame::Subscribed { sub_id: 1 }));
+    raw.subscribe(request).await;
     let fast_client = client(&broker, "fast").await;
     let mut fast = fast_client.subscribe(SubscribeOptions::new("feed")).await.expect("subscribe");
     let publisher = client(&broker, "pub").await;
@@ -140,8 +139,7 @@ async fn a_subscriber_that_stops_reading_does_not_stall_a_fast_one() {
     request.policy = Some(QueuePolicy::DropNew);
     request.queue_capacity = 100;
     request.ack_mode = AckMode::Auto;
-    raw.send(&Frame::Subscribe(request)).await;
-    assert_eq!(raw.recv().await, Some(Frame::Subscribed { sub_id: 1 }));
+    raw.subscribe(request).await;
     let fast_client = client(&broker, "fast").await;
     let mut fast = fast_client.subscribe(SubscribeOptions::new("feed")).await.expect("subscribe");
     let publisher = client(&broker, "pub").await;

@@ -100,8 +100,7 @@ async fn nothing_follows_the_brokers_close() {
     let mut raw = Raw::handshake(&broker).await;
     let mut request = Subscribe::new(1, "feed");
     request.ack_mode = AckMode::Auto;
-    raw.send(&Frame::Subscribe(request)).await;
-    assert_eq!(raw.recv().await, Some(Frame::Subscribed { sub_id: 1 }));
+    raw.subscribe(request).await;
     let publisher = client(&broker, "pub").await;
     for index in 0..3000 {
         publisher.publish(message("feed", &index.to_string())).await.expect("publish");

@@ -93,7 +93,7 @@ fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushe
 pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Entry>) {
     let mut cursor = departed.key as usize;
     for entry in entries {
-        let reliable = entry.routed.message.delivery_mode.needs_ack();
+        let reliable = entry.routed.needs_ack;
         let taken = match (&departed.group, reliable) {
             (Some(group), true) => {
                 cursor += 1;
@@ -111,7 +111,8 @@ pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Ent
 
 /// Gives `entry` to a live member of `group` that matches its topic.
 fn take_over(shared: &BrokerShared, departed: &SubRef, group: &str, entry: Entry, cursor: usize) -> Result<(), Entry> {
-    let matches = shared.router.matches_uncached(&entry.routed.message.topic);
+    let Some(topic) = entry.routed.topic() else { return Err(entry) };
+    let matches = shared.router.matches_uncached(&topic);
     let Some((_, members)) = matches.groups.iter().find(|(name, _)| &**name == group) else {
         return Err(entry);
     };

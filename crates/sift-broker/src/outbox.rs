@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use sift_core::Message;
+use sift_core::{Message, TopicName};
 use sift_proto::{deliver_flags, encode_deliver_prefix, encoded_deliver_len, AckMode, QueuePolicy};
 
 use crate::report::DeliveryReport;
@@ -32,14 +32,51 @@ pub const PRIORITY_LEVELS: usize = 10;
 pub const DRAIN_TURN_MAX: usize = 64;
 
 /// A message routed once and shared by all the queues it was put in.
+///
+/// It holds the encoded message and the few fields delivery needs, not the
+/// decoded [`Message`]: a decoded message shares reference-counted parts
+/// (the read buffer under its payload, the topic, the publisher name) with
+/// every other message of its connection, and dropping those on the
+/// subscriber's writer thread would bounce their counters between cores on
+/// every message. The decoded message is dropped on the reader's thread.
 #[derive(Debug)]
 pub struct Routed {
-    /// The message as stamped by the broker.
-    pub message: Message,
-    /// Its encoding, written after each `DELIVER` prefix.
+    /// The message's encoding, written after each `DELIVER` prefix.
     pub encoded: Bytes,
+    /// Delivery priority, 0-9.
+    pub priority: u8,
+    /// True for reliable messages: acknowledged and redelivered.
+    pub needs_ack: bool,
+    /// Absolute expiry in nanoseconds since the Unix epoch; 0 means never.
+    pub expiry_ns: u64,
     /// The await=delivered report, if the publisher asked for one.
     pub report: Option<Arc<DeliveryReport>>,
+}
+
+impl Routed {
+    /// Routing facts of `message`, with its encoding.
+    pub fn new(message: &Message, encoded: Bytes, report: Option<Arc<DeliveryReport>>) -> Routed {
+        Routed {
+            encoded,
+            priority: message.priority.level(),
+            needs_ack: message.delivery_mode.needs_ack(),
+            expiry_ns: message.expiry_ns,
+            report,
+        }
+    }
+
+    /// True when the message has an expiry and it is at or before `now_ns`.
+    pub fn is_expired(&self, now_ns: u64) -> bool {
+        self.expiry_ns != 0 && self.expiry_ns <= now_ns
+    }
+
+    /// The topic, read back from the encoding (the first field). Used off
+    /// the hot path, when a departing subscriber's messages are re-routed.
+    pub fn topic(&self) -> Option<TopicName> {
+        let length = usize::from(u16::from_be_bytes([*self.encoded.first()?, *self.encoded.get(1)?]));
+        let text = std::str::from_utf8(self.encoded.get(2..2 + length)?).ok()?;
+        TopicName::new(text).ok()
+    }
 }
 
 /// One message in one subscription's queue.
@@ -63,11 +100,11 @@ impl Entry {
     }
 
     fn level(&self) -> usize {
-        usize::from(self.routed.message.priority.level())
+        usize::from(self.routed.priority)
     }
 
     fn needs_ack(&self) -> bool {
-        self.routed.message.delivery_mode.needs_ack()
+        self.routed.needs_ack
     }
 }
 
@@ -406,7 +443,7 @@ impl Outbox {
                 }
                 let Some(entry) = sub.pop_next() else { break };
                 self.pending_bytes -= entry.size();
-                if entry.routed.message.is_expired(now_ns) {
+                if entry.routed.is_expired(now_ns) {
                     drained.expired += 1;
                     drained.events.extend(failure_event(&entry, sub.options.key));
                     continue;
@@ -586,7 +623,7 @@ mod tests {
         message.delivery_mode = mode;
         let mut encoded = BytesMut::new();
         sift_proto::encode_message(&mut encoded, &message).expect("encodable");
-        Entry::new(Arc::new(Routed { message, encoded: encoded.freeze(), report: None }))
+        Entry::new(Arc::new(Routed::new(&message, encoded.freeze(), None)))
     }
 
     fn options(policy: QueuePolicy, capacity: u32, ack_mode: AckMode) -> QueueOptions {
@@ -605,6 +642,25 @@ mod tests {
             }
         }
         payloads
+    }
+
+    /// The payload of a routed message, decoded from its encoding.
+    fn payload_of(routed: &Routed) -> String {
+        let mut buf = BytesMut::new();
+        encode_deliver_prefix(&mut buf, 1, 0, 0, routed.encoded.len());
+        buf.extend_from_slice(&routed.encoded);
+        match sift_proto::Decoder::new(1 << 20).decode(&mut buf).expect("valid") {
+            Some(sift_proto::Frame::Deliver(deliver)) => {
+                String::from_utf8(deliver.message.payload.to_vec()).expect("utf8")
+            }
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_topic_reads_back_from_the_encoding() {
+        let routed = entry(4, DeliveryMode::BestEffort, "x").routed;
+        assert_eq!(routed.topic(), Some(TopicName::new("t").expect("valid")));
     }
 
     fn texts(payloads: Vec<(String, u64)>) -> Vec<String> {
@@ -721,11 +777,7 @@ mod tests {
             outbox.push(1, entry(4, DeliveryMode::Reliable, text));
         }
         drain_payloads(&mut outbox);
-        let left: Vec<String> = outbox
-            .remove_subscription(1)
-            .iter()
-            .map(|entry| String::from_utf8(entry.routed.message.payload.to_vec()).expect("utf8"))
-            .collect();
+        let left: Vec<String> = outbox.remove_subscription(1).iter().map(|entry| payload_of(&entry.routed)).collect();
         assert_eq!(left, ["a", "b", "c"]);
         assert_eq!(outbox.pending_bytes(), 0);
         assert_eq!(outbox.unacked_count(), 0);

@@ -139,7 +139,7 @@ impl Session {
         if !message.delivery_mode.needs_ack() {
             // Best-effort: nothing to wait for and nothing to report; stage
             // the copies and be done.
-            let routed = Arc::new(Routed { message, encoded: encoded.freeze(), report: None });
+            let routed = Arc::new(Routed::new(&message, encoded.freeze(), None));
             for target in &matches.plain {
                 self.stage(target.clone(), Entry::new(routed.clone()));
             }
@@ -158,7 +158,7 @@ impl Session {
                 report.expect(target.key, target.label.clone());
             }
         }
-        let routed = Arc::new(Routed { message, encoded: encoded.freeze(), report });
+        let routed = Arc::new(Routed::new(&message, encoded.freeze(), report));
         let parked = Parked {
             routed,
             matches,

@@ -260,11 +260,9 @@ async fn publish_share(
 ) -> Result<u64, CliError> {
     let mut confirms = std::collections::VecDeque::new();
     let topic = bench_topic();
-    let mut sent = 0u64;
     let mut arena = BytesMut::new();
-    for _ in 0..share {
-        let stamp = sent % THROUGHPUT_LATENCY_SAMPLE == 0;
-        sent += 1;
+    for sent in 0..share {
+        let stamp = sent.is_multiple_of(THROUGHPUT_LATENCY_SAMPLE);
         let message = bench_message(&mut arena, &topic, mode, size, epoch, stamp);
         if mode.needs_ack() {
             confirms.push_back(client.start_confirmed(message, PublishOptions::default()).await?);

@@ -160,6 +160,20 @@ pub fn error_frame(code: ErrorCode, reference: u64, fatal: bool, message: String
     Frame::Error(ErrorFrame { code, reference, fatal, message })
 }
 
+/// Applies what an ack, nack or timeout scan changed: wakes the writer,
+/// counts, and settles reports. Called after the outbox lock is released.
+pub fn apply_settled(conn: &ConnShared, stats: &crate::stats::Stats, settled: crate::outbox::Settled) {
+    if settled.wake_writer {
+        conn.writer_wake.notify_one();
+    }
+    add(&stats.redelivered, settled.requeued);
+    add(&stats.dropped_rejected, settled.rejected);
+    // A tag can be unknown for a good reason (its delivery timed out and was
+    // requeued), so unknown tags are counted, not refused.
+    add(&stats.unknown_delivery_tags, settled.unknown_tags);
+    apply_events(settled.events);
+}
+
 /// Applies report events collected under an outbox lock.
 pub fn apply_events(events: Vec<ReportEvent>) {
     for event in events {

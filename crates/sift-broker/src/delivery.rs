@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use sift_proto::ErrorCode;
 
-use crate::connection::{apply_events, error_frame, ConnShared};
-use crate::outbox::{failure_event, Entry, PushOutcome};
+use crate::connection::{error_frame, ConnShared};
+use crate::outbox::{Entry, PushOutcome};
 use crate::server::BrokerShared;
 use crate::stats::bump;
 use crate::subscription::SubRef;
@@ -64,12 +64,12 @@ fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushe
         PushOutcome::Queued { .. } => {}
         PushOutcome::Dropped(dropped) => {
             bump(&shared.stats.dropped_queue_full);
-            apply_events(failure_event(&dropped, target.key).into_iter().collect());
+            dropped.routed.report_lost(target.key);
         }
         PushOutcome::Evicted(evicted) => {
             bump(&shared.stats.dropped_keep_last);
             target.conn.writer_wake.notify_one();
-            apply_events(failure_event(&evicted, target.key).into_iter().collect());
+            evicted.routed.report_lost(target.key);
         }
         PushOutcome::Disconnect(dropped) => {
             let message = format!("subscription {} fell behind and its policy is disconnect", target.sub_id);
@@ -79,7 +79,7 @@ fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushe
             if target.conn.close(Some(error)) {
                 bump(&shared.stats.slow_consumer_disconnects);
             }
-            apply_events(failure_event(&dropped, target.key).into_iter().collect());
+            dropped.routed.report_lost(target.key);
         }
         PushOutcome::Gone(_) => return Pushed::Gone,
         PushOutcome::Full(_) => return Pushed::Full,
@@ -105,7 +105,7 @@ pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Ent
             _ => entry,
         };
         bump(&shared.stats.dropped_subscriber_gone);
-        apply_events(failure_event(&taken, departed.key).into_iter().collect());
+        taken.routed.report_lost(departed.key);
     }
 }
 

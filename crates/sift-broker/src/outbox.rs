@@ -70,6 +70,16 @@ impl Routed {
         self.expiry_ns != 0 && self.expiry_ns <= now_ns
     }
 
+    /// Tells the await=delivered report, if any, that subscription `key`
+    /// lost this message. Must not be called under an outbox lock (the
+    /// report may confirm to its publisher); under a lock, collect
+    /// [`failure_event`]s instead.
+    pub fn report_lost(&self, key: u64) {
+        if let Some(report) = &self.report {
+            report.failed(key);
+        }
+    }
+
     /// The topic, read back from the encoding (the first field). Used off
     /// the hot path, when a departing subscriber's messages are re-routed.
     pub fn topic(&self) -> Option<TopicName> {
@@ -307,11 +317,6 @@ impl Outbox {
     /// Stops accepting deliveries; what is queued may still be written.
     pub fn close(&mut self) {
         self.closed = true;
-    }
-
-    /// Number of subscriptions with a queue here.
-    pub fn subscription_count(&self) -> usize {
-        self.subs.len()
     }
 
     /// Deliveries queued for `sub_id` (not counting unacknowledged ones).
@@ -604,11 +609,6 @@ impl Outbox {
         entries.extend(queued);
         self.ready.retain(|ready| *ready != sub_id);
         entries
-    }
-
-    /// Subscription ids with a queue here.
-    pub fn subscription_ids(&self) -> Vec<u32> {
-        self.subs.keys().copied().collect()
     }
 }
 

@@ -21,7 +21,7 @@ use sift_proto::{
 
 use crate::connection::Session;
 use crate::delivery::{push_batch, push_to, Pushed};
-use crate::outbox::{failure_event, Entry, Routed};
+use crate::outbox::{Entry, Routed};
 use crate::report::DeliveryReport;
 use crate::subscription::SubRef;
 
@@ -79,9 +79,7 @@ impl Parked {
         let total = self.matches.plain.len() + self.group_picks.len();
         for index in self.next..total {
             if let Some(target) = self.target(index) {
-                if let Some(event) = failure_event(&Entry::new(self.routed.clone()), target.key) {
-                    event.apply();
-                }
+                self.routed.report_lost(target.key);
             }
         }
     }
@@ -235,9 +233,7 @@ impl Session {
             }
             _ => {
                 self.counters.subscriber_gone += 1;
-                if let Some(event) = failure_event(&Entry::new(parked.routed.clone()), gone.key) {
-                    event.apply();
-                }
+                parked.routed.report_lost(gone.key);
                 false
             }
         }

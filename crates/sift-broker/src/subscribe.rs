@@ -7,10 +7,9 @@ use std::sync::Arc;
 use sift_core::TopicFilter;
 use sift_proto::{subscribe_flags, ErrorCode, FilterKind, Frame, Subscribe};
 
-use crate::connection::{apply_events, Session};
+use crate::connection::{apply_settled, Session};
 use crate::delivery::hand_over;
 use crate::outbox::{CreditError, QueueOptions, Settled};
-use crate::stats::add;
 use crate::subscription::{SubRef, Subscription};
 
 impl Session {
@@ -156,16 +155,7 @@ impl Session {
     }
 
     fn settle(&self, settled: Settled) {
-        if settled.wake_writer {
-            self.conn.writer_wake.notify_one();
-        }
-        let stats = &self.shared.stats;
-        add(&stats.redelivered, settled.requeued);
-        add(&stats.dropped_rejected, settled.rejected);
-        // A tag can be unknown for a good reason (its delivery timed out and
-        // was requeued), so unknown tags are counted, not refused.
-        add(&stats.unknown_delivery_tags, settled.unknown_tags);
-        apply_events(settled.events);
+        apply_settled(&self.conn, &self.shared.stats, settled);
         // Acks free window space: wake publishers blocked on this connection.
         self.conn.space.notify_waiters();
     }

@@ -13,7 +13,7 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 
-use crate::connection::{apply_events, ConnShared};
+use crate::connection::{apply_events, apply_settled, ConnShared};
 use crate::publish::now_ns;
 use crate::server::BrokerShared;
 use crate::stats::add;
@@ -78,12 +78,6 @@ pub async fn redelivery_timer(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) 
             }
             outbox.requeue_expired(Instant::now(), ack_timeout, delivery.max_redeliveries)
         };
-        if settled.wake_writer {
-            conn.writer_wake.notify_one();
-        }
-        add(&shared.stats.redelivered, settled.requeued);
-        add(&shared.stats.dropped_rejected, settled.rejected);
-        add(&shared.stats.unknown_delivery_tags, settled.unknown_tags);
-        apply_events(settled.events);
+        apply_settled(&conn, &shared.stats, settled);
     }
 }

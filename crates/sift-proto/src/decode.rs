@@ -150,6 +150,21 @@ fn decode_body(type_code: u8, body: Bytes, recent: &mut Recent) -> Result<Frame,
 
 type FieldResult<T> = Result<T, (ErrorCode, String)>;
 
+/// When the next field of `body` is a str16 equal to `recent`, consumes it
+/// and returns true; otherwise leaves `body` as it was. The comparison is in
+/// place: a repeated string is neither copied nor validated again.
+fn skip_str16_equal_to(body: &mut Bytes, recent: &str) -> bool {
+    let chunk = body.chunk();
+    let field_len = 2 + recent.len();
+    let equal = chunk.len() >= field_len
+        && usize::from(u16::from_be_bytes([chunk[0], chunk[1]])) == recent.len()
+        && &chunk[2..field_len] == recent.as_bytes();
+    if equal {
+        body.advance(field_len);
+    }
+    equal
+}
+
 /// Bytes of a message between its topic and its publisher: priority, mode,
 /// hop count, flags, then id, sequence, timestamp and expiry.
 const MESSAGE_FIXED_BYTES: usize = 4 + 4 * 8;
@@ -410,40 +425,25 @@ impl Reader<'_> {
 
     /// The topic, shared with the previous message's when the bytes match.
     fn topic(&mut self) -> FieldResult<TopicName> {
-        let length = self.u16("topic")? as usize;
-        self.need("topic", length)?;
         if let Some(recent) = &self.recent.topic {
-            // Compared in place: no slice of the buffer is taken for a repeat.
-            if recent.as_str().as_bytes() == &self.body.chunk()[..length] {
-                let topic = recent.clone();
-                self.body.advance(length);
-                return Ok(topic);
+            if skip_str16_equal_to(&mut self.body, recent.as_str()) {
+                return Ok(recent.clone());
             }
         }
-        let bytes = self.body.split_to(length);
-        let text = std::str::from_utf8(&bytes)
-            .map_err(|error| (ErrorCode::Malformed, format!("topic: invalid UTF-8 at byte {}", error.valid_up_to())))?;
-        let topic = TopicName::new(text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
+        let text = self.str16("topic")?;
+        let topic = TopicName::new(&text).map_err(|error| (ErrorCode::InvalidTopic, error.to_string()))?;
         self.recent.topic = Some(topic.clone());
         Ok(topic)
     }
 
     /// The publisher, shared with the previous message's when the bytes match.
     fn publisher(&mut self) -> FieldResult<Arc<str>> {
-        let length = self.u16("publisher")? as usize;
-        self.need("publisher", length)?;
         if let Some(recent) = &self.recent.publisher {
-            if recent.as_bytes() == &self.body.chunk()[..length] {
-                let publisher = recent.clone();
-                self.body.advance(length);
-                return Ok(publisher);
+            if skip_str16_equal_to(&mut self.body, recent) {
+                return Ok(recent.clone());
             }
         }
-        let bytes = self.body.split_to(length);
-        let text = std::str::from_utf8(&bytes).map_err(|error| {
-            (ErrorCode::Malformed, format!("publisher: invalid UTF-8 at byte {}", error.valid_up_to()))
-        })?;
-        let publisher: Arc<str> = Arc::from(text);
+        let publisher: Arc<str> = Arc::from(self.str16("publisher")?);
         self.recent.publisher = Some(publisher.clone());
         Ok(publisher)
     }

@@ -370,6 +370,14 @@ pub struct Session {
     /// Publishes that arrived while one was parked, in arrival order.
     deferred: VecDeque<Frame>,
     deferred_bytes: usize,
+    /// Where published messages are encoded for delivery: each encoding is
+    /// split off a shared chunk, so that a message costs a reference count
+    /// rather than an allocation (and a free on another thread).
+    pub(crate) encode_arena: BytesMut,
+    /// The clock reading that stamps the messages of the current read, 0
+    /// until the first of them needs it: they arrived together, and one
+    /// reading per read keeps a clock call off each message.
+    pub(crate) read_time_ns: u64,
 }
 
 impl Session {
@@ -386,6 +394,8 @@ impl Session {
             staged: Vec::new(),
             deferred: VecDeque::new(),
             deferred_bytes: 0,
+            encode_arena: BytesMut::new(),
+            read_time_ns: 0,
         }
     }
 
@@ -399,6 +409,7 @@ impl Session {
         let read_size = self.shared.config.delivery.read_buffer_bytes;
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
+            self.read_time_ns = 0;
             let keep_going = self.process_frames(buf, decoder);
             self.flush_staged();
             self.counters.flush(&self.shared.stats);

@@ -13,10 +13,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use sift_core::{DeliveryMode, MatchResult};
+use bytes::{Bytes, BytesMut};
+use sift_core::{DeliveryMode, MatchResult, Message};
 use sift_proto::{
-    encode_message, encoded_deliver_len, publish_flags, Confirm, ConfirmStatus, ErrorCode, Frame, Publish,
+    encode_message, encoded_deliver_len, publish_flags, Confirm, ConfirmStatus, EncodeError, ErrorCode, Frame, Publish,
 };
 
 use crate::connection::Session;
@@ -31,6 +31,13 @@ pub fn now_ns() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
 }
+
+/// Bytes of each chunk that published messages are encoded into. A chunk
+/// is freed when the last delivery encoded in it is written or dropped.
+const ENCODE_ARENA_BYTES: usize = 64 * 1024;
+/// Room reserved per message beyond its topic, metadata and payload: the
+/// fixed fields, the publisher name and a few properties.
+const ENCODED_OVERHEAD_BYTES: usize = 128;
 
 /// Connections whose staging buffers a reader keeps between reads.
 const STAGED_CONNECTIONS_MAX: usize = 64;
@@ -91,9 +98,9 @@ impl Session {
         let Publish { request_id, flags, await_timeout_ms, message } = publish;
         let mut message = *message;
         let limits = &self.shared.config.limits;
-        if message.payload.len() > limits.max_payload_bytes as usize {
-            let text =
-                format!("payload is {} bytes; max_payload_bytes = {}", message.payload.len(), limits.max_payload_bytes);
+        let (max_payload_bytes, max_frame_bytes) = (limits.max_payload_bytes, limits.max_frame_bytes);
+        if message.payload.len() > max_payload_bytes as usize {
+            let text = format!("payload is {} bytes; max_payload_bytes = {max_payload_bytes}", message.payload.len());
             self.refuse(ErrorCode::PayloadTooLarge, request_id, text);
             return;
         }
@@ -110,7 +117,7 @@ impl Session {
         let wants_confirm = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
         message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
         message.publisher = self.conn.name.clone();
-        message.timestamp_ns = now_ns();
+        message.timestamp_ns = self.read_time();
         self.counters.published += 1;
 
         let matches = self.shared.router.matches(&message.topic, &mut self.cache, &mut self.counters);
@@ -122,22 +129,23 @@ impl Session {
             }
             return;
         }
-        let mut encoded = BytesMut::with_capacity(64 + message.topic.as_str().len() + message.payload.len());
-        if let Err(error) = encode_message(&mut encoded, &message) {
-            self.refuse(ErrorCode::InvalidField, request_id, error.to_string());
-            return;
-        }
+        let encoded = match self.encode_for_delivery(&message) {
+            Ok(encoded) => encoded,
+            Err(error) => {
+                self.refuse(ErrorCode::InvalidField, request_id, error.to_string());
+                return;
+            }
+        };
         let deliver_bytes = encoded_deliver_len(encoded.len());
-        if deliver_bytes > limits.max_frame_bytes as usize {
-            let text =
-                format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {}", limits.max_frame_bytes);
+        if deliver_bytes > max_frame_bytes as usize {
+            let text = format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {max_frame_bytes}");
             self.refuse(ErrorCode::FrameTooLarge, request_id, text);
             return;
         }
         if !message.delivery_mode.needs_ack() {
             // Best-effort: nothing to wait for and nothing to report; stage
             // the copies and be done.
-            let routed = Arc::new(Routed::new(&message, encoded.freeze(), None));
+            let routed = Arc::new(Routed::new(&message, encoded, None));
             for target in &matches.plain {
                 self.stage(target.clone(), Entry::new(routed.clone()));
             }
@@ -156,7 +164,7 @@ impl Session {
                 report.expect(target.key, target.label.clone());
             }
         }
-        let routed = Arc::new(Routed::new(&message, encoded.freeze(), report));
+        let routed = Arc::new(Routed::new(&message, encoded, report));
         let parked = Parked {
             routed,
             matches,
@@ -169,6 +177,29 @@ impl Session {
             await_timeout_ms,
         };
         self.continue_publish(parked);
+    }
+
+    /// The time that stamps messages of the current read.
+    fn read_time(&mut self) -> u64 {
+        if self.read_time_ns == 0 {
+            self.read_time_ns = now_ns();
+        }
+        self.read_time_ns
+    }
+
+    /// Encodes `message` once for all its deliveries, in the next slice of
+    /// the encode arena (a fresh chunk when the current one is full).
+    fn encode_for_delivery(&mut self, message: &Message) -> Result<Bytes, EncodeError> {
+        let metadata_len = message.metadata.as_ref().map_or(0, |metadata| metadata.len());
+        let needed = ENCODED_OVERHEAD_BYTES + message.topic.as_str().len() + metadata_len + message.payload.len();
+        if self.encode_arena.capacity() < needed {
+            self.encode_arena = BytesMut::with_capacity(ENCODE_ARENA_BYTES.max(needed));
+        }
+        if let Err(error) = encode_message(&mut self.encode_arena, message) {
+            self.encode_arena.clear();
+            return Err(error);
+        }
+        Ok(self.encode_arena.split().freeze())
     }
 
     /// One member of each matched queue group; each group takes turns among

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use sift_core::Message;
+use sift_core::{Message, TopicName};
 use sift_proto::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -22,6 +22,8 @@ use crate::ClientError;
 const REQUEST_ID_BASE: u64 = 1 << 32;
 /// Most tags in one `ACK` frame.
 const ACK_BATCH_MAX: usize = 1024;
+/// Most deliveries a new batch reserves room for up front.
+const STAGED_BATCH_CAPACITY_MAX: usize = 4096;
 /// First pause before a reconnect attempt.
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 
@@ -175,42 +177,60 @@ impl Client {
     /// The message is encoded before the future is built: a message is a
     /// few hundred bytes, and a future that held it would be copied around.
     pub fn publish(&self, message: Message) -> impl std::future::Future<Output = Result<(), ClientError>> + '_ {
-        let mut encoded = None;
-        let outcome = {
-            let mut state = self.lock();
-            if state.closed {
-                Err(ClientError::Closed)
-            } else {
-                state.next_sequence += 1;
-                let sequence = state.next_sequence;
-                if state.out.len() < self.inner.options.write_buffer_bytes_max {
-                    // The common case: room in the buffer, one lock.
-                    encode_publish_with_sequence(&mut state.out, &message, sequence)
-                } else {
-                    let mut frame = BytesMut::new();
-                    let result = encode_publish_with_sequence(&mut frame, &message, sequence);
-                    encoded = Some(frame);
-                    result
-                }
-            }
-        };
+        let queued = self.queue_publish(MessageRef::of(&message));
         drop(message);
-        if outcome.is_ok() && encoded.is_none() {
-            self.inner.writer_wake.notify_one();
+        self.finish_publish(queued)
+    }
+
+    /// Publishes `payload` on `topic` best-effort, with no properties and
+    /// default priority, without building a [`Message`]: the cheapest way
+    /// to publish at a high rate. The payload is copied into the send
+    /// buffer before this returns.
+    pub fn publish_payload(
+        &self,
+        topic: &TopicName,
+        payload: &[u8],
+    ) -> impl std::future::Future<Output = Result<(), ClientError>> + '_ {
+        let queued = self.queue_publish(MessageRef::payload_only(topic, payload));
+        self.finish_publish(queued)
+    }
+
+    /// Numbers and encodes a fire-and-forget publish into the send buffer,
+    /// or, when the buffer is over its bound, into a frame of its own that
+    /// [`Client::finish_publish`] appends once there is room.
+    fn queue_publish(&self, message: MessageRef<'_>) -> Result<Option<BytesMut>, ClientError> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
         }
-        async move {
-            outcome?;
-            let Some(frame) = encoded else { return Ok(()) };
-            self.wait_for_space().await?;
-            let mut state = self.lock();
-            if state.closed {
-                return Err(ClientError::Closed);
-            }
-            state.out.extend_from_slice(&frame);
+        state.next_sequence += 1;
+        let message = MessageRef { sequence: state.next_sequence, ..message };
+        let encode = |buf: &mut BytesMut| {
+            encode_publish_ref(buf, 0, 0, 0, message).map_err(|error| ClientError::Encode(error.to_string()))
+        };
+        if state.out.len() < self.inner.options.write_buffer_bytes_max {
+            // The common case: room in the buffer, one lock.
+            encode(&mut state.out)?;
             drop(state);
             self.inner.writer_wake.notify_one();
-            Ok(())
+            return Ok(None);
         }
+        let mut frame = BytesMut::new();
+        encode(&mut frame)?;
+        Ok(Some(frame))
+    }
+
+    async fn finish_publish(&self, queued: Result<Option<BytesMut>, ClientError>) -> Result<(), ClientError> {
+        let Some(frame) = queued? else { return Ok(()) };
+        self.wait_for_space().await?;
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        state.out.extend_from_slice(&frame);
+        drop(state);
+        self.inner.writer_wake.notify_one();
+        Ok(())
     }
 
     /// Publishes and waits for the broker's confirm: the matched count, "no
@@ -373,13 +393,6 @@ fn subscribe_frame(sub_id: u32, options: &SubscribeOptions) -> Subscribe {
         flags: if options.credit.is_some() { subscribe_flags::CREDIT_MODE } else { 0 },
         initial_credit: options.credit.unwrap_or(0),
     }
-}
-
-/// Encodes a fire-and-forget `PUBLISH` of `message` with the client's
-/// `sequence`, without cloning the message.
-fn encode_publish_with_sequence(buf: &mut BytesMut, message: &Message, sequence: u64) -> Result<(), ClientError> {
-    sift_proto::encode_publish_sequenced(buf, 0, 0, 0, message, sequence)
-        .map_err(|error| ClientError::Encode(error.to_string()))
 }
 
 /// Connects and runs the handshake.
@@ -547,10 +560,13 @@ impl Client {
         // Deliveries of one read, per subscription, handed over as batches:
         // one channel operation per read rather than per message.
         let mut staged: Vec<(u32, Vec<Delivery>)> = Vec::new();
+        // A batch starts as large as the largest of the previous read, so
+        // that a busy stream does not regrow (and copy) its batch each read.
+        let mut batch_capacity = 1;
         loop {
             loop {
                 match decoder.decode(&mut buf) {
-                    Ok(Some(Frame::Deliver(deliver))) => self.stage(&mut staged, deliver),
+                    Ok(Some(Frame::Deliver(deliver))) => self.stage(&mut staged, deliver, batch_capacity),
                     Ok(Some(frame)) => {
                         if !self.dispatch(frame).await {
                             return;
@@ -564,6 +580,8 @@ impl Client {
                     Err(error) => tracing::warn!(%error, "skipping a malformed frame from the broker"),
                 }
             }
+            batch_capacity =
+                staged.iter().map(|(_, batch)| batch.len()).max().unwrap_or(1).clamp(1, STAGED_BATCH_CAPACITY_MAX);
             self.hand_over(&mut staged).await;
             if buf.capacity() - buf.len() < 16 * 1024 {
                 buf.reserve(64 * 1024);
@@ -575,7 +593,7 @@ impl Client {
         }
     }
 
-    fn stage(&self, staged: &mut Vec<(u32, Vec<Delivery>)>, deliver: Deliver) {
+    fn stage(&self, staged: &mut Vec<(u32, Vec<Delivery>)>, deliver: Deliver, batch_capacity: usize) {
         let delivery = Delivery {
             message: deliver.message,
             sub_id: deliver.sub_id,
@@ -587,7 +605,11 @@ impl Client {
         };
         match staged.iter_mut().find(|(sub_id, _)| *sub_id == deliver.sub_id) {
             Some((_, batch)) => batch.push(delivery),
-            None => staged.push((deliver.sub_id, vec![delivery])),
+            None => {
+                let mut batch = Vec::with_capacity(batch_capacity);
+                batch.push(delivery);
+                staged.push((deliver.sub_id, batch));
+            }
         }
     }
 

@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use std::ops::Range;
+
 use bytes::{Buf, Bytes, BytesMut};
 use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
@@ -121,108 +123,182 @@ impl Decoder {
             buf.reserve(total - buf.len());
             return Ok(None);
         }
-        buf.advance(LENGTH_PREFIX_BYTES);
-        let mut body = buf.split_to(length as usize).freeze();
-        let type_code = body.get_u8();
-        decode_body(type_code, body, &mut self.recent).map(Some)
+        let type_code = buf[LENGTH_PREFIX_BYTES];
+        let parsed = decode_body(type_code, &buf[BODY_OFFSET..total], &mut self.recent);
+        match parsed {
+            Ok((mut frame, carved)) => {
+                carve(buf, total, carved, &mut frame);
+                Ok(Some(frame))
+            }
+            Err(error) => {
+                buf.advance(total);
+                Err(error)
+            }
+        }
     }
 }
 
+/// Where a frame's body starts in the buffer: after the length and the type.
+const BODY_OFFSET: usize = LENGTH_PREFIX_BYTES + 1;
+
+/// Takes the frame of `total` bytes off `buf`, moving its byte fields
+/// (metadata, payload) into the frame's message as shared slices of the
+/// buffer: one reference count each, no copy.
+fn carve(buf: &mut BytesMut, total: usize, carved: Carved, frame: &mut Frame) {
+    let mut consumed = 0;
+    let mut take = |range: Range<usize>| {
+        if range.is_empty() {
+            return Bytes::new();
+        }
+        buf.advance(BODY_OFFSET + range.start - consumed);
+        consumed = BODY_OFFSET + range.end;
+        buf.split_to(range.len()).freeze()
+    };
+    let metadata = carved.metadata.map(&mut take);
+    let payload = carved.payload.map(&mut take);
+    buf.advance(total - consumed);
+    let message = match frame {
+        Frame::Publish(publish) => &mut publish.message,
+        Frame::Deliver(deliver) => &mut deliver.message,
+        _ => return,
+    };
+    message.metadata = metadata;
+    if let Some(payload) = payload {
+        message.payload = payload;
+    }
+}
+
+/// Ranges (in the frame body) of the byte fields the parse found; they are
+/// cut out of the buffer once the whole frame is known to be valid.
+#[derive(Debug, Default)]
+struct Carved {
+    metadata: Option<Range<usize>>,
+    payload: Option<Range<usize>>,
+}
+
 /// Decodes one frame body (after the type byte).
-fn decode_body(type_code: u8, body: Bytes, recent: &mut Recent) -> Result<Frame, DecodeError> {
-    let mut reader = Reader { body, reference: 0, recent };
+fn decode_body(type_code: u8, body: &[u8], recent: &mut Recent) -> Result<(Frame, Carved), DecodeError> {
+    let mut reader = Reader { body, offset: 0, reference: 0, recent, carved: Carved::default() };
     let frame = reader.frame(type_code).map_err(|(code, detail)| DecodeError::Malformed {
         frame: frame_name(type_code),
         reference: reader.reference,
         code,
         detail,
     })?;
-    if reader.body.has_remaining() {
+    let left_over = reader.remaining();
+    if left_over > 0 {
         return Err(DecodeError::Malformed {
             frame: frame_name(type_code),
             reference: reader.reference,
             code: ErrorCode::Malformed,
-            detail: format!("{} bytes left over after the last field", reader.body.remaining()),
+            detail: format!("{left_over} bytes left over after the last field"),
         });
     }
-    Ok(frame)
+    Ok((frame, reader.carved))
 }
 
 type FieldResult<T> = Result<T, (ErrorCode, String)>;
 
-/// When the next field of `body` is a str16 equal to `recent`, consumes it
-/// and returns true; otherwise leaves `body` as it was. The comparison is in
-/// place: a repeated string is neither copied nor validated again.
-fn skip_str16_equal_to(body: &mut Bytes, recent: &str) -> bool {
-    let chunk = body.chunk();
+/// True when `chunk` starts with a str16 field equal to `recent`. The
+/// comparison is in place: a repeated string is neither copied nor
+/// validated again.
+fn starts_with_str16(chunk: &[u8], recent: &str) -> bool {
     let field_len = 2 + recent.len();
-    let equal = chunk.len() >= field_len
+    chunk.len() >= field_len
         && usize::from(u16::from_be_bytes([chunk[0], chunk[1]])) == recent.len()
-        && &chunk[2..field_len] == recent.as_bytes();
-    if equal {
-        body.advance(field_len);
-    }
-    equal
+        && &chunk[2..field_len] == recent.as_bytes()
 }
 
 /// Bytes of a message between its topic and its publisher: priority, mode,
 /// hop count, flags, then id, sequence, timestamp and expiry.
 const MESSAGE_FIXED_BYTES: usize = 4 + 4 * 8;
 
+/// The error for a field that runs past the end of the frame; out of line,
+/// so that the checks on the hot path stay small enough to inline.
+#[cold]
+fn short_field(field: &str, bytes: usize, left: usize) -> (ErrorCode, String) {
+    (ErrorCode::Malformed, format!("{field}: needs {bytes} bytes, only {left} left"))
+}
+
 fn malformed<T>(detail: String) -> FieldResult<T> {
     Err((ErrorCode::Malformed, detail))
 }
 
-/// Reads fields off a frame body, remembering the request or subscription id
-/// so that errors can refer to it.
-struct Reader<'recent> {
-    body: Bytes,
+/// Reads fields off a borrowed frame body, remembering the request or
+/// subscription id so that errors can refer to it.
+struct Reader<'frame, 'recent> {
+    body: &'frame [u8],
+    offset: usize,
     reference: u64,
     recent: &'recent mut Recent,
+    carved: Carved,
 }
 
-impl Reader<'_> {
+impl<'frame> Reader<'frame, '_> {
+    fn remaining(&self) -> usize {
+        self.body.len() - self.offset
+    }
+
+    #[inline]
     fn need(&self, field: &str, bytes: usize) -> FieldResult<()> {
-        if self.body.remaining() < bytes {
-            return malformed(format!("{field}: needs {bytes} bytes, only {} left", self.body.remaining()));
+        if self.remaining() < bytes {
+            return Err(short_field(field, bytes, self.remaining()));
         }
         Ok(())
     }
 
-    fn u8(&mut self, field: &str) -> FieldResult<u8> {
-        self.need(field, 1)?;
-        Ok(self.body.get_u8())
-    }
-
-    fn u16(&mut self, field: &str) -> FieldResult<u16> {
-        self.need(field, 2)?;
-        Ok(self.body.get_u16())
-    }
-
-    fn u32(&mut self, field: &str) -> FieldResult<u32> {
-        self.need(field, 4)?;
-        Ok(self.body.get_u32())
-    }
-
-    fn u64(&mut self, field: &str) -> FieldResult<u64> {
-        self.need(field, 8)?;
-        Ok(self.body.get_u64())
-    }
-
-    fn bytes(&mut self, field: &str, length: usize) -> FieldResult<Bytes> {
+    /// The next `length` bytes, borrowed from the frame.
+    #[inline]
+    fn bytes(&mut self, field: &str, length: usize) -> FieldResult<&'frame [u8]> {
         self.need(field, length)?;
-        Ok(self.body.split_to(length))
+        let start = self.offset;
+        self.offset += length;
+        Ok(&self.body[start..self.offset])
     }
 
-    fn bytes32(&mut self, field: &str) -> FieldResult<Bytes> {
+    #[inline]
+    fn array<const N: usize>(&mut self, field: &str) -> FieldResult<[u8; N]> {
+        let bytes = self.bytes(field, N)?;
+        let mut array = [0u8; N];
+        array.copy_from_slice(bytes);
+        Ok(array)
+    }
+
+    #[inline]
+    fn u8(&mut self, field: &str) -> FieldResult<u8> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    #[inline]
+    fn u16(&mut self, field: &str) -> FieldResult<u16> {
+        self.array(field).map(u16::from_be_bytes)
+    }
+
+    #[inline]
+    fn u32(&mut self, field: &str) -> FieldResult<u32> {
+        self.array(field).map(u32::from_be_bytes)
+    }
+
+    #[inline]
+    fn u64(&mut self, field: &str) -> FieldResult<u64> {
+        self.array(field).map(u64::from_be_bytes)
+    }
+
+    /// A u32-prefixed byte field, as the range it occupies in the body.
+    #[inline]
+    fn bytes32_range(&mut self, field: &str) -> FieldResult<Range<usize>> {
         let length = self.u32(field)? as usize;
-        self.bytes(field, length)
+        self.need(field, length)?;
+        let start = self.offset;
+        self.offset += length;
+        Ok(start..self.offset)
     }
 
-    fn utf8(field: &str, bytes: Bytes) -> FieldResult<String> {
-        String::from_utf8(bytes.to_vec()).map_err(|error| {
-            (ErrorCode::Malformed, format!("{field}: invalid UTF-8 at byte {}", error.utf8_error().valid_up_to()))
-        })
+    fn utf8(field: &str, bytes: &[u8]) -> FieldResult<String> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Ok(text.to_owned()),
+            Err(error) => malformed(format!("{field}: invalid UTF-8 at byte {}", error.valid_up_to())),
+        }
     }
 
     fn str16(&mut self, field: &str) -> FieldResult<String> {
@@ -232,7 +308,8 @@ impl Reader<'_> {
     }
 
     fn str32(&mut self, field: &str) -> FieldResult<String> {
-        let bytes = self.bytes32(field)?;
+        let length = self.u32(field)? as usize;
+        let bytes = self.bytes(field, length)?;
         Self::utf8(field, bytes)
     }
 
@@ -255,7 +332,7 @@ impl Reader<'_> {
             FLOW => Frame::Flow { sub_id: self.sub_id()?, credit: self.u32("credit")? },
             ERROR => Frame::Error(self.error()?),
             unknown => {
-                self.body.advance(self.body.remaining());
+                self.offset = self.body.len();
                 return Err((ErrorCode::UnexpectedFrame, format!("unknown frame type 0x{unknown:02x}")));
             }
         })
@@ -270,7 +347,7 @@ impl Reader<'_> {
     fn hello(&mut self) -> FieldResult<Hello> {
         let magic = self.bytes("magic", 4)?;
         if magic[..] != crate::MAGIC {
-            return malformed(format!("magic: expected \"SIFT\", got {:?}", &magic[..]));
+            return malformed(format!("magic: expected \"SIFT\", got {:?}", magic));
         }
         Ok(Hello {
             version_min: self.u16("version_min")?,
@@ -314,7 +391,7 @@ impl Reader<'_> {
         let matched = self.u32("matched")?;
         let acked = self.u32("acked")?;
         let count = self.u16("pending count")?;
-        let mut pending = Vec::with_capacity(usize::from(count).min(self.body.remaining() / 2));
+        let mut pending = Vec::with_capacity(usize::from(count).min(self.remaining() / 2));
         for _ in 0..count {
             pending.push(self.str16("pending subscriber")?);
         }
@@ -376,7 +453,10 @@ impl Reader<'_> {
     fn ack(&mut self) -> FieldResult<Frame> {
         let count = usize::from(self.u16("count")?);
         self.need("delivery_tags", count * 8)?;
-        let delivery_tags = (0..count).map(|_| self.body.get_u64()).collect();
+        let mut delivery_tags = Vec::with_capacity(count);
+        for _ in 0..count {
+            delivery_tags.push(self.u64("delivery_tag")?);
+        }
         Ok(Frame::Ack { delivery_tags })
     }
 
@@ -387,37 +467,38 @@ impl Reader<'_> {
         Ok(ErrorFrame { code, reference, fatal: self.u8("fatal")? != 0, message: self.str16("message")? })
     }
 
+    /// A message whose byte fields are left empty: their ranges go to
+    /// [`Carved`], to be cut out of the buffer by [`carve`].
     fn message(&mut self) -> FieldResult<Message> {
         let topic = self.topic()?;
         // The fixed part: four bytes and four u64s, checked once.
-        self.need("message header", MESSAGE_FIXED_BYTES)?;
-        let priority_level = self.body.get_u8();
-        let mode_code = self.body.get_u8();
-        let hop_count = self.body.get_u8();
-        let flags = self.body.get_u8();
-        let id = self.body.get_u64();
-        let sequence = self.body.get_u64();
-        let timestamp_ns = self.body.get_u64();
-        let expiry_ns = self.body.get_u64();
+        let fixed: [u8; MESSAGE_FIXED_BYTES] = self.array("message header")?;
+        let [priority_level, mode_code, hop_count, flags] = [fixed[0], fixed[1], fixed[2], fixed[3]];
+        let word = |index: usize| {
+            let start = 4 + index * 8;
+            u64::from_be_bytes(fixed[start..start + 8].try_into().unwrap_or([0; 8]))
+        };
         let priority = Priority::new(priority_level).map_err(|error| (ErrorCode::InvalidField, error.to_string()))?;
         let Some(delivery_mode) = DeliveryMode::from_code(mode_code) else {
             return Err((ErrorCode::InvalidField, format!("delivery_mode: unknown code {mode_code}")));
         };
         let publisher = self.publisher()?;
         let properties = self.properties()?;
-        let metadata = if flags & 0x01 != 0 { Some(self.bytes32("metadata")?) } else { None };
-        let payload = self.bytes32("payload")?;
+        if flags & 0x01 != 0 {
+            self.carved.metadata = Some(self.bytes32_range("metadata")?);
+        }
+        self.carved.payload = Some(self.bytes32_range("payload")?);
         Ok(Message {
             topic,
             properties,
-            metadata,
-            payload,
-            id,
+            metadata: None,
+            payload: Bytes::new(),
+            id: word(0),
             publisher,
-            sequence,
-            timestamp_ns,
+            sequence: word(1),
+            timestamp_ns: word(2),
             priority,
-            expiry_ns,
+            expiry_ns: word(3),
             delivery_mode,
             hop_count,
         })
@@ -426,7 +507,8 @@ impl Reader<'_> {
     /// The topic, shared with the previous message's when the bytes match.
     fn topic(&mut self) -> FieldResult<TopicName> {
         if let Some(recent) = &self.recent.topic {
-            if skip_str16_equal_to(&mut self.body, recent.as_str()) {
+            if starts_with_str16(&self.body[self.offset..], recent.as_str()) {
+                self.offset += 2 + recent.as_str().len();
                 return Ok(recent.clone());
             }
         }
@@ -439,7 +521,8 @@ impl Reader<'_> {
     /// The publisher, shared with the previous message's when the bytes match.
     fn publisher(&mut self) -> FieldResult<Arc<str>> {
         if let Some(recent) = &self.recent.publisher {
-            if skip_str16_equal_to(&mut self.body, recent) {
+            if starts_with_str16(&self.body[self.offset..], recent) {
+                self.offset += 2 + recent.len();
                 return Ok(recent.clone());
             }
         }
@@ -452,7 +535,7 @@ impl Reader<'_> {
         let count = usize::from(self.u16("property count")?);
         // Each property takes at least 4 bytes, so a small body cannot make us
         // reserve a large vector.
-        let mut properties = Vec::with_capacity(count.min(self.body.remaining() / 4));
+        let mut properties = Vec::with_capacity(count.min(self.remaining() / 4));
         for _ in 0..count {
             let name = self.str16("property name")?;
             let value = match self.u8("property type")? {

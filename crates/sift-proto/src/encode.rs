@@ -6,7 +6,7 @@
 //! subscriber behind a small per-delivery prefix ([`encode_deliver_prefix`]).
 
 use bytes::{BufMut, BytesMut};
-use sift_core::{Message, Value};
+use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
 use crate::frame::*;
 use crate::LENGTH_PREFIX_BYTES;
@@ -70,41 +70,117 @@ pub(crate) mod value_type {
     pub const STR: u8 = 3;
 }
 
+/// A message's fields, borrowed: what the encoder needs, so that a caller
+/// can encode a message without building (and later dropping) a [`Message`].
+#[derive(Debug, Clone, Copy)]
+pub struct MessageRef<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// Typed properties.
+    pub properties: &'a [(String, Value)],
+    /// XML metadata, if any.
+    pub metadata: Option<&'a [u8]>,
+    /// The payload.
+    pub payload: &'a [u8],
+    /// Broker-assigned id (0 from clients).
+    pub id: u64,
+    /// Publisher name (empty from clients: the broker stamps it).
+    pub publisher: &'a str,
+    /// Per-publisher sequence number.
+    pub sequence: u64,
+    /// Broker time of publication in nanoseconds (0 from clients).
+    pub timestamp_ns: u64,
+    /// Priority 0-9.
+    pub priority: Priority,
+    /// Expiry in nanoseconds since the epoch, 0 for none.
+    pub expiry_ns: u64,
+    /// Delivery mode.
+    pub delivery_mode: DeliveryMode,
+    /// Broker hops so far.
+    pub hop_count: u8,
+}
+
+impl<'a> MessageRef<'a> {
+    /// Borrows every field of `message`.
+    pub fn of(message: &'a Message) -> MessageRef<'a> {
+        MessageRef {
+            topic: message.topic.as_str(),
+            properties: &message.properties,
+            metadata: message.metadata.as_deref(),
+            payload: &message.payload,
+            id: message.id,
+            publisher: &message.publisher,
+            sequence: message.sequence,
+            timestamp_ns: message.timestamp_ns,
+            priority: message.priority,
+            expiry_ns: message.expiry_ns,
+            delivery_mode: message.delivery_mode,
+            hop_count: message.hop_count,
+        }
+    }
+
+    /// A best-effort message of default priority with only a topic and a
+    /// payload: what a high-rate publisher sends most.
+    pub fn payload_only(topic: &'a TopicName, payload: &'a [u8]) -> MessageRef<'a> {
+        MessageRef {
+            topic: topic.as_str(),
+            properties: &[],
+            metadata: None,
+            payload,
+            id: 0,
+            publisher: "",
+            sequence: 0,
+            timestamp_ns: 0,
+            priority: Priority::default(),
+            expiry_ns: 0,
+            delivery_mode: DeliveryMode::BestEffort,
+            hop_count: 0,
+        }
+    }
+}
+
 /// Appends the encoding of `message` (the layout shared by `PUBLISH` and
 /// `DELIVER`; see `docs/PROTOCOL.md`).
 pub fn encode_message(buf: &mut BytesMut, message: &Message) -> Result<(), EncodeError> {
-    encode_message_sequenced(buf, message, message.sequence)
+    encode_message_ref(buf, MessageRef::of(message))
 }
 
-/// [`encode_message`] with `sequence` in place of the message's own.
-fn encode_message_sequenced(buf: &mut BytesMut, message: &Message, sequence: u64) -> Result<(), EncodeError> {
-    let topic = message.topic.as_str();
-    let metadata_len = message.metadata.as_ref().map_or(0, |metadata| 4 + metadata.len());
+/// [`encode_message`] of borrowed fields.
+fn encode_message_ref(buf: &mut BytesMut, message: MessageRef<'_>) -> Result<(), EncodeError> {
+    let metadata_len = message.metadata.map_or(0, |metadata| 4 + metadata.len());
     // One reservation for the common case (no properties), so that the puts
     // below do not each check for room.
     buf.reserve(
-        2 + topic.len() + FIXED_BYTES + 2 + message.publisher.len() + 2 + metadata_len + 4 + message.payload.len(),
+        2 + message.topic.len()
+            + FIXED_BYTES
+            + 2
+            + message.publisher.len()
+            + 2
+            + metadata_len
+            + 4
+            + message.payload.len(),
     );
-    put_str16(buf, "topic", topic)?;
+    put_str16(buf, "topic", message.topic)?;
     let mut fixed = [0u8; FIXED_BYTES];
     fixed[0] = message.priority.level();
     fixed[1] = message.delivery_mode.code();
     fixed[2] = message.hop_count;
     fixed[3] = u8::from(message.metadata.is_some());
-    for (index, value) in [message.id, sequence, message.timestamp_ns, message.expiry_ns].into_iter().enumerate() {
+    let words = [message.id, message.sequence, message.timestamp_ns, message.expiry_ns];
+    for (index, value) in words.into_iter().enumerate() {
         fixed[4 + index * 8..12 + index * 8].copy_from_slice(&value.to_be_bytes());
     }
     buf.extend_from_slice(&fixed);
-    put_str16(buf, "publisher", &message.publisher)?;
+    put_str16(buf, "publisher", message.publisher)?;
     buf.put_u16(count16("properties", message.properties.len())?);
-    for (name, value) in &message.properties {
+    for (name, value) in message.properties {
         put_str16(buf, "property name", name)?;
         put_value(buf, value)?;
     }
-    if let Some(metadata) = &message.metadata {
+    if let Some(metadata) = message.metadata {
         put_bytes32(buf, "metadata", metadata)?;
     }
-    put_bytes32(buf, "payload", &message.payload)
+    put_bytes32(buf, "payload", message.payload)
 }
 
 /// Bytes of the fixed part of a message: priority, mode, hop count, flags,
@@ -171,11 +247,22 @@ pub fn encode_publish_sequenced(
     message: &Message,
     sequence: u64,
 ) -> Result<(), EncodeError> {
+    encode_publish_ref(buf, request_id, flags, await_timeout_ms, MessageRef { sequence, ..MessageRef::of(message) })
+}
+
+/// Appends a `PUBLISH` frame for borrowed message fields.
+pub fn encode_publish_ref(
+    buf: &mut BytesMut,
+    request_id: u64,
+    flags: u8,
+    await_timeout_ms: u32,
+    message: MessageRef<'_>,
+) -> Result<(), EncodeError> {
     framed(buf, frame_type::PUBLISH, |buf| {
         buf.put_u64(request_id);
         buf.put_u8(flags);
         buf.put_u32(await_timeout_ms);
-        encode_message_sequenced(buf, message, sequence)
+        encode_message_ref(buf, message)
     })
 }
 

@@ -17,7 +17,8 @@ mod frame;
 
 pub use decode::{DecodeError, Decoder};
 pub use encode::{
-    encode_deliver_prefix, encode_message, encode_publish, encode_publish_sequenced, encoded_deliver_len,
+    encode_deliver_prefix, encode_message, encode_publish, encode_publish_ref, encode_publish_sequenced,
+    encoded_deliver_len, EncodeError, MessageRef,
 };
 pub use error_code::ErrorCode;
 pub use frame::*;

@@ -125,3 +125,33 @@ async fn properties_metadata_and_binary_payloads_arrive_intact() {
     assert!(got.id != 0 && got.timestamp_ns != 0, "the broker stamps id and timestamp");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn payload_only_publishes_arrive_stamped_and_in_order() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let mut subscription = subscriber.subscribe(SubscribeOptions::new("fast.>")).await.expect("subscribe");
+    let publisher = client(&broker, "fast-pub").await;
+    let topic = sift_core::TopicName::new("fast.lane").expect("valid topic");
+    // Mixed with ordinary publishes: both kinds share one sequence.
+    for index in 0..100 {
+        if index % 2 == 0 {
+            publisher.publish_payload(&topic, format!("{index}").as_bytes()).await.expect("publish_payload");
+        } else {
+            publisher.publish(message("fast.lane", &format!("{index}"))).await.expect("publish");
+        }
+    }
+    publisher.ping().await.expect("ping");
+    let expected: Vec<String> = (0..100).map(|index| index.to_string()).collect();
+    let mut sequences = Vec::new();
+    for text_expected in &expected {
+        let delivery = next(&mut subscription).await;
+        assert_eq!(&text(&delivery), text_expected);
+        assert_eq!(delivery.message.topic.as_str(), "fast.lane");
+        assert_eq!(&*delivery.message.publisher, "fast-pub");
+        assert!(delivery.message.timestamp_ns > 0, "the broker stamps the time");
+        sequences.push(delivery.message.sequence);
+    }
+    assert!(sequences.windows(2).all(|pair| pair[0] < pair[1]), "sequence numbers rise: {sequences:?}");
+    broker.shutdown().await;
+}

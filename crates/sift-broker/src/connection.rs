@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use sift_core::MatchCache;
+use sift_filter::IndexScratch;
 use sift_proto::{Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
@@ -24,6 +25,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::outbox::{Outbox, ReportEvent};
 use crate::publish::Parked;
+use crate::router::Route;
 use crate::server::BrokerShared;
 use crate::stats::{add, bump};
 use crate::subscription::SubRef;
@@ -359,7 +361,9 @@ pub struct Session {
     pub(crate) conn: Arc<ConnShared>,
     pub(crate) shared: Arc<BrokerShared>,
     pub(crate) subscriptions: HashMap<u32, SubRef>,
-    pub(crate) cache: MatchCache<SubRef>,
+    pub(crate) cache: MatchCache<Route>,
+    /// Per-message working space of the content index.
+    pub(crate) index_scratch: IndexScratch,
     pub(crate) counters: LocalCounters,
     /// Round-robin turn of each queue group this connection published to.
     pub(crate) group_turns: HashMap<Arc<str>, usize>,
@@ -388,6 +392,7 @@ impl Session {
             shared,
             subscriptions: HashMap::new(),
             cache,
+            index_scratch: IndexScratch::default(),
             counters: LocalCounters::default(),
             group_turns: HashMap::new(),
             parked: None,

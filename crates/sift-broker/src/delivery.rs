@@ -109,17 +109,25 @@ pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Ent
     }
 }
 
-/// Gives `entry` to a live member of `group` that matches its topic.
+/// Gives `entry` to a live member of `group` that matches its topic and
+/// whose content filter, if any, passes it.
 fn take_over(shared: &BrokerShared, departed: &SubRef, group: &str, entry: Entry, cursor: usize) -> Result<(), Entry> {
     let Some(topic) = entry.routed.topic() else { return Err(entry) };
     let matches = shared.router.matches_uncached(&topic);
     let Some((_, members)) = matches.groups.iter().find(|(name, _)| &**name == group) else {
         return Err(entry);
     };
+    // Members with content filters take only what passes them; the message
+    // is decoded back from its encoding for that (a rare path).
+    let filtered = members.iter().any(|member| member.content.is_some());
+    let message = if filtered { sift_proto::decode_message(&entry.routed.encoded).ok() } else { None };
     let mut entry = entry;
     for offset in 0..members.len() {
         let member = &members[(cursor + offset) % members.len()];
         if member.key == departed.key || member.conn.is_closing() {
+            continue;
+        }
+        if member.content.is_some() && !message.as_ref().is_some_and(|message| member.accepts(message)) {
             continue;
         }
         // Rename the owed ack before the push: the new member may ack at once.

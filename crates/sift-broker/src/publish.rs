@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sift_core::{DeliveryMode, MatchResult, Message};
+use sift_filter::XmlDocument;
 use sift_proto::{
     encode_message, encoded_deliver_len, publish_flags, Confirm, ConfirmStatus, EncodeError, ErrorCode, Frame, Publish,
 };
@@ -30,6 +31,18 @@ pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Metadata, when present, must be a well-formed XML document: XPath
+/// subscriptions are matched against it, and a publisher learns at once that
+/// it sent something no XPath filter could read.
+fn check_metadata(message: &Message) -> Result<(), String> {
+    match &message.metadata {
+        Some(metadata) => XmlDocument::parse(metadata)
+            .map(|_| ())
+            .map_err(|error| format!("metadata is not a well-formed XML document: {error}")),
+        None => Ok(()),
+    }
 }
 
 /// Bytes of each chunk that published messages are encoded into. A chunk
@@ -109,6 +122,10 @@ impl Session {
             self.refuse(ErrorCode::Unsupported, request_id, text);
             return;
         }
+        if let Err(error) = check_metadata(&message) {
+            self.refuse(ErrorCode::InvalidField, request_id, error);
+            return;
+        }
         let await_delivered = flags & publish_flags::AWAIT_DELIVERED != 0;
         if await_delivered {
             // Waiting for acknowledgements only makes sense for messages that get them.
@@ -120,7 +137,12 @@ impl Session {
         message.timestamp_ns = self.read_time();
         self.counters.published += 1;
 
-        let matches = self.shared.router.matches(&message.topic, &mut self.cache, &mut self.counters);
+        let route = self.shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
+        let matches = if route.is_topic_only() {
+            route.matches.clone()
+        } else {
+            Arc::new(self.shared.router.select(&route, &message, &mut self.index_scratch))
+        };
         let matched = (matches.plain.len() + matches.groups.len()) as u32;
         if matched == 0 {
             self.counters.unmatched += 1;

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sift_core::TopicFilter;
+use sift_filter::{ContentFilter, FilterLanguage};
 use sift_proto::{subscribe_flags, ErrorCode, FilterKind, Frame, Subscribe};
 
 use crate::connection::{apply_settled, Session};
@@ -12,13 +13,34 @@ use crate::delivery::hand_over;
 use crate::outbox::{CreditError, QueueOptions, Settled};
 use crate::subscription::{SubRef, Subscription};
 
+/// A subscribe request that passed every check: its topic filter, its
+/// parsed content filter and its queue options.
+type Checked = (TopicFilter, Option<Arc<ContentFilter>>, QueueOptions);
+
+/// Parses the content filter of a subscribe request. A filter that does not
+/// parse is refused with its language, the byte position and what was
+/// expected there.
+fn parse_content_filter(kind: FilterKind, text: &str) -> Result<Option<Arc<ContentFilter>>, (ErrorCode, String)> {
+    let language = match kind {
+        FilterKind::None => return Ok(None),
+        FilterKind::Tags => FilterLanguage::Tags,
+        FilterKind::Sql => FilterLanguage::Sql,
+        FilterKind::Xpath => FilterLanguage::Xpath,
+        FilterKind::Regex => FilterLanguage::Regex,
+    };
+    match ContentFilter::parse(language, text) {
+        Ok(filter) => Ok(Some(Arc::new(filter))),
+        Err(error) => Err((ErrorCode::InvalidFilter, format!("content filter: {error}"))),
+    }
+}
+
 impl Session {
     /// Opens a subscription after checking every limit; answers `SUBSCRIBED`.
     pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
         let sub_id = request.sub_id;
         let reference = u64::from(sub_id);
         match self.check_subscribe(&request) {
-            Ok((topic_filter, options)) => {
+            Ok((topic_filter, content, options)) => {
                 let group = (!request.queue_group.is_empty()).then(|| Arc::from(request.queue_group.as_str()));
                 let subscription = SubRef(Arc::new(Subscription {
                     key: options.key,
@@ -26,6 +48,7 @@ impl Session {
                     conn: self.conn.clone(),
                     topic_filter,
                     group,
+                    content,
                     ack_mode: request.ack_mode,
                     policy: options.policy,
                     label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
@@ -43,7 +66,7 @@ impl Session {
         true
     }
 
-    fn check_subscribe(&self, request: &Subscribe) -> Result<(TopicFilter, QueueOptions), (ErrorCode, String)> {
+    fn check_subscribe(&self, request: &Subscribe) -> Result<Checked, (ErrorCode, String)> {
         let limits = &self.shared.config.limits;
         let delivery = &self.shared.config.delivery;
         if self.subscriptions.contains_key(&request.sub_id) {
@@ -63,11 +86,7 @@ impl Session {
         }
         let topic_filter = TopicFilter::new(request.topic_filter.as_str())
             .map_err(|error| (ErrorCode::InvalidTopic, format!("topic filter: {error}")))?;
-        if request.filter_kind != FilterKind::None {
-            let message =
-                format!("{} content filters are not supported by this broker yet", request.filter_kind.name());
-            return Err((ErrorCode::Unsupported, message));
-        }
+        let content = parse_content_filter(request.filter_kind, &request.filter)?;
         if request.queue_capacity > delivery.queue_capacity_max {
             let message = format!(
                 "queue_capacity {} exceeds queue_capacity_max = {}",
@@ -90,7 +109,7 @@ impl Session {
             max_unacked: non_zero(request.max_unacked, delivery.max_unacked_default),
             credit: credit_mode.then_some(u64::from(request.initial_credit)),
         };
-        Ok((topic_filter, options))
+        Ok((topic_filter, content, options))
     }
 
     /// Closes a subscription; its pending messages go to another member of

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use sift_core::TopicFilter;
+use sift_core::{Message, TopicFilter};
+use sift_filter::ContentFilter;
 use sift_proto::{AckMode, QueuePolicy};
 
 use crate::connection::ConnShared;
@@ -21,6 +22,8 @@ pub struct Subscription {
     pub topic_filter: TopicFilter,
     /// Its queue group, if any.
     pub group: Option<Arc<str>>,
+    /// Its content filter, if any.
+    pub content: Option<Arc<ContentFilter>>,
     /// How it acknowledges.
     pub ack_mode: AckMode,
     /// What its full queue does.
@@ -29,14 +32,29 @@ pub struct Subscription {
     pub label: String,
 }
 
-/// A cheap handle to a [`Subscription`], compared by key. This is what the
-/// subject trie stores.
+impl Subscription {
+    /// True when `message` passes the content filter (or there is none).
+    pub fn accepts(&self, message: &Message) -> bool {
+        self.content.as_ref().is_none_or(|filter| filter.matches(message))
+    }
+}
+
+/// A cheap handle to a [`Subscription`], compared and hashed by key. This is
+/// what the subject trie and the content index store.
 #[derive(Debug, Clone)]
 pub struct SubRef(pub Arc<Subscription>);
 
 impl PartialEq for SubRef {
     fn eq(&self, other: &Self) -> bool {
         self.0.key == other.0.key
+    }
+}
+
+impl Eq for SubRef {}
+
+impl std::hash::Hash for SubRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.key.hash(state);
     }
 }
 

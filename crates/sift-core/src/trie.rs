@@ -230,16 +230,18 @@ impl<T: Clone + PartialEq> SubjectTrie<T> {
     }
 }
 
-/// Recent match results for one reader, valid for one trie generation.
+/// Recent match results for one reader, valid for one trie generation. The
+/// cached value `V` is whatever the reader derives from a match (a
+/// [`MatchResult`], or a richer route built from one).
 ///
 /// Bounded by `capacity` entries; when full, a quarter of the entries are
 /// evicted (in hash order, which is as good as random here) so that a burst of
 /// distinct topics cannot grow it without limit.
 #[derive(Debug)]
-pub struct MatchCache<T> {
+pub struct MatchCache<V> {
     /// Keyed with FxHash: topics are short and the cache is private to one
     /// reader, so a fast non-keyed hash is the right trade.
-    entries: HashMap<String, Arc<MatchResult<T>>, rustc_hash::FxBuildHasher>,
+    entries: HashMap<String, Arc<V>, rustc_hash::FxBuildHasher>,
     generation: u64,
     capacity: usize,
     /// Lookups answered from the cache.
@@ -248,7 +250,7 @@ pub struct MatchCache<T> {
     pub misses: u64,
 }
 
-impl<T> MatchCache<T> {
+impl<V> MatchCache<V> {
     /// An empty cache holding at most `capacity` topics (at least one).
     pub fn new(capacity: usize) -> Self {
         MatchCache {
@@ -261,7 +263,7 @@ impl<T> MatchCache<T> {
     }
 
     /// The cached result for `topic`, if it was computed at `generation`.
-    pub fn get(&mut self, topic: &str, generation: u64) -> Option<Arc<MatchResult<T>>> {
+    pub fn get(&mut self, topic: &str, generation: u64) -> Option<Arc<V>> {
         if generation != self.generation {
             self.entries.clear();
             self.generation = generation;
@@ -276,7 +278,7 @@ impl<T> MatchCache<T> {
     }
 
     /// Stores the result for `topic` computed at `generation`.
-    pub fn insert(&mut self, topic: &str, generation: u64, result: Arc<MatchResult<T>>) {
+    pub fn insert(&mut self, topic: &str, generation: u64, result: Arc<V>) {
         if generation != self.generation {
             self.entries.clear();
             self.generation = generation;
@@ -366,7 +368,7 @@ mod tests {
 
     #[test]
     fn cache_drops_results_of_old_generations_and_stays_bounded() {
-        let mut cache: MatchCache<u32> = MatchCache::new(4);
+        let mut cache: MatchCache<MatchResult<u32>> = MatchCache::new(4);
         let result = Arc::new(MatchResult { plain: vec![1], groups: Vec::new() });
         cache.insert("a", 1, result.clone());
         assert_eq!(cache.get("a", 1), Some(result));

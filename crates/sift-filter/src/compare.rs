@@ -151,7 +151,7 @@ pub(crate) fn compare(left: &Scalar<'_>, right: &Scalar<'_>) -> Comparison {
 /// float would round integers above 2^53, making for example
 /// `9007199254740993 = 9007199254740992.0` true; comparing the float's whole
 /// part as an integer and then its fraction avoids that.
-fn compare_int_float(int: i64, float: f64) -> Option<Ordering> {
+pub(crate) fn compare_int_float(int: i64, float: f64) -> Option<Ordering> {
     // 2^63 is exactly representable, and every float at or above it (or below
     // -2^63) lies outside the range of i64, infinities included.
     const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;

@@ -48,6 +48,18 @@ pub enum FilterError {
         /// The nesting limit.
         limit: usize,
     },
+    /// The text is refused by the language's own compiler, such as a
+    /// regular expression that does not parse or compiles too big.
+    #[error("{language}: {}{problem}", at_byte(*position))]
+    Invalid {
+        /// The language being parsed.
+        language: FilterLanguage,
+        /// Byte offset of the problem, when it is at one place; `None` when it
+        /// concerns the filter as a whole (a size limit, say).
+        position: Option<usize>,
+        /// What is wrong, in words.
+        problem: String,
+    },
 }
 
 impl FilterError {
@@ -56,18 +68,26 @@ impl FilterError {
         match self {
             FilterError::Unexpected { language, .. }
             | FilterError::NumberOutOfRange { language, .. }
-            | FilterError::TooDeep { language, .. } => *language,
+            | FilterError::TooDeep { language, .. }
+            | FilterError::Invalid { language, .. } => *language,
         }
     }
 
-    /// The 0-based byte offset into the text where the problem was found.
+    /// The 0-based byte offset into the text where the problem was found;
+    /// 0 when the problem concerns the filter as a whole.
     pub fn position(&self) -> usize {
         match self {
             FilterError::Unexpected { position, .. }
             | FilterError::NumberOutOfRange { position, .. }
             | FilterError::TooDeep { position, .. } => *position,
+            FilterError::Invalid { position, .. } => position.unwrap_or(0),
         }
     }
+}
+
+/// `at byte N: ` for a problem at a known place, nothing otherwise.
+fn at_byte(position: Option<usize>) -> String {
+    position.map(|position| format!("at byte {position}: ")).unwrap_or_default()
 }
 
 /// A piece of filter text in backquotes for an error message, shortened to

@@ -9,6 +9,10 @@ pub enum FilterLanguage {
     Tags,
     /// Jakarta Messaging (JMS 2.0) message selectors.
     Sql,
+    /// A regular expression over the message topic.
+    Regex,
+    /// XPath 1.0 over the message's XML metadata document.
+    Xpath,
 }
 
 impl FilterLanguage {
@@ -17,6 +21,8 @@ impl FilterLanguage {
         match self {
             FilterLanguage::Tags => "tags",
             FilterLanguage::Sql => "sql",
+            FilterLanguage::Regex => "regex",
+            FilterLanguage::Xpath => "xpath",
         }
     }
 }
@@ -29,7 +35,7 @@ impl std::fmt::Display for FilterLanguage {
 
 /// The name given is not one of the known filter languages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown filter language {0:?}: expected tags or sql")]
+#[error("unknown filter language {0:?}: expected tags, sql, regex or xpath")]
 pub struct UnknownLanguage(pub String);
 
 impl std::str::FromStr for FilterLanguage {
@@ -41,6 +47,10 @@ impl std::str::FromStr for FilterLanguage {
             Ok(FilterLanguage::Tags)
         } else if text.eq_ignore_ascii_case("sql") {
             Ok(FilterLanguage::Sql)
+        } else if text.eq_ignore_ascii_case("regex") {
+            Ok(FilterLanguage::Regex)
+        } else if text.eq_ignore_ascii_case("xpath") {
+            Ok(FilterLanguage::Xpath)
         } else {
             Err(UnknownLanguage(text.to_string()))
         }
@@ -53,11 +63,11 @@ mod tests {
 
     #[test]
     fn names_round_trip_through_from_str() {
-        for language in [FilterLanguage::Tags, FilterLanguage::Sql] {
+        for language in [FilterLanguage::Tags, FilterLanguage::Sql, FilterLanguage::Regex, FilterLanguage::Xpath] {
             assert_eq!(language.name().parse::<FilterLanguage>(), Ok(language));
             assert_eq!(language.to_string(), language.name());
         }
         assert_eq!("SQL".parse::<FilterLanguage>(), Ok(FilterLanguage::Sql));
-        assert_eq!("xpath".parse::<FilterLanguage>(), Err(UnknownLanguage("xpath".to_string())));
+        assert_eq!("xquery".parse::<FilterLanguage>(), Err(UnknownLanguage("xquery".to_string())));
     }
 }

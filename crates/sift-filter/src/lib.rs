@@ -5,6 +5,12 @@
 //!   for simple subscriptions (`sym="IBM",price>100`).
 //! - [`sql`]: Jakarta Messaging (JMS 2.0) message selectors, with SQL
 //!   three-valued logic (`sym IN ('IBM','HP') AND price BETWEEN 100 AND 200`).
+//! - [`regex_filter`]: a regular expression over the topic (`^orders\.(eu|us)\.`).
+//! - [`xpath`]: XPath 1.0 over the XML metadata document
+//!   (`/metadata/ATO[nickname='KTJR']`), matched many at a time by [`XPathSet`].
+//!
+//! [`index::ContentIndex`] finds, among many subscriptions, those whose
+//! filter passes a message, at a cost that grows with what matches.
 //!
 //! Parsing reports malformed filters with the byte position and what was
 //! expected ([`FilterError`]); matching never fails. The crate does no I/O,
@@ -12,17 +18,23 @@
 
 mod compare;
 mod error;
+pub mod index;
 mod language;
+pub mod regex_filter;
 pub mod sql;
 pub mod tags;
+pub mod xpath;
 
 use sift_core::Message;
 
 pub use compare::ComparisonOp;
 pub use error::FilterError;
+pub use index::{ContentIndex, IndexScratch};
 pub use language::{FilterLanguage, UnknownLanguage};
+pub use regex_filter::RegexFilter;
 pub use sql::{SqlFilter, Truth};
 pub use tags::{TagFilter, TagPredicate};
+pub use xpath::{XPathFilter, XPathScratch, XPathSet, XmlDocument, XmlError};
 
 /// A parsed content filter in one of the supported languages.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +43,10 @@ pub enum ContentFilter {
     Tags(TagFilter),
     /// A SQL (JMS) selector.
     Sql(SqlFilter),
+    /// A regular expression over the topic.
+    Regex(RegexFilter),
+    /// An XPath 1.0 expression over the XML metadata.
+    Xpath(XPathFilter),
 }
 
 impl ContentFilter {
@@ -39,6 +55,8 @@ impl ContentFilter {
         match language {
             FilterLanguage::Tags => TagFilter::parse(text).map(ContentFilter::Tags),
             FilterLanguage::Sql => SqlFilter::parse(text).map(ContentFilter::Sql),
+            FilterLanguage::Regex => RegexFilter::parse(text).map(ContentFilter::Regex),
+            FilterLanguage::Xpath => XPathFilter::parse(text).map(ContentFilter::Xpath),
         }
     }
 
@@ -47,6 +65,8 @@ impl ContentFilter {
         match self {
             ContentFilter::Tags(_) => FilterLanguage::Tags,
             ContentFilter::Sql(_) => FilterLanguage::Sql,
+            ContentFilter::Regex(_) => FilterLanguage::Regex,
+            ContentFilter::Xpath(_) => FilterLanguage::Xpath,
         }
     }
 
@@ -55,6 +75,8 @@ impl ContentFilter {
         match self {
             ContentFilter::Tags(filter) => filter.matches(message),
             ContentFilter::Sql(filter) => filter.matches(message),
+            ContentFilter::Regex(filter) => filter.matches(message),
+            ContentFilter::Xpath(filter) => filter.matches(message),
         }
     }
 }
@@ -66,6 +88,8 @@ impl std::fmt::Display for ContentFilter {
         match self {
             ContentFilter::Tags(filter) => write!(formatter, "{filter}"),
             ContentFilter::Sql(filter) => write!(formatter, "{filter}"),
+            ContentFilter::Regex(filter) => write!(formatter, "{filter}"),
+            ContentFilter::Xpath(filter) => write!(formatter, "{filter}"),
         }
     }
 }
@@ -89,6 +113,8 @@ mod tests {
             (FilterLanguage::Tags, "price<100", false),
             (FilterLanguage::Sql, "sym = 'IBM' AND price BETWEEN 100 AND 200", true),
             (FilterLanguage::Sql, "sym <> 'IBM'", false),
+            (FilterLanguage::Regex, "^t$", true),
+            (FilterLanguage::Regex, "^u", false),
         ];
         for (language, text, expected) in cases {
             let filter = ContentFilter::parse(language, text).expect("filter parses");

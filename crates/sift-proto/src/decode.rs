@@ -138,6 +138,24 @@ impl Decoder {
     }
 }
 
+/// Decodes a message encoded alone (by `encode_message`), as the broker keeps
+/// it for delivery. Byte fields share `encoded`.
+pub fn decode_message(encoded: &Bytes) -> Result<Message, DecodeError> {
+    let mut recent = Recent::default();
+    let mut reader = Reader { body: encoded, offset: 0, reference: 0, recent: &mut recent, carved: Carved::default() };
+    let malformed = |(code, detail)| DecodeError::Malformed { frame: "message", reference: 0, code, detail };
+    let mut message = reader.message().map_err(malformed)?;
+    if reader.remaining() > 0 {
+        let detail = format!("{} bytes left over after the payload", reader.remaining());
+        return Err(malformed((ErrorCode::Malformed, detail)));
+    }
+    message.metadata = reader.carved.metadata.map(|range| encoded.slice(range));
+    if let Some(range) = reader.carved.payload {
+        message.payload = encoded.slice(range);
+    }
+    Ok(message)
+}
+
 /// Where a frame's body starts in the buffer: after the length and the type.
 const BODY_OFFSET: usize = LENGTH_PREFIX_BYTES + 1;
 

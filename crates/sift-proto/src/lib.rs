@@ -15,7 +15,7 @@ mod encode;
 mod error_code;
 mod frame;
 
-pub use decode::{DecodeError, Decoder};
+pub use decode::{decode_message, DecodeError, Decoder};
 pub use encode::{
     encode_deliver_prefix, encode_message, encode_publish, encode_publish_ref, encode_publish_sequenced,
     encoded_deliver_len, EncodeError, MessageRef,

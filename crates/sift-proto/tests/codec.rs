@@ -281,3 +281,14 @@ fn repeated_topics_and_publishers_are_shared_and_changes_are_seen() {
     assert_eq!(seen, [("a.b", "p"), ("a.b", "p"), ("c.d", "p"), ("a.b", "q")]);
     assert!(std::sync::Arc::ptr_eq(&messages[0].publisher, &messages[1].publisher), "shared, not copied");
 }
+
+proptest! {
+    /// A message encoded alone decodes back to itself.
+    #[test]
+    fn messages_encoded_alone_decode_back(message in message_strategy()) {
+        let mut encoded = BytesMut::new();
+        sift_proto::encode_message(&mut encoded, &message).expect("encodable");
+        let decoded = sift_proto::decode_message(&encoded.freeze()).expect("decodable");
+        prop_assert_eq!(decoded, message);
+    }
+}

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use base64::Engine;
 use clap::Args;
-use sift_client::{AckPolicy, Client, ClientOptions, Delivery, QueuePolicy, SubscribeOptions};
+use sift_client::{AckPolicy, Client, ClientOptions, Delivery, FilterKind, QueuePolicy, SubscribeOptions};
 use sift_core::Value;
 
 use crate::CliError;
@@ -37,6 +37,35 @@ pub struct SubArgs {
     /// Output format.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     format: String,
+    /// Content filter: comma-separated `NAME OP VALUE` over properties, all
+    /// of which must hold (`sym="IBM",price>100`).
+    #[arg(long, group = "content_filter")]
+    tags: Option<String>,
+    /// Content filter: a JMS message selector over properties and headers
+    /// (`sym IN ('IBM','HP') AND price BETWEEN 100 AND 200`).
+    #[arg(long, group = "content_filter")]
+    sql: Option<String>,
+    /// Content filter: an XPath 1.0 expression over the XML metadata
+    /// (`/metadata/ATO[nickname='KTJR']`).
+    #[arg(long, group = "content_filter")]
+    xpath: Option<String>,
+    /// Content filter: a regular expression searched for in the topic
+    /// (anchor it with `^...$` to match the whole topic).
+    #[arg(long, group = "content_filter")]
+    regex: Option<String>,
+}
+
+impl SubArgs {
+    /// The content filter given, if any (clap allows at most one).
+    fn content_filter(&self) -> Option<(FilterKind, String)> {
+        let given = [
+            (FilterKind::Tags, &self.tags),
+            (FilterKind::Sql, &self.sql),
+            (FilterKind::Xpath, &self.xpath),
+            (FilterKind::Regex, &self.regex),
+        ];
+        given.into_iter().find_map(|(kind, text)| text.clone().map(|text| (kind, text)))
+    }
 }
 
 /// Subscribes and prints each delivery until `--count` or SIGINT.
@@ -53,6 +82,7 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     options.policy = policy;
     options.queue_group = args.queue.clone();
     options.queue_capacity = args.queue_capacity;
+    options.filter = args.content_filter();
     let client_options = ClientOptions { name: "sift-sub".into(), ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let mut subscription = client.subscribe(options).await?;

@@ -3,6 +3,7 @@
 //! down.
 
 mod common;
+mod content;
 mod delivery;
 mod limits;
 mod policies;

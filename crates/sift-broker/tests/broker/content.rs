@@ -1,0 +1,220 @@
+//! Content-filtered subscriptions over the wire: each language, queue
+//! groups with filters, refusals, and metadata checks on publish.
+
+use sift_client::{ClientError, ConfirmStatus, FilterKind, PublishOptions, SubscribeOptions};
+use sift_core::{Message, Value};
+use sift_proto::ErrorCode;
+
+use crate::common::*;
+
+/// A message on `topic` with `payload` and the given properties.
+fn with_properties(topic: &str, payload: &str, properties: &[(&str, Value)]) -> Message {
+    let mut message = message(topic, payload);
+    message.properties = properties.iter().map(|(name, value)| (name.to_string(), value.clone())).collect();
+    message
+}
+
+fn text_value(text: &str) -> Value {
+    Value::Str(text.into())
+}
+
+/// Quotes in a stock feed: symbol, price and volume.
+fn quotes() -> Vec<Message> {
+    let rows = [("IBM", 120, 500), ("IBM", 90, 100), ("HP", 150, 900), ("ACME", 10, 0), ("HPE", 101, 50)];
+    rows.iter()
+        .enumerate()
+        .map(|(index, (symbol, price, volume))| {
+            let payload = format!("q{index}");
+            let properties =
+                [("sym", text_value(symbol)), ("price", Value::Int(*price)), ("volume", Value::Int(*volume))];
+            with_properties("quotes.nyse", &payload, &properties)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_subscriber_gets_exactly_what_its_filter_passes() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let cases: [(FilterKind, &str, &[&str]); 6] = [
+        (FilterKind::Tags, r#"sym="IBM",price>100"#, &["q0"]),
+        (FilterKind::Tags, "volume>=100", &["q0", "q1", "q2"]),
+        (FilterKind::Sql, "sym IN ('HP', 'ACME') OR price BETWEEN 95 AND 110", &["q2", "q3", "q4"]),
+        (FilterKind::Sql, "sym LIKE 'HP%' AND NOT volume > 100", &["q4"]),
+        (FilterKind::Sql, "missing = 1 OR price < 0", &[]),
+        (FilterKind::Regex, r"^quotes\.(nyse|lse)$", &["q0", "q1", "q2", "q3", "q4"]),
+    ];
+    let mut subscriptions = Vec::new();
+    for (kind, text, expected) in cases {
+        let options = SubscribeOptions::new("quotes.>").filter(kind, text);
+        subscriptions.push((text, expected, subscriber.subscribe(options).await.expect("filter accepted")));
+    }
+    let mut everything = subscriber.subscribe(SubscribeOptions::new("quotes.*")).await.expect("subscribe");
+    let publisher = client(&broker, "feed").await;
+    for quote in quotes() {
+        publisher.publish(quote).await.expect("publish");
+    }
+    publisher.ping().await.expect("ping");
+    assert_eq!(texts(&mut everything, 5).await, ["q0", "q1", "q2", "q3", "q4"]);
+    for (text, expected, subscription) in &mut subscriptions {
+        assert_eq!(texts(subscription, expected.len()).await, *expected, "filter {text}");
+        assert!(stays_quiet(subscription).await, "filter {text} gets nothing more");
+    }
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn confirms_count_only_subscriptions_whose_filters_pass() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let options = SubscribeOptions::new("quotes.>").filter(FilterKind::Tags, r#"sym="IBM""#);
+    let _ibm = subscriber.subscribe(options).await.expect("subscribe");
+    let publisher = client(&broker, "feed").await;
+    let quotes = quotes();
+    let confirm = publisher.publish_confirmed(quotes[0].clone(), PublishOptions::default()).await.expect("confirm");
+    assert_eq!((confirm.status, confirm.matched), (ConfirmStatus::Accepted, 1));
+    let confirm = publisher.publish_confirmed(quotes[2].clone(), PublishOptions::default()).await.expect("confirm");
+    assert_eq!(confirm.status, ConfirmStatus::NoSubscribers, "HP passes no filter");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn xpath_filters_match_the_metadata_document() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let target = "/metadata/ATO[nickname='KTJR' and serialno='targ1234']";
+    let dates = "/metadata/BasicTemporal/beginning_date_time_group/year >= 2003 and \
+                 /metadata/BasicTemporal/ending_date_time_group/day <= 26";
+    let mut by_target =
+        subscriber.subscribe(SubscribeOptions::new("jbi.>").filter(FilterKind::Xpath, target)).await.expect("xpath");
+    let mut by_dates =
+        subscriber.subscribe(SubscribeOptions::new("jbi.>").filter(FilterKind::Xpath, dates)).await.expect("xpath");
+    let documents = [
+        ("m0", "<metadata><ATO><nickname>KTJR</nickname><serialno>targ1234</serialno></ATO></metadata>"),
+        ("m1", "<metadata><ATO><nickname>KTJR</nickname><serialno>other</serialno></ATO></metadata>"),
+        (
+            "m2",
+            "<metadata><BasicTemporal><beginning_date_time_group><year>2004</year></beginning_date_time_group>\
+             <ending_date_time_group><day>12</day></ending_date_time_group></BasicTemporal></metadata>",
+        ),
+        (
+            "m3",
+            "<metadata><BasicTemporal><beginning_date_time_group><year>2001</year></beginning_date_time_group>\
+             <ending_date_time_group><day>12</day></ending_date_time_group></BasicTemporal></metadata>",
+        ),
+    ];
+    let publisher = client(&broker, "jbi").await;
+    for (payload, document) in documents {
+        let mut object = message("jbi.objects", payload);
+        object.metadata = Some(document.as_bytes().to_vec().into());
+        publisher.publish(object).await.expect("publish");
+    }
+    // No metadata at all: an XPath filter does not pass it.
+    publisher.publish(message("jbi.objects", "m4")).await.expect("publish");
+    publisher.ping().await.expect("ping");
+    assert_eq!(texts(&mut by_target, 1).await, ["m0"]);
+    assert_eq!(texts(&mut by_dates, 1).await, ["m2"]);
+    assert!(stays_quiet(&mut by_target).await && stays_quiet(&mut by_dates).await);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_metadata_is_refused_to_its_publisher_only() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let mut all = subscriber.subscribe(SubscribeOptions::new("jbi.>")).await.expect("subscribe");
+    let publisher = client(&broker, "jbi").await;
+    let mut broken = message("jbi.objects", "broken");
+    broken.metadata = Some(b"<metadata><open></metadata>".to_vec().into());
+    let refused = publisher.publish_confirmed(broken, PublishOptions::default()).await;
+    match refused {
+        Err(ClientError::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::InvalidField);
+            assert!(message.contains("metadata"), "names the field: {message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    publisher.publish(message("jbi.objects", "fine")).await.expect("publish");
+    assert_eq!(texts(&mut all, 1).await, ["fine"], "the broker and the connection carry on");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn filters_that_do_not_parse_are_refused_with_language_and_position() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let cases = [
+        (FilterKind::Sql, "price > ", "sql"),
+        (FilterKind::Tags, "price >> 3", "tags"),
+        (FilterKind::Xpath, "/metadata/[", "xpath"),
+        (FilterKind::Regex, "quotes.(", "regex"),
+    ];
+    for (kind, text, language) in cases {
+        let refused = subscriber.subscribe(SubscribeOptions::new("quotes.>").filter(kind, text)).await;
+        match refused {
+            Err(ClientError::Refused { code, message }) => {
+                assert_eq!(code, ErrorCode::InvalidFilter, "{text}");
+                assert!(message.contains(language), "names the language: {message}");
+            }
+            other => panic!("{text}: expected a refusal, got {other:?}"),
+        }
+    }
+    // The connection is still good.
+    let _fine = subscriber.subscribe(SubscribeOptions::new("quotes.>")).await.expect("subscribe");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn queue_groups_choose_among_members_whose_filters_pass() {
+    let broker = broker().await;
+    let mut members = Vec::new();
+    for (name, filter) in [("ibm-a", r#"sym="IBM""#), ("ibm-b", r#"sym="IBM""#), ("hp", r#"sym="HP""#)] {
+        let member = client(&broker, name).await;
+        let options = SubscribeOptions::new("quotes.>").queue_group("desk").filter(FilterKind::Tags, filter);
+        let subscription = member.subscribe(options).await.expect("subscribe");
+        members.push((member, subscription));
+    }
+    let publisher = client(&broker, "feed").await;
+    for index in 0..6 {
+        let symbol = if index % 3 == 2 { "HP" } else { "IBM" };
+        let quote = with_properties("quotes.nyse", &format!("{symbol}{index}"), &[("sym", text_value(symbol))]);
+        publisher.publish(quote).await.expect("publish");
+    }
+    // Neither symbol: no member takes it.
+    publisher.publish(with_properties("quotes.nyse", "none", &[("sym", text_value("X"))])).await.expect("publish");
+    publisher.ping().await.expect("ping");
+    let mut received: Vec<Vec<String>> = Vec::new();
+    for (_, subscription) in &mut members {
+        let mut got = Vec::new();
+        while let Ok(Some(delivery)) = tokio::time::timeout(QUIET, subscription.next()).await {
+            got.push(text(&delivery));
+        }
+        received.push(got);
+    }
+    let ibm: Vec<&String> = received[0].iter().chain(&received[1]).collect();
+    assert_eq!(ibm.len(), 4, "each IBM quote to exactly one IBM member: {received:?}");
+    assert!(ibm.iter().all(|text| text.starts_with("IBM")), "{received:?}");
+    assert!(!received[0].is_empty() && !received[1].is_empty(), "both IBM members take turns: {received:?}");
+    assert_eq!(received[2], ["HP2", "HP5"]);
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn unsubscribing_a_filtered_subscription_stops_its_deliveries() {
+    let broker = broker().await;
+    let subscriber = client(&broker, "sub").await;
+    let options = SubscribeOptions::new("quotes.>").filter(FilterKind::Sql, "price > 100");
+    let mut first = subscriber.subscribe(options.clone()).await.expect("subscribe");
+    let mut second = subscriber.subscribe(options).await.expect("subscribe");
+    let publisher = client(&broker, "feed").await;
+    publisher.publish(quotes()[0].clone()).await.expect("publish");
+    publisher.ping().await.expect("ping");
+    assert_eq!(texts(&mut first, 1).await, ["q0"]);
+    assert_eq!(texts(&mut second, 1).await, ["q0"]);
+    first.unsubscribe().await.expect("unsubscribe");
+    publisher.publish(quotes()[2].clone()).await.expect("publish");
+    publisher.ping().await.expect("ping");
+    assert_eq!(texts(&mut second, 1).await, ["q2"], "the other subscription in the partition still matches");
+    assert_eq!(broker.subscription_count(), 1);
+    broker.shutdown().await;
+}

@@ -1,0 +1,166 @@
+//! Value indexes per attribute: for one property or header value of a
+//! message, the value predicates it satisfies, found by hash lookup (`=`) and
+//! binary search (`<`, `<=`, `>`, `>=`), at a cost that grows with the number
+//! satisfied rather than the number filed.
+
+use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
+use sift_core::Message;
+
+use crate::compare::Scalar;
+use crate::index::number::NumberKey;
+use crate::index::predicate::{Attribute, Bound, Constant, PredicateId, ValueTest};
+use crate::index::range::RangeIndex;
+use crate::index::scratch::Stamps;
+use crate::index::slab::Slab;
+use crate::sql::HeaderField;
+
+/// The value predicates on one attribute. Each distinct test is one interned
+/// predicate, so every map holds one id per key.
+#[derive(Debug, Clone, Default)]
+struct AttributeIndex {
+    present: Option<PredicateId>,
+    /// Indexed by the boolean as a number: `false` at 0, `true` at 1.
+    booleans: [Option<PredicateId>; 2],
+    numbers: FxHashMap<NumberKey, PredicateId>,
+    texts: HashMap<Box<str>, PredicateId>,
+    number_ranges: RangeIndex<NumberKey>,
+    text_ranges: RangeIndex<Box<str>>,
+    /// How many predicates are filed, so that an empty index can be dropped.
+    filed: usize,
+}
+
+impl AttributeIndex {
+    fn insert(&mut self, test: &ValueTest, id: PredicateId) {
+        match test.clone() {
+            ValueTest::Present => self.present = Some(id),
+            ValueTest::Equal(Constant::Bool(flag)) => self.booleans[usize::from(flag)] = Some(id),
+            ValueTest::Equal(Constant::Number(number)) => _ = self.numbers.insert(number, id),
+            ValueTest::Equal(Constant::Text(text)) => _ = self.texts.insert(text, id),
+            ValueTest::Range(op, Bound::Number(number)) => self.number_ranges.insert(op, number, id),
+            ValueTest::Range(op, Bound::Text(text)) => self.text_ranges.insert(op, text, id),
+        }
+        self.filed += 1;
+    }
+
+    fn remove(&mut self, test: &ValueTest) {
+        match test {
+            ValueTest::Present => self.present = None,
+            ValueTest::Equal(Constant::Bool(flag)) => self.booleans[usize::from(*flag)] = None,
+            ValueTest::Equal(Constant::Number(number)) => _ = self.numbers.remove(number),
+            ValueTest::Equal(Constant::Text(text)) => _ = self.texts.remove(text),
+            ValueTest::Range(op, Bound::Number(number)) => self.number_ranges.remove(*op, number),
+            ValueTest::Range(op, Bound::Text(text)) => self.text_ranges.remove(*op, &**text),
+        }
+        self.filed -= 1;
+    }
+
+    /// Appends the predicates that the attribute's value satisfies.
+    fn collect(&self, value: &Scalar<'_>, satisfied: &mut Vec<PredicateId>) {
+        satisfied.extend(self.present);
+        match value {
+            Scalar::Bool(flag) => satisfied.extend(self.booleans[usize::from(*flag)]),
+            Scalar::Int(_) | Scalar::Float(_) => {
+                // NaN has no key: it equals nothing and orders with nothing.
+                if let Some(number) = NumberKey::from_scalar(value) {
+                    satisfied.extend(self.numbers.get(&number).copied());
+                    self.number_ranges.collect(&number, satisfied);
+                }
+            }
+            Scalar::Str(text) => {
+                satisfied.extend(self.texts.get(&**text).copied());
+                self.text_ranges.collect(&**text, satisfied);
+            }
+        }
+    }
+}
+
+/// The value indexes of every attribute some predicate tests, with the
+/// lookups from a property name or header field to its index.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AttributeTable {
+    by_property: HashMap<Box<str>, usize>,
+    /// Indexed by the field's position in [`HeaderField::ALL`].
+    by_header: [Option<usize>; HeaderField::ALL.len()],
+    indexes: Slab<AttributeIndex>,
+}
+
+/// The field's place in the per-header array.
+fn header_slot(field: HeaderField) -> usize {
+    match field {
+        HeaderField::Priority => 0,
+        HeaderField::Timestamp => 1,
+        HeaderField::MessageId => 2,
+        HeaderField::DeliveryMode => 3,
+        HeaderField::Expiration => 4,
+    }
+}
+
+impl AttributeTable {
+    /// One more than the largest attribute id: the size of the per-message
+    /// "already seen" stamps.
+    pub(crate) fn id_bound(&self) -> usize {
+        self.indexes.id_bound()
+    }
+
+    /// Files predicate `id`, which is `test` on `attribute`.
+    pub(crate) fn insert(&mut self, attribute: &Attribute, test: &ValueTest, id: PredicateId) {
+        let slot = match attribute {
+            Attribute::Property(name) => match self.by_property.get(name) {
+                Some(slot) => *slot,
+                None => {
+                    let slot = self.indexes.insert(AttributeIndex::default());
+                    self.by_property.insert(name.clone(), slot);
+                    slot
+                }
+            },
+            Attribute::Header(field) => *self.by_header[header_slot(*field)]
+                .get_or_insert_with(|| self.indexes.insert(AttributeIndex::default())),
+        };
+        if let Some(index) = self.indexes.get_mut(slot) {
+            index.insert(test, id);
+        }
+    }
+
+    /// Unfiles the predicate that is `test` on `attribute`, dropping the
+    /// attribute's index once it is empty.
+    pub(crate) fn remove(&mut self, attribute: &Attribute, test: &ValueTest) {
+        let slot = match attribute {
+            Attribute::Property(name) => self.by_property.get(name).copied(),
+            Attribute::Header(field) => self.by_header[header_slot(*field)],
+        };
+        let Some(slot) = slot else { return };
+        let Some(index) = self.indexes.get_mut(slot) else { return };
+        index.remove(test);
+        if index.filed == 0 {
+            self.indexes.remove(slot);
+            match attribute {
+                Attribute::Property(name) => _ = self.by_property.remove(name),
+                Attribute::Header(field) => self.by_header[header_slot(*field)] = None,
+            }
+        }
+    }
+
+    /// Appends the value predicates the message satisfies, each once.
+    pub(crate) fn collect(&self, message: &Message, stamps: &mut Stamps, satisfied: &mut Vec<PredicateId>) {
+        if !self.by_property.is_empty() {
+            for (name, value) in &message.properties {
+                let Some(&slot) = self.by_property.get(name.as_str()) else { continue };
+                // A filter sees the first property of a repeated name (as
+                // `Message::property` does), so later ones are skipped.
+                if !stamps.mark_attribute(slot) {
+                    continue;
+                }
+                if let Some(index) = self.indexes.get(slot) {
+                    index.collect(&Scalar::from_value(value), satisfied);
+                }
+            }
+        }
+        for field in HeaderField::ALL {
+            if let Some(index) = self.by_header[header_slot(field)].and_then(|slot| self.indexes.get(slot)) {
+                index.collect(&field.scalar(message), satisfied);
+            }
+        }
+    }
+}

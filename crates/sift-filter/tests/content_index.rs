@@ -1,0 +1,242 @@
+//! Property tests of the content index: after any history of insertions and
+//! removals, `ContentIndex::matching` returns exactly the subscriptions of
+//! the partitions asked for whose filter, evaluated alone, passes the
+//! message.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
+use sift_filter::index::{ContentIndex, IndexScratch};
+use sift_filter::{ComparisonOp, ContentFilter, FilterLanguage, TagFilter, TagPredicate};
+
+/// Property names shared by filters and messages; `missing` is never sent.
+const NAMES: [&str; 5] = ["a", "b", "s", "flag", "missing"];
+
+/// Topics the messages are published on.
+const TOPICS: [&str; 6] = ["a.b", "t.1", "t.22", "x", "orders.eu.7", "b.a"];
+
+/// Partitions are drawn from 0 to this, exclusive.
+const PARTITIONS: u32 = 4;
+
+/// Subscription keys are drawn from 0 to this, exclusive.
+const KEYS: u16 = 12;
+
+fn any_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (-3_i64..4).prop_map(Value::Int),
+        any::<i64>().prop_map(Value::Int),
+        prop::sample::select(vec![0.0, -0.0, 0.5, 1.0, -2.5, 2.0, 1e300, f64::INFINITY, f64::NAN])
+            .prop_map(Value::Float),
+        prop::sample::select(vec!["", "x", "IBM", "HP", "it's", "1"]).prop_map(|text| Value::Str(text.into())),
+        any::<bool>().prop_map(Value::Bool),
+    ]
+}
+
+fn any_message() -> impl Strategy<Value = Message> {
+    let properties = prop::collection::vec(prop::option::of(any_value()), NAMES.len() - 1);
+    let repeat = prop::option::of((0..NAMES.len() - 1, any_value()));
+    (prop::sample::select(TOPICS.to_vec()), properties, repeat, 0_u8..10, any::<bool>()).prop_map(
+        |(topic, values, repeat, priority, persistent)| {
+            let mut message = Message::new(TopicName::new(topic).expect("valid topic"), "");
+            message.properties =
+                NAMES.iter().zip(values).filter_map(|(name, value)| Some((name.to_string(), value?))).collect();
+            // A repeated name: filters must see only the first.
+            if let Some((index, value)) = repeat {
+                message.properties.push((NAMES[index].to_string(), value));
+            }
+            message.priority = Priority::new(priority).expect("priority in range");
+            message.delivery_mode = if persistent { DeliveryMode::Persistent } else { DeliveryMode::Reliable };
+            message
+        },
+    )
+}
+
+fn any_op() -> impl Strategy<Value = ComparisonOp> {
+    prop::sample::select(vec![
+        ComparisonOp::Equal,
+        ComparisonOp::NotEqual,
+        ComparisonOp::Less,
+        ComparisonOp::LessOrEqual,
+        ComparisonOp::Greater,
+        ComparisonOp::GreaterOrEqual,
+    ])
+}
+
+fn any_name() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(NAMES.to_vec())
+}
+
+/// Tags filters, built directly so that every value type appears.
+fn any_tags() -> impl Strategy<Value = ContentFilter> {
+    let predicate = (any_name(), any_op(), any_value()).prop_map(|(name, op, value)| TagPredicate {
+        name: name.to_string(),
+        op,
+        value,
+    });
+    prop::collection::vec(predicate, 1..4).prop_map(|predicates| ContentFilter::Tags(TagFilter { predicates }))
+}
+
+/// A SQL literal as text.
+fn sql_constant() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["0", "1", "2", "-3", "1.0", "0.5", "2.5", "9223372036854775807", "'x'", "'IBM'", "''"])
+        .prop_map(str::to_string)
+}
+
+fn sql_number() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["0", "1", "2", "-3", "1.0", "0.5", "2.5"]).prop_map(str::to_string)
+}
+
+fn symbol() -> impl Strategy<Value = &'static str> {
+    any_op().prop_map(ComparisonOp::sql_symbol)
+}
+
+/// SQL predicates as text: every kind the index files or leaves residual.
+fn sql_atom() -> impl Strategy<Value = String> {
+    let in_items = prop::collection::vec(sql_constant(), 1..4).prop_map(|items| items.join(", "));
+    let not = prop::sample::select(vec!["", "NOT "]);
+    let like = prop::sample::select(vec!["'%'", "'I%'", "'_'", "'x%'", "'i_''s'"]);
+    prop_oneof![
+        4 => (any_name(), symbol(), sql_constant()).prop_map(|(name, op, value)| format!("{name} {op} {value}")),
+        1 => (sql_constant(), symbol(), any_name()).prop_map(|(value, op, name)| format!("{value} {op} {name}")),
+        2 => (any_name(), not.clone(), sql_number(), sql_number())
+            .prop_map(|(name, not, low, high)| format!("{name} {not}BETWEEN {low} AND {high}")),
+        2 => (any_name(), not.clone(), in_items).prop_map(|(name, not, items)| format!("{name} {not}IN ({items})")),
+        1 => (any_name(), not.clone(), like).prop_map(|(name, not, pattern)| format!("{name} {not}LIKE {pattern}")),
+        1 => (any_name(), not).prop_map(|(name, not)| format!("{name} IS {not}NULL")),
+        1 => any_name().prop_map(str::to_string),
+        1 => (symbol(), sql_number()).prop_map(|(op, value)| format!("JMSPriority {op} {value}")),
+        1 => prop::sample::select(vec!["'PERSISTENT'", "'NON_PERSISTENT'"])
+            .prop_map(|mode| format!("JMSDeliveryMode = {mode}")),
+        1 => (any_name(), symbol(), sql_number()).prop_map(|(name, op, value)| format!("{name} + 1 {op} {value}")),
+        1 => (any_name(), symbol(), any_name()).prop_map(|(left, op, right)| format!("{left} {op} {right}")),
+    ]
+}
+
+/// SQL selectors: predicates under NOT, AND and OR, kept if they parse.
+fn any_sql() -> impl Strategy<Value = ContentFilter> {
+    let selector = sql_atom().prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|operand| format!("NOT ({operand})")),
+            prop::collection::vec(inner.clone(), 2..4).prop_map(|operands| format!("({})", operands.join(" AND "))),
+            prop::collection::vec(inner, 2..4).prop_map(|operands| format!("({})", operands.join(" OR "))),
+        ]
+    });
+    selector.prop_filter_map("selector parses", |text| ContentFilter::parse(FilterLanguage::Sql, &text).ok())
+}
+
+fn any_regex() -> impl Strategy<Value = ContentFilter> {
+    let patterns = vec!["^a", "b$", r"a\.b", ".*", r"^t\.[0-9]+$", "x|y", r"^orders\.(eu|us)\.", "^$", "[0-9]{2}"];
+    prop::sample::select(patterns)
+        .prop_map(|pattern| ContentFilter::parse(FilterLanguage::Regex, pattern).expect("test patterns compile"))
+}
+
+fn any_filter() -> impl Strategy<Value = ContentFilter> {
+    prop_oneof![2 => any_tags(), 4 => any_sql(), 1 => any_regex()]
+}
+
+fn any_partitions() -> impl Strategy<Value = Vec<u32>> {
+    // Sometimes repeated, sometimes naming partitions with no subscriptions.
+    prop::collection::vec(0..PARTITIONS + 1, 0..4)
+}
+
+/// One step of a history.
+#[derive(Debug, Clone)]
+enum Step {
+    Insert(u32, u16, ContentFilter),
+    Remove(u32, u16),
+    Refresh,
+    Check(Message, Vec<u32>),
+}
+
+fn any_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0..PARTITIONS, 0..KEYS, any_filter()).prop_map(|(partition, key, filter)| Step::Insert(partition, key, filter)),
+        1 => (0..PARTITIONS, 0..KEYS).prop_map(|(partition, key)| Step::Remove(partition, key)),
+        1 => Just(Step::Refresh),
+        3 => (any_message(), any_partitions()).prop_map(|(message, partitions)| Step::Check(message, partitions)),
+    ]
+}
+
+/// The index and, beside it, the filters it should hold.
+#[derive(Default)]
+struct Checked {
+    index: ContentIndex<u16>,
+    model: HashMap<(u32, u16), ContentFilter>,
+    scratch: IndexScratch,
+}
+
+impl Checked {
+    fn apply(&mut self, step: &Step) -> Result<(), TestCaseError> {
+        match step {
+            Step::Insert(partition, key, filter) => {
+                self.index.insert(*partition, *key, filter);
+                self.model.insert((*partition, *key), filter.clone());
+            }
+            Step::Remove(partition, key) => {
+                let was_there = self.model.remove(&(*partition, *key)).is_some();
+                prop_assert_eq!(self.index.remove(*partition, key), was_there);
+            }
+            Step::Refresh => self.index.refresh(),
+            Step::Check(message, partitions) => self.check(message, partitions)?,
+        }
+        prop_assert_eq!(self.index.len(), self.model.len());
+        Ok(())
+    }
+
+    fn check(&mut self, message: &Message, partitions: &[u32]) -> Result<(), TestCaseError> {
+        let mut actual = Vec::new();
+        self.index.matching(message, partitions, &mut self.scratch, &mut actual);
+        actual.sort_unstable();
+        let mut expected: Vec<u16> = self
+            .model
+            .iter()
+            .filter(|((partition, _), filter)| partitions.contains(partition) && filter.matches(message))
+            .map(|((_, key), _)| *key)
+            .collect();
+        expected.sort_unstable();
+        let filters: Vec<String> = self
+            .model
+            .iter()
+            .filter(|((partition, _), _)| partitions.contains(partition))
+            .map(|((partition, key), filter)| format!("{partition}/{key} {}: {filter}", filter.language()))
+            .collect();
+        prop_assert_eq!(actual, expected, "message {:?}\nfilters {:#?}", message, filters);
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn matching_equals_evaluating_each_filter(steps in prop::collection::vec(any_step(), 1..48)) {
+        let mut checked = Checked::default();
+        for step in &steps {
+            checked.apply(step)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    #[test]
+    fn many_subscriptions_sharing_predicates(
+        subscriptions in prop::collection::vec((0..PARTITIONS, any::<u16>(), any_filter()), 100..400),
+        removals in prop::collection::vec(any::<prop::sample::Index>(), 0..100),
+        messages in prop::collection::vec((any_message(), any_partitions()), 1..40),
+    ) {
+        let mut checked = Checked::default();
+        for (partition, key, filter) in &subscriptions {
+            checked.apply(&Step::Insert(*partition, *key, filter.clone()))?;
+        }
+        for removal in &removals {
+            let (partition, key, _) = removal.get(&subscriptions);
+            checked.apply(&Step::Remove(*partition, *key))?;
+        }
+        for (message, partitions) in &messages {
+            checked.check(message, partitions)?;
+        }
+    }
+}

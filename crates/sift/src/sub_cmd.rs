@@ -43,7 +43,7 @@ pub struct SubArgs {
     tags: Option<String>,
     /// Content filter: a JMS message selector over properties and headers
     /// (`sym IN ('IBM','HP') AND price BETWEEN 100 AND 200`).
-    #[arg(long, group = "content_filter")]
+    #[arg(long = "where", visible_alias = "sql", value_name = "SQL", group = "content_filter")]
     sql: Option<String>,
     /// Content filter: an XPath 1.0 expression over the XML metadata
     /// (`/metadata/ATO[nickname='KTJR']`).

@@ -178,3 +178,37 @@ fn bench_pubsub_runs_embedded_and_prints_json() {
     assert_eq!(result["delivered"], 4000);
     assert!(result["latency_us_p99"].as_f64().expect("number") > 0.0);
 }
+
+#[test]
+fn content_filters_on_the_command_line() {
+    let data = temp_dir("filters");
+    let (_broker, address) = start_broker(&data);
+    let sub = start_sub(&address, &["--topic", "quotes.>", "--where", "price > 100", "--count", "1"]);
+    let publish = |price: &str| {
+        let output = Command::new(SIFT)
+            .args(["pub", "--server", &address, "--topic", "quotes.nyse", "--mode", "reliable"])
+            .args(["--prop", &format!("price={price}"), "--payload", price])
+            .output()
+            .expect("pub runs");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).expect("utf-8")
+    };
+    assert_eq!(publish("50"), "1: no subscribers\n", "the filter does not pass 50");
+    assert!(publish("150").starts_with("1: matched 1"), "the confirm counts the content match");
+    let (ok, out) = wait_output(sub);
+    assert!(ok, "sub exits 0 after --count");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["[quotes.nyse] price=150 150"], "only the passing quote");
+    let refused = Command::new(SIFT)
+        .args(["sub", "--server", &address, "--topic", "quotes.>", "--where", "price >"])
+        .output()
+        .expect("runs");
+    assert!(!refused.status.success(), "a filter that does not parse fails the command");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("sql") && stderr.contains("at byte 7"), "{stderr}");
+    let two = Command::new(SIFT)
+        .args(["sub", "--server", &address, "--topic", "q", "--tags", "a=1", "--regex", "q"])
+        .output()
+        .expect("runs");
+    assert!(!two.status.success(), "at most one content filter");
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -1,8 +1,7 @@
 //! The content-filter languages a subscription can be written in.
 
-/// A content-filter language. More languages (XPath over the metadata
-/// document, regular expressions) are planned; callers should expect new
-/// variants to appear.
+/// A content-filter language: tags, JMS SQL selectors, regular expressions
+/// over the topic, or XPath over the metadata document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FilterLanguage {
     /// Comma-separated `name OP value` predicates that must all hold.

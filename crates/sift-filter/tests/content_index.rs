@@ -1,7 +1,9 @@
 //! Property tests of the content index: after any history of insertions and
 //! removals, `ContentIndex::matching` returns exactly the subscriptions of
 //! the partitions asked for whose filter, evaluated alone, passes the
-//! message.
+//! message. Filters come in every language; messages carry properties,
+//! headers and, sometimes, a metadata document for the XPath filters, which
+//! is sometimes malformed.
 
 use std::collections::HashMap;
 
@@ -22,6 +24,16 @@ const PARTITIONS: u32 = 4;
 /// Subscription keys are drawn from 0 to this, exclusive.
 const KEYS: u16 = 12;
 
+/// Element names shared by metadata documents and XPath filters.
+const XML_NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// Attribute values and text shared by metadata documents and XPath
+/// filters: numbers, a padded number, a non-number.
+const XML_VALUES: [&str; 5] = ["1", "2", "10", "x", " 3 "];
+
+/// Most children an element of a generated document has.
+const XML_CHILDREN_MAX: usize = 3;
+
 fn any_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         (-3_i64..4).prop_map(Value::Int),
@@ -33,12 +45,86 @@ fn any_value() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// A generated metadata document node.
+#[derive(Debug, Clone)]
+enum XmlNode {
+    Element { name: &'static str, attributes: Vec<(&'static str, &'static str)>, children: Vec<XmlNode> },
+    Text(&'static str),
+}
+
+impl XmlNode {
+    fn write(&self, out: &mut String) {
+        match self {
+            XmlNode::Text(text) => out.push_str(text),
+            XmlNode::Element { name, attributes, children } => {
+                out.push_str(&format!("<{name}"));
+                for (attribute, value) in attributes {
+                    out.push_str(&format!(" {attribute}=\"{value}\""));
+                }
+                out.push('>');
+                children.iter().for_each(|child| child.write(out));
+                out.push_str(&format!("</{name}>"));
+            }
+        }
+    }
+}
+
+fn xml_element(children: impl Strategy<Value = Vec<XmlNode>>) -> impl Strategy<Value = XmlNode> {
+    let value = || prop::option::of(prop::sample::select(XML_VALUES.to_vec()));
+    (prop::sample::select(XML_NAMES.to_vec()), value(), value(), children).prop_map(
+        |(name, x_value, y_value, children)| {
+            let attributes =
+                x_value.map(|value| ("x", value)).into_iter().chain(y_value.map(|value| ("y", value))).collect();
+            XmlNode::Element { name, attributes, children }
+        },
+    )
+}
+
+/// Well-formed documents over the small vocabulary.
+fn well_formed_metadata() -> impl Strategy<Value = Vec<u8>> {
+    let leaf =
+        prop_oneof![prop::sample::select(XML_VALUES.to_vec()).prop_map(XmlNode::Text), xml_element(Just(Vec::new()))];
+    let node = leaf.prop_recursive(3, 24, 3, |inner| xml_element(prop::collection::vec(inner, 0..=XML_CHILDREN_MAX)));
+    xml_element(prop::collection::vec(node, 0..=XML_CHILDREN_MAX)).prop_map(|root| {
+        let mut text = String::new();
+        root.write(&mut text);
+        text.into_bytes()
+    })
+}
+
+/// Documents the XPath filters must all refuse: cut short, badly nested,
+/// several roots, not UTF-8, or not XML at all.
+fn malformed_metadata() -> impl Strategy<Value = Vec<u8>> {
+    let fixed = prop::sample::select(vec![
+        &b""[..],
+        b"x",
+        b"<a>",
+        b"<a><b></a></b>",
+        b"<a/><b/>",
+        b"<a x=1/>",
+        b"<a>\xff</a>",
+        b"<a>&nope;</a>",
+    ])
+    .prop_map(<[u8]>::to_vec);
+    let cut = well_formed_metadata().prop_map(|mut bytes| {
+        bytes.pop();
+        bytes
+    });
+    prop_oneof![fixed, cut]
+}
+
+fn any_metadata() -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop_oneof![2 => Just(None), 5 => well_formed_metadata().prop_map(Some), 1 => malformed_metadata().prop_map(Some)]
+}
+
 fn any_message() -> impl Strategy<Value = Message> {
     let properties = prop::collection::vec(prop::option::of(any_value()), NAMES.len() - 1);
     let repeat = prop::option::of((0..NAMES.len() - 1, any_value()));
-    (prop::sample::select(TOPICS.to_vec()), properties, repeat, 0_u8..10, any::<bool>()).prop_map(
-        |(topic, values, repeat, priority, persistent)| {
+    let headers = (0_u8..10, any::<bool>());
+    (prop::sample::select(TOPICS.to_vec()), properties, repeat, headers, any_metadata()).prop_map(
+        |(topic, values, repeat, (priority, persistent), metadata)| {
             let mut message = Message::new(TopicName::new(topic).expect("valid topic"), "");
+            message.metadata = metadata.map(Into::into);
             message.properties =
                 NAMES.iter().zip(values).filter_map(|(name, value)| Some((name.to_string(), value?))).collect();
             // A repeated name: filters must see only the first.
@@ -131,8 +217,71 @@ fn any_regex() -> impl Strategy<Value = ContentFilter> {
         .prop_map(|pattern| ContentFilter::parse(FilterLanguage::Regex, pattern).expect("test patterns compile"))
 }
 
+/// One XPath location step: an element test with, sometimes, a predicate
+/// on attributes, children, text or position.
+fn xpath_step() -> impl Strategy<Value = String> {
+    let name = prop::sample::select(vec!["a", "b", "c", "*"]);
+    let predicate = prop::sample::select(vec![
+        "",
+        "",
+        "",
+        "[@x]",
+        "[@x = 1]",
+        "[@y > 1]",
+        "[@y != 'x']",
+        "[b]",
+        "[. = 'x']",
+        "[c < 10]",
+        "[1]",
+        "[not(@x)]",
+        "[b = 2 or @y = 'x']",
+        "[contains(., '1')]",
+    ]);
+    (name, predicate).prop_map(|(name, predicate)| format!("{name}{predicate}"))
+}
+
+/// An absolute path of `/` and `//` steps, ending at an element, an
+/// attribute or a text node.
+fn xpath_path() -> impl Strategy<Value = String> {
+    let separator = prop::sample::select(vec!["/", "//"]);
+    let last = prop::sample::select(vec!["", "", "/@x", "/@y", "/text()"]);
+    (prop::collection::vec((separator, xpath_step()), 1..4), last).prop_map(|(steps, last)| {
+        let mut path: String = steps.into_iter().map(|(separator, step)| format!("{separator}{step}")).collect();
+        path.push_str(last);
+        path
+    })
+}
+
+fn xpath_operator() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["=", "!=", "<", "<=", ">", ">="])
+}
+
+fn xpath_literal() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["1", "2", "10", "1.5", "-1", "'1'", "'x'", "' 3 '"])
+}
+
+/// XPath filters: paths, comparisons with numbers and strings, and their
+/// combinations under `and`, `or` and `not()`.
+fn any_xpath() -> impl Strategy<Value = ContentFilter> {
+    let leaf = prop_oneof![
+        3 => xpath_path(),
+        3 => (xpath_path(), xpath_operator(), xpath_literal()).prop_map(|(path, op, value)| format!("{path} {op} {value}")),
+        1 => (xpath_path(), xpath_literal()).prop_map(|(path, value)| format!("starts-with({path}, {value})")),
+    ];
+    let filter = leaf.prop_recursive(2, 6, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(left, right)| format!("({left}) and ({right})")),
+            (inner.clone(), inner.clone()).prop_map(|(left, right)| format!("({left}) or ({right})")),
+            inner.prop_map(|operand| format!("not({operand})")),
+        ]
+    });
+    filter.prop_map(|text| {
+        ContentFilter::parse(FilterLanguage::Xpath, &text).unwrap_or_else(|error| panic!("{text}: {error}"))
+    })
+}
+
 fn any_filter() -> impl Strategy<Value = ContentFilter> {
-    prop_oneof![2 => any_tags(), 4 => any_sql(), 1 => any_regex()]
+    prop_oneof![2 => any_tags(), 4 => any_sql(), 1 => any_regex(), 2 => any_xpath()]
 }
 
 fn any_partitions() -> impl Strategy<Value = Vec<u32>> {

@@ -9,10 +9,13 @@
 //!   into one conjunction per item. A selector whose normal form is too big
 //!   is one residual-only conjunction.
 //! - A regex filter is one conjunction of one topic-regex predicate.
-//! - A filter in any other language is kept whole as a residual-only
-//!   conjunction, so it is evaluated for every message in its partition.
+//! - An XPath filter is one conjunction of one XPath predicate: the filter
+//!   whole, decided with all the others in one pass over the metadata by
+//!   the shared automaton (`xpath_source.rs`). Splitting it further would
+//!   gain nothing, as the automaton already shares common paths and tests
+//!   values only where the structure matches.
 
-use crate::index::predicate::{Attribute, PredicateSource, RangeOp, TopicPattern, ValueTest};
+use crate::index::predicate::{Attribute, PredicateSource, RangeOp, TopicPattern, ValueTest, XPathPattern};
 use crate::index::residual::Residual;
 use crate::index::sql_literal::{classify, LiteralPlan};
 use crate::sql::{Literal, SqlFilter};
@@ -36,22 +39,22 @@ pub(crate) struct ConjunctionPlan {
 
 /// The conjunctions `filter` is filed as; none when it can never pass.
 pub(crate) fn plan(filter: &ContentFilter) -> Vec<ConjunctionPlan> {
-    // A chain of `if let` rather than a `match`, so that a language added to
-    // `ContentFilter` (XPath is on its way) is filed whole, correctly if
-    // slowly, until the index learns to decompose it.
-    if let ContentFilter::Tags(tags) = filter {
-        return vec![plan_tags(tags)];
+    match filter {
+        ContentFilter::Tags(tags) => vec![plan_tags(tags)],
+        ContentFilter::Sql(selector) => plan_sql(selector),
+        ContentFilter::Regex(regex) => {
+            vec![single(PredicateSource::TopicRegex(TopicPattern(regex.regex().clone())))]
+        }
+        ContentFilter::Xpath(xpath) => vec![single(PredicateSource::Xpath(XPathPattern::new(xpath)))],
     }
-    if let ContentFilter::Sql(selector) = filter {
-        return plan_sql(selector);
-    }
-    if let ContentFilter::Regex(regex) = filter {
-        let predicate = PredicateSource::TopicRegex(TopicPattern(regex.regex().clone()));
-        return vec![ConjunctionPlan { predicates: vec![predicate], residual: Vec::new() }];
-    }
-    vec![whole(filter.clone())]
 }
 
+/// A conjunction of one predicate and no residual test.
+fn single(predicate: PredicateSource) -> ConjunctionPlan {
+    ConjunctionPlan { predicates: vec![predicate], residual: Vec::new() }
+}
+
+/// A residual-only conjunction holding the whole filter.
 fn whole(filter: ContentFilter) -> ConjunctionPlan {
     ConjunctionPlan { predicates: Vec::new(), residual: vec![Residual::Filter(filter)] }
 }
@@ -166,6 +169,14 @@ mod tests {
         assert_eq!(shape(FilterLanguage::Sql, "s IN ('a', 'b') AND a = 1"), vec![(1, 1)]);
         let huge = (0..=CONJUNCTIONS_PER_FILTER_MAX).map(|item| item.to_string()).collect::<Vec<_>>().join(", ");
         assert_eq!(shape(FilterLanguage::Sql, &format!("a IN ({huge})")), vec![(0, 1)], "over budget");
+    }
+
+    #[test]
+    fn an_xpath_filter_is_one_predicate() {
+        let xpath = plans(FilterLanguage::Xpath, "/metadata/ATO[nickname = 'KTJR'] or not(//Orig)");
+        assert_eq!(xpath.len(), 1);
+        assert!(xpath[0].residual.is_empty());
+        assert!(matches!(xpath[0].predicates[..], [PredicateSource::Xpath(_)]));
     }
 
     #[test]

@@ -14,16 +14,21 @@
 //! publish/subscribe matchers:
 //!
 //! 1. Every filter is filed as conjunctions (`decompose.rs`): a tags filter is
-//!    one, a SQL selector one per disjunct of its normal form, a regex one.
-//!    Each conjunction needs some *indexed predicates* (an attribute compared
-//!    with a constant, or a topic regex) and may carry *residual* tests that
-//!    the index cannot look up (`<>`, LIKE, arithmetic, ...).
+//!    one, a SQL selector one per disjunct of its normal form, a regex or an
+//!    XPath filter one. Each conjunction needs some *indexed predicates* (an
+//!    attribute compared with a constant, a topic regex, or an XPath filter)
+//!    and may carry *residual* tests that the index cannot look up (`<>`,
+//!    LIKE, arithmetic, ...).
 //! 2. Predicates are interned across all partitions (`table.rs`), so each
 //!    distinct predicate is decided at most once per message. Per attribute,
 //!    equality predicates sit in hash maps and range predicates in ordered
 //!    maps (`attribute.rs`, `range.rs`), so the satisfied ones are found by
 //!    lookup and binary search; regexes are matched as sets (`regex_shards.rs`),
-//!    with results cached per topic (`topic_cache.rs`).
+//!    with results cached per topic (`topic_cache.rs`); XPath filters share
+//!    one automaton that decides them all in one streaming pass over the
+//!    metadata document (`xpath_source.rs`). That pass runs only when a
+//!    partition asked for has a conjunction needing an XPath predicate, so
+//!    messages for other partitions never have their metadata parsed.
 //! 3. For each partition asked for, each satisfied predicate adds one to the
 //!    counter of every conjunction in the partition that needs it
 //!    (`partition.rs`); a conjunction whose counter reaches its number of
@@ -41,18 +46,22 @@
 //! Per message, with `s` predicates satisfied, `p` partitions asked for and
 //! `c` candidates: one hash lookup per message property and indexed header,
 //! one binary search per range operator on each such attribute, one regex
-//! pass per shard on a topic-cache miss, `O(s * p)` counter updates, and
-//! the candidates' residual tests. Nothing scans all subscriptions, except
-//! that conjunctions with no indexed predicate are candidates for every
-//! message in their partition. Insertion and removal cost `O(size of the
+//! pass per shard on a topic-cache miss, one streaming parse of the metadata
+//! when XPath filters are asked for (value tests and any tree evaluation
+//! only for the filters whose structure matched), `O(s * p)` counter
+//! updates, and the candidates' residual tests. Nothing scans all
+//! subscriptions, except that conjunctions with no indexed predicate are
+//! candidates for every message in their partition. Insertion and removal cost `O(size of the
 //! filter)` hash and ordered-map operations; a new regex may rebuild one
-//! shard of at most [`REGEX_SHARD_PATTERNS_MAX`] expressions.
+//! shard of at most [`REGEX_SHARD_PATTERNS_MAX`] expressions, and an XPath
+//! filter adds or removes only its own automaton states and atoms.
 //!
 //! Matching takes `&self`, so readers can share an index behind a read lock;
 //! all per-message state lives in the caller's [`IndexScratch`], which makes
 //! matching allocation-free once the scratch has grown (apart from what the
-//! regex crate allocates on a topic-cache miss and what residual tests
-//! need).
+//! regex crate allocates on a topic-cache miss, what XPath filters the
+//! automaton cannot decide alone need for their tree, and what residual
+//! tests need).
 
 mod attribute;
 mod decompose;
@@ -69,6 +78,9 @@ mod table;
 #[cfg(test)]
 mod tests;
 mod topic_cache;
+mod xpath_source;
+#[cfg(test)]
+mod xpath_tests;
 
 use std::hash::Hash;
 
@@ -78,7 +90,7 @@ use sift_core::Message;
 use crate::ContentFilter;
 use decompose::ConjunctionPlan;
 use partition::{Conjunction, Partition};
-use predicate::PredicateId;
+use predicate::{PredicateId, PredicateSource};
 use scratch::Stamps;
 use slab::Slab;
 use table::PredicateTable;
@@ -183,6 +195,7 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
 
     /// Interns a conjunction's predicates and files it in its partition.
     fn add_conjunction(&mut self, partition: u32, subscription: usize, plan: ConjunctionPlan) -> usize {
+        let uses_xpath = plan.predicates.iter().any(PredicateSource::is_xpath);
         let mut acquired: Vec<PredicateId> =
             plan.predicates.into_iter().map(|source| self.predicates.acquire(source)).collect();
         acquired.sort_unstable();
@@ -196,7 +209,7 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
                 predicates.push(predicate);
             }
         }
-        let id = self.conjunctions.insert(Conjunction::new(subscription, plan.residual));
+        let id = self.conjunctions.insert(Conjunction::new(subscription, plan.residual, uses_xpath));
         if let (Some(partition), Some(conjunction)) =
             (self.partitions.get_mut(&partition), self.conjunctions.get_mut(id))
         {
@@ -254,8 +267,7 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
             self.subscriptions.id_bound(),
             self.predicates.attribute_id_bound(),
         );
-        scratch.satisfied.clear();
-        self.predicates.collect(message, &mut scratch.stamps, &mut scratch.topic_cache, &mut scratch.satisfied);
+        self.collect_satisfied(message, scratch);
         scratch.candidates.clear();
         for partition in scratch.partitions.iter().filter_map(|partition| self.partitions.get(partition)) {
             self.count_candidates(partition, &scratch.satisfied, &mut scratch.stamps, &mut scratch.candidates);
@@ -271,6 +283,24 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
                 scratch.stamps.mark_emitted(conjunction.subscription);
                 out.push(subscription.key.clone());
             }
+        }
+    }
+
+    /// Fills the scratch's list of satisfied predicates for the partitions
+    /// it holds. The XPath pass, the one source that parses the message's
+    /// metadata, runs only when one of those partitions has a conjunction
+    /// that needs it; the predicates it would find could make no other
+    /// partition's conjunction a candidate.
+    fn collect_satisfied(&self, message: &Message, scratch: &mut IndexScratch) {
+        scratch.satisfied.clear();
+        self.predicates.collect(message, &mut scratch.stamps, &mut scratch.topic_cache, &mut scratch.satisfied);
+        // Absent metadata satisfies no XPath predicate, so there is nothing
+        // to run.
+        let Some(metadata) = message.metadata.as_deref() else { return };
+        let asked = &scratch.partitions;
+        if asked.iter().filter_map(|partition| self.partitions.get(partition)).any(Partition::uses_xpath) {
+            scratch.xpath_passes = scratch.xpath_passes.saturating_add(1);
+            self.predicates.collect_xpath(metadata, &mut scratch.xpath, &mut scratch.satisfied);
         }
     }
 

@@ -1,5 +1,7 @@
-//! Per partition: which conjunctions each predicate counts for, and the
-//! conjunctions that are candidates for every message.
+//! Per partition: which conjunctions each predicate counts for, the
+//! conjunctions that are candidates for every message, and how many
+//! conjunctions need an XPath predicate (so that messages for partitions
+//! with none skip the metadata pass).
 //!
 //! A conjunction sits in the list of each of its indexed predicates, or, if
 //! it has none, on the partition's always-candidate list. It remembers its
@@ -30,12 +32,15 @@ pub(crate) struct Conjunction {
     /// The position on the always-candidate list, for a conjunction with no
     /// indexed predicate.
     always_position: Option<usize>,
+    /// True when one of its predicates is an XPath filter.
+    uses_xpath: bool,
 }
 
 impl Conjunction {
-    /// A conjunction not yet filed in its partition.
-    pub(crate) fn new(subscription: usize, residual: Vec<Residual>) -> Conjunction {
-        Conjunction { subscription, required: 0, residual, memberships: Vec::new(), always_position: None }
+    /// A conjunction not yet filed in its partition; `uses_xpath` says
+    /// whether one of its predicates is an XPath filter.
+    pub(crate) fn new(subscription: usize, residual: Vec<Residual>, uses_xpath: bool) -> Conjunction {
+        Conjunction { subscription, required: 0, residual, memberships: Vec::new(), always_position: None, uses_xpath }
     }
 
     /// The interned predicates it needs, for releasing them.
@@ -59,11 +64,18 @@ pub(crate) struct Partition<K> {
     pub(crate) always: Vec<usize>,
     /// Each subscription's id, by key.
     pub(crate) keys: HashMap<K, usize>,
+    /// How many conjunctions need an XPath predicate.
+    xpath_conjunctions: usize,
 }
 
 impl<K> Default for Partition<K> {
     fn default() -> Self {
-        Partition { by_predicate: FxHashMap::default(), always: Vec::new(), keys: HashMap::new() }
+        Partition {
+            by_predicate: FxHashMap::default(),
+            always: Vec::new(),
+            keys: HashMap::new(),
+            xpath_conjunctions: 0,
+        }
     }
 }
 
@@ -72,6 +84,9 @@ impl<K> Partition<K> {
     /// always-candidate list when there are none.
     pub(crate) fn link(&mut self, id: usize, conjunction: &mut Conjunction, predicates: &[PredicateId]) {
         conjunction.required = predicates.len();
+        if conjunction.uses_xpath {
+            self.xpath_conjunctions += 1;
+        }
         if predicates.is_empty() {
             conjunction.always_position = Some(self.always.len());
             self.always.push(id);
@@ -87,6 +102,9 @@ impl<K> Partition<K> {
     /// Takes a removed conjunction out of its lists, updating the position of
     /// each conjunction moved into the gap.
     pub(crate) fn unlink(&mut self, conjunction: &Conjunction, conjunctions: &mut Slab<Conjunction>) {
+        if conjunction.uses_xpath {
+            self.xpath_conjunctions -= 1;
+        }
         if let Some(position) = conjunction.always_position {
             self.always.swap_remove(position);
             if let Some(moved) = self.always.get(position).and_then(|moved| conjunctions.get_mut(*moved)) {
@@ -109,6 +127,12 @@ impl<K> Partition<K> {
     pub(crate) fn always_len(&self) -> usize {
         self.always.len()
     }
+
+    /// True when some conjunction needs an XPath predicate, so a message for
+    /// this partition must have its metadata run through the XPath automaton.
+    pub(crate) fn uses_xpath(&self) -> bool {
+        self.xpath_conjunctions > 0
+    }
 }
 
 #[cfg(test)]
@@ -117,7 +141,16 @@ mod tests {
 
     /// Files a conjunction with these predicates and returns its id.
     fn file(partition: &mut Partition<u32>, conjunctions: &mut Slab<Conjunction>, predicates: &[usize]) -> usize {
-        let id = conjunctions.insert(Conjunction::new(0, Vec::new()));
+        file_with(partition, conjunctions, predicates, false)
+    }
+
+    fn file_with(
+        partition: &mut Partition<u32>,
+        conjunctions: &mut Slab<Conjunction>,
+        predicates: &[usize],
+        uses_xpath: bool,
+    ) -> usize {
+        let id = conjunctions.insert(Conjunction::new(0, Vec::new(), uses_xpath));
         if let Some(conjunction) = conjunctions.get_mut(id) {
             partition.link(id, conjunction, predicates);
         }
@@ -150,5 +183,21 @@ mod tests {
         assert_eq!(partition.always_len(), 0);
         remove(&mut partition, &mut conjunctions, second);
         assert!(partition.by_predicate.is_empty());
+    }
+
+    #[test]
+    fn counts_the_conjunctions_that_need_xpath() {
+        let mut partition = Partition::default();
+        let mut conjunctions = Slab::default();
+        let plain = file(&mut partition, &mut conjunctions, &[1]);
+        assert!(!partition.uses_xpath());
+        let first = file_with(&mut partition, &mut conjunctions, &[2], true);
+        let second = file_with(&mut partition, &mut conjunctions, &[2, 1], true);
+        assert!(partition.uses_xpath());
+        remove(&mut partition, &mut conjunctions, first);
+        assert!(partition.uses_xpath(), "one is left");
+        remove(&mut partition, &mut conjunctions, second);
+        assert!(!partition.uses_xpath());
+        remove(&mut partition, &mut conjunctions, plain);
     }
 }

@@ -3,10 +3,11 @@
 //!
 //! A predicate here is a test whose truth for a message the index finds
 //! without looking at every subscription: a comparison of one property or
-//! header with a constant (found through that attribute's value indexes), or
-//! a regular expression over the topic (found by the regex sets). Equal
-//! predicates from different subscriptions are interned once, so each is
-//! decided at most once per message however many subscriptions use it.
+//! header with a constant (found through that attribute's value indexes), a
+//! regular expression over the topic (found by the regex sets), or an XPath
+//! filter over the metadata document (found by the shared XPath automaton).
+//! Equal predicates from different subscriptions are interned once, so each
+//! is decided at most once per message however many subscriptions use it.
 
 use std::hash::{Hash, Hasher};
 
@@ -16,6 +17,7 @@ use sift_core::Value;
 use crate::compare::ComparisonOp;
 use crate::index::number::NumberKey;
 use crate::sql::HeaderField;
+use crate::xpath::XPathFilter;
 
 /// The id of an interned predicate.
 pub(crate) type PredicateId = usize;
@@ -134,15 +136,47 @@ impl Hash for TopicPattern {
     }
 }
 
+/// A parsed XPath filter, compared and hashed by its canonical text (the
+/// fully parenthesised form it displays as), so that subscriptions with the
+/// same filter share one predicate even when they spaced it differently.
+#[derive(Debug, Clone)]
+pub(crate) struct XPathPattern {
+    text: Box<str>,
+    filter: XPathFilter,
+}
+
+impl XPathPattern {
+    /// The pattern for `filter`.
+    pub(crate) fn new(filter: &XPathFilter) -> XPathPattern {
+        XPathPattern { text: filter.to_string().into_boxed_str(), filter: filter.clone() }
+    }
+
+    /// The filter the pattern stands for.
+    pub(crate) fn filter(&self) -> &XPathFilter {
+        &self.filter
+    }
+}
+
+impl PartialEq for XPathPattern {
+    fn eq(&self, other: &XPathPattern) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for XPathPattern {}
+
+impl Hash for XPathPattern {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
 /// A distinct predicate, named by the source that decides it.
 ///
 /// Each source finds, for a message, the predicates of its kind that hold,
-/// at a cost that grows with how many hold. This is the extension point for
-/// more kinds: an XPath source over the metadata document would add a
-/// variant here whose satisfied ids an `XPathSet` reports once per message,
-/// next to the regex sets. Until then XPath filters, like any language the
-/// index does not decompose, are kept whole and evaluated per candidate
-/// (see `decompose.rs`).
+/// at a cost that grows with how many hold: the value indexes by lookup,
+/// the regex sets by one pass over the topic, and the XPath automaton by
+/// one streaming pass over the metadata document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum PredicateSource {
     /// A test on one attribute's value, found by the attribute's value
@@ -155,6 +189,17 @@ pub(crate) enum PredicateSource {
     },
     /// A regular expression over the topic, found by the regex sets.
     TopicRegex(TopicPattern),
+    /// An XPath filter over the metadata document, found by the shared
+    /// XPath automaton.
+    Xpath(XPathPattern),
+}
+
+impl PredicateSource {
+    /// True for an XPath predicate, whose source parses the metadata and so
+    /// runs only for partitions that need it.
+    pub(crate) fn is_xpath(&self) -> bool {
+        matches!(self, PredicateSource::Xpath(_))
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +217,17 @@ mod tests {
         let mut interned = std::collections::HashSet::new();
         assert!(interned.insert(PredicateSource::TopicRegex(compile("a+"))));
         assert!(!interned.insert(PredicateSource::TopicRegex(compile("a+"))));
+    }
+
+    #[test]
+    fn xpath_patterns_compare_by_canonical_text() {
+        let pattern = |text: &str| XPathPattern::new(&XPathFilter::parse(text).expect("parses"));
+        assert_eq!(pattern("/a[b=1]"), pattern("/a[ b = 1 ]"));
+        assert_ne!(pattern("/a[b=1]"), pattern("/a[b=2]"));
+        let mut interned = std::collections::HashSet::new();
+        assert!(interned.insert(pattern("//a")));
+        assert!(!interned.insert(pattern(" //a ")));
+        assert!(PredicateSource::Xpath(pattern("//a")).is_xpath());
     }
 
     #[test]

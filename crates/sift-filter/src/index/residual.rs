@@ -22,8 +22,8 @@ pub(crate) enum Residual {
     Tag(TagPredicate),
     /// A literal of a SQL selector's normal form; it must be TRUE.
     Literal(Literal),
-    /// A whole filter: a SQL selector whose normal form is too big, or a
-    /// filter in a language the index does not decompose.
+    /// A whole filter: a SQL selector whose normal form is too big to file
+    /// as conjunctions.
     Filter(ContentFilter),
 }
 

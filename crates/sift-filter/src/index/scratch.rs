@@ -10,6 +10,7 @@
 
 use crate::index::predicate::PredicateId;
 use crate::index::topic_cache::TopicCache;
+use crate::xpath::XPathScratch;
 
 /// Reusable buffers for matching messages against a
 /// [`crate::index::ContentIndex`]: one per thread, passed to every call.
@@ -26,12 +27,23 @@ pub struct IndexScratch {
     /// Conjunctions whose indexed predicates all hold.
     pub(crate) candidates: Vec<usize>,
     pub(crate) topic_cache: TopicCache,
+    /// The working memory of the XPath automaton's pass over the metadata.
+    pub(crate) xpath: XPathScratch,
+    /// Metadata documents run through the XPath automaton so far.
+    pub(crate) xpath_passes: u64,
 }
 
 impl IndexScratch {
     /// Empty buffers; they grow on first use.
     pub fn new() -> IndexScratch {
         IndexScratch::default()
+    }
+
+    /// How many messages' metadata documents matching has parsed with this
+    /// scratch: one per message whose partitions asked for have an XPath
+    /// filter, none for the others. For statistics and tests.
+    pub fn xpath_passes(&self) -> u64 {
+        self.xpath_passes
     }
 }
 

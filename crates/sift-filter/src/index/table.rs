@@ -15,6 +15,8 @@ use crate::index::regex_shards::RegexShards;
 use crate::index::scratch::Stamps;
 use crate::index::slab::Slab;
 use crate::index::topic_cache::TopicCache;
+use crate::index::xpath_source::XPathSource;
+use crate::xpath::XPathScratch;
 
 /// An interned predicate and how many conjunctions use it.
 #[derive(Debug, Clone)]
@@ -30,6 +32,7 @@ pub(crate) struct PredicateTable {
     entries: Slab<Entry>,
     attributes: AttributeTable,
     regexes: RegexShards,
+    xpaths: XPathSource,
 }
 
 impl PredicateTable {
@@ -66,6 +69,7 @@ impl PredicateTable {
         match &source {
             PredicateSource::Value { attribute, test } => self.attributes.insert(attribute, test, id),
             PredicateSource::TopicRegex(pattern) => self.regexes.insert(id, pattern.0.clone()),
+            PredicateSource::Xpath(pattern) => self.xpaths.insert(id, pattern.filter()),
         }
         self.ids.insert(source, id);
         id
@@ -82,11 +86,14 @@ impl PredicateTable {
         match &entry.source {
             PredicateSource::Value { attribute, test } => self.attributes.remove(attribute, test),
             PredicateSource::TopicRegex(_) => self.regexes.remove(id),
+            PredicateSource::Xpath(_) => self.xpaths.remove(id),
         }
         self.ids.remove(&entry.source);
     }
 
-    /// Appends every predicate the message satisfies, each once.
+    /// Appends every value and regex predicate the message satisfies, each
+    /// once. XPath predicates are left to [`PredicateTable::collect_xpath`],
+    /// which the caller runs only when it needs them.
     pub(crate) fn collect(
         &self,
         message: &Message,
@@ -98,5 +105,11 @@ impl PredicateTable {
         if !self.regexes.is_empty() {
             topic_cache.extend_satisfied(&self.regexes, &message.topic, satisfied);
         }
+    }
+
+    /// Appends the XPath predicates the metadata document satisfies, each
+    /// once, after one streaming pass over it; none when it is malformed.
+    pub(crate) fn collect_xpath(&self, metadata: &[u8], scratch: &mut XPathScratch, satisfied: &mut Vec<PredicateId>) {
+        self.xpaths.collect(metadata, scratch, satisfied);
     }
 }

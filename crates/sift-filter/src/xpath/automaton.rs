@@ -22,7 +22,7 @@ pub(crate) type AtomId = usize;
 pub(crate) const START: StateId = 0;
 
 /// One state: the elements reached by one prefix of element steps.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct State {
     /// The state this one is reached from, and by which step; `None` for [`START`].
     parent: Option<(StateId, ElementStep)>,
@@ -94,7 +94,7 @@ impl State {
 }
 
 /// All states, indexed by [`StateId`]; freed ids are reused.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Automaton {
     states: Vec<Option<State>>,
     free: Vec<StateId>,

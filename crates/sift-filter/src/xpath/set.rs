@@ -20,7 +20,7 @@ use crate::xpath::XPathFilter;
 pub(crate) type FilterId = usize;
 
 /// One atom: a test answered once per document for every filter using it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Atom {
     /// The state where the atom's prefix ends.
     pub(crate) state: StateId,
@@ -36,7 +36,7 @@ pub(crate) struct Atom {
 }
 
 /// One filter of the set.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Entry<K> {
     pub(crate) key: K,
     /// The filter's value over atoms (exact plans), or a condition the
@@ -54,7 +54,7 @@ pub(crate) struct Entry<K> {
 /// A set of XPath filters, each under a key, matched together against
 /// metadata documents by [`XPathSet::matching`] at a cost that grows with
 /// what matches rather than with the number of filters.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct XPathSet<K> {
     pub(crate) automaton: Automaton,
     pub(crate) atoms: Vec<Option<Atom>>,

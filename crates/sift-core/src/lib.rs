@@ -9,6 +9,7 @@
 pub mod message;
 pub mod topic;
 pub mod trie;
+pub mod workload;
 
 pub use message::{DeliveryMode, Message, MessageError, Priority, Value};
 pub use topic::{TopicError, TopicFilter, TopicName};

@@ -231,10 +231,8 @@ async fn seeded_workloads_deliver_what_each_filter_passes_alone() {
     let broker = broker().await;
     let selectors = SelectorsWorkload::new(11).expect("workload");
     let ges = GesWorkload::new(11, 25).expect("workload");
-    let workloads: [(&dyn Workload, [&str; 3]); 2] = [
-        (&selectors, ["market.quotes", "market.*", "market.>"]),
-        (&ges, ["ges.events", "ges.*", ">"]),
-    ];
+    let workloads: [(&dyn Workload, [&str; 3]); 2] =
+        [(&selectors, ["market.quotes", "market.*", "market.>"]), (&ges, ["ges.events", "ges.*", ">"])];
     for (workload, topic_filters) in workloads {
         let subscriber = client(&broker, "sub").await;
         let mut subscriptions = Vec::new();

@@ -4,6 +4,13 @@
 //! message. Filters come in every language; messages carry properties,
 //! headers and, sometimes, a metadata document for the XPath filters, which
 //! is sometimes malformed.
+//!
+//! Besides filters drawn at random, the generators make the shapes the
+//! index clusters (see the index's module documentation): many conjunctions
+//! sharing one equality with different ranges (`s = 'IBM' AND a > 1`, the
+//! selectors workload) and sharing several equalities beside a selective
+//! one (`s="IBM",flag=true,b=2`, the GES workload), with messages drawn
+//! from the same few values so that such filters often match.
 
 use std::collections::HashMap;
 
@@ -138,6 +145,33 @@ fn any_message() -> impl Strategy<Value = Message> {
     )
 }
 
+/// A property value from the few the shaped filters test, so that they
+/// often match; sometimes absent.
+fn shaped_value(values: Vec<Value>) -> impl Strategy<Value = Option<Value>> {
+    prop::option::weighted(0.85, prop::sample::select(values))
+}
+
+/// Messages in the shapes' vocabulary: a symbol, small numbers (integer,
+/// float and NaN), and a flag.
+fn shaped_message() -> impl Strategy<Value = Message> {
+    let symbols = ["IBM", "HP", "x"].map(|text| Value::Str(text.into())).to_vec();
+    let numbers =
+        vec![Value::Int(-1), Value::Int(0), Value::Int(1), Value::Int(2), Value::Float(1.5), Value::Float(f64::NAN)];
+    let small = vec![Value::Int(0), Value::Int(1), Value::Int(2), Value::Float(2.0)];
+    let flags = vec![Value::Bool(true), Value::Bool(false)];
+    let values = (shaped_value(symbols), shaped_value(numbers), shaped_value(small), shaped_value(flags));
+    (prop::sample::select(TOPICS.to_vec()), values, any::<bool>()).prop_map(|(topic, (s, a, b, flag), repeat)| {
+        let mut message = Message::new(TopicName::new(topic).expect("valid topic"), "");
+        let named = [("s", s), ("a", a), ("b", b), ("flag", flag)];
+        message.properties = named.into_iter().filter_map(|(name, value)| Some((name.to_string(), value?))).collect();
+        // A repeated name, which filters must ignore.
+        if repeat {
+            message.properties.push(("a".to_string(), Value::Int(2)));
+        }
+        message
+    })
+}
+
 fn any_op() -> impl Strategy<Value = ComparisonOp> {
     prop::sample::select(vec![
         ComparisonOp::Equal,
@@ -211,6 +245,66 @@ fn any_sql() -> impl Strategy<Value = ContentFilter> {
     selector.prop_filter_map("selector parses", |text| ContentFilter::parse(FilterLanguage::Sql, &text).ok())
 }
 
+/// An equality that many shaped filters share.
+fn shared_equality() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec!["s = 'IBM'", "s = 'HP'", "a = 1", "b = 2", "b = 1.0", "flag", "NOT flag", "s IN ('IBM')"])
+}
+
+/// A range on a shaped message's numbers: `a > 1`, `b <= 0.5`, ...
+fn shaped_range() -> impl Strategy<Value = String> {
+    let operand = prop::sample::select(vec!["a", "b", "a", "JMSPriority"]);
+    let op = prop::sample::select(vec!["<", "<=", ">", ">="]);
+    let bound = prop::sample::select(vec!["-1", "0", "1", "2", "0.5", "1.5"]);
+    (operand, op, bound).prop_map(|(operand, op, bound)| format!("{operand} {op} {bound}"))
+}
+
+/// One conjunction in the selectors or GES shape: one to three shared
+/// equalities and up to two ranges, sometimes with a residual test.
+fn shaped_conjunction() -> impl Strategy<Value = String> {
+    let residual = prop::sample::select(vec!["", "", "", " AND s <> 'HP'", " AND a + 1 > 1", " AND s LIKE 'I%'"]);
+    (prop::collection::vec(shared_equality(), 1..4), prop::collection::vec(shaped_range(), 0..3), residual).prop_map(
+        |(equalities, ranges, residual)| {
+            let mut literals: Vec<String> = equalities.into_iter().map(str::to_string).collect();
+            literals.extend(ranges);
+            format!("{}{residual}", literals.join(" AND "))
+        },
+    )
+}
+
+/// The selectors and GES shapes as SQL: a shaped conjunction, sometimes
+/// OR'ed with a second one, or ranges alone (counted beside the clusters).
+fn shaped_sql() -> impl Strategy<Value = ContentFilter> {
+    let selector = prop_oneof![
+        3 => shaped_conjunction(),
+        1 => (shaped_conjunction(), shaped_conjunction()).prop_map(|(left, right)| format!("({left}) OR ({right})")),
+        1 => (shaped_range(), shaped_range()).prop_map(|(left, right)| format!("{left} AND {right}")),
+    ];
+    selector.prop_map(|text: String| {
+        ContentFilter::parse(FilterLanguage::Sql, &text).unwrap_or_else(|error| panic!("{text}: {error}"))
+    })
+}
+
+/// The GES shape as a tags filter: shared equalities, a selective one, and
+/// sometimes a range (numbers or strings) and a `!=`.
+fn shaped_tags() -> impl Strategy<Value = ContentFilter> {
+    let tag = |name: &str, op: ComparisonOp, value: Value| TagPredicate { name: name.to_string(), op, value };
+    let shared = prop::sample::subsequence(vec![("s", Value::Str("IBM".into())), ("flag", Value::Bool(true))], 0..=2);
+    let selective = prop::sample::select(vec![Value::Int(0), Value::Int(1), Value::Int(2), Value::Float(1.5)]);
+    let range = prop::option::of((
+        prop::sample::select(vec![ComparisonOp::Greater, ComparisonOp::LessOrEqual]),
+        prop::sample::select(vec![("a", Value::Int(0)), ("a", Value::Float(1.5)), ("s", Value::Str("HP".into()))]),
+    ));
+    let not_equal = prop::option::of(prop::sample::select(vec![Value::Int(1), Value::Str("x".into())]));
+    (shared, selective, range, not_equal).prop_map(move |(shared, selective, range, not_equal)| {
+        let mut predicates: Vec<TagPredicate> =
+            shared.into_iter().map(|(name, value)| tag(name, ComparisonOp::Equal, value)).collect();
+        predicates.push(tag("b", ComparisonOp::Equal, selective));
+        predicates.extend(range.map(|(op, (name, bound))| tag(name, op, bound)));
+        predicates.extend(not_equal.map(|value| tag("a", ComparisonOp::NotEqual, value)));
+        ContentFilter::Tags(TagFilter { predicates })
+    })
+}
+
 fn any_regex() -> impl Strategy<Value = ContentFilter> {
     let patterns = vec!["^a", "b$", r"a\.b", ".*", r"^t\.[0-9]+$", "x|y", r"^orders\.(eu|us)\.", "^$", "[0-9]{2}"];
     prop::sample::select(patterns)
@@ -281,7 +375,14 @@ fn any_xpath() -> impl Strategy<Value = ContentFilter> {
 }
 
 fn any_filter() -> impl Strategy<Value = ContentFilter> {
-    prop_oneof![2 => any_tags(), 4 => any_sql(), 1 => any_regex(), 2 => any_xpath()]
+    prop_oneof![
+        2 => any_tags(),
+        4 => any_sql(),
+        1 => any_regex(),
+        2 => any_xpath(),
+        4 => shaped_sql(),
+        2 => shaped_tags(),
+    ]
 }
 
 fn any_partitions() -> impl Strategy<Value = Vec<u32>> {
@@ -304,6 +405,7 @@ fn any_step() -> impl Strategy<Value = Step> {
         1 => (0..PARTITIONS, 0..KEYS).prop_map(|(partition, key)| Step::Remove(partition, key)),
         1 => Just(Step::Refresh),
         3 => (any_message(), any_partitions()).prop_map(|(message, partitions)| Step::Check(message, partitions)),
+        2 => (shaped_message(), any_partitions()).prop_map(|(message, partitions)| Step::Check(message, partitions)),
     ]
 }
 
@@ -374,7 +476,8 @@ proptest! {
     fn many_subscriptions_sharing_predicates(
         subscriptions in prop::collection::vec((0..PARTITIONS, any::<u16>(), any_filter()), 100..400),
         removals in prop::collection::vec(any::<prop::sample::Index>(), 0..100),
-        messages in prop::collection::vec((any_message(), any_partitions()), 1..40),
+        later in prop::collection::vec((0..PARTITIONS, any::<u16>(), any_filter()), 0..60),
+        messages in prop::collection::vec((prop_oneof![any_message(), shaped_message()], any_partitions()), 1..40),
     ) {
         let mut checked = Checked::default();
         for (partition, key, filter) in &subscriptions {
@@ -383,6 +486,11 @@ proptest! {
         for removal in &removals {
             let (partition, key, _) = removal.get(&subscriptions);
             checked.apply(&Step::Remove(*partition, *key))?;
+        }
+        // Insertions after removals reuse the freed ids and fill the gaps
+        // that removals left in shared lists and clusters.
+        for (partition, key, filter) in &later {
+            checked.apply(&Step::Insert(*partition, *key, filter.clone()))?;
         }
         for (message, partitions) in &messages {
             checked.check(message, partitions)?;

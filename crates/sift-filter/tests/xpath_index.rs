@@ -3,6 +3,13 @@
 //! `XPathSet::matching` returns exactly the filters that
 //! `XPathFilter::matches_document` accepts one by one, also after removals
 //! and with one scratch reused across documents.
+//!
+//! A second generator makes the JBI shape that the value index is built
+//! for: many filters on the same few paths that differ in their constants
+//! and thresholds, against documents with repeated elements (so that paths
+//! select several nodes, and a conjunction may hold across two siblings but
+//! not within one), numbers written as strings, and text that is not a
+//! number.
 
 use proptest::prelude::*;
 use sift_filter::{XPathFilter, XPathScratch, XPathSet, XmlDocument};
@@ -165,6 +172,111 @@ fn filter() -> impl Strategy<Value = String> {
     })
 }
 
+/// Values of the JBI-shaped documents: numbers in several spellings, text,
+/// and strings that XPath converts to NaN.
+const JBI_VALUES: [&str; 12] = ["1", "2", "10", " 3 ", "1.5", "-0", "x", "KTJR", "", "NaN", "1e3", "3.0"];
+
+/// String constants of the JBI-shaped filters.
+const JBI_TEXTS: [&str; 8] = ["'1'", "'2'", "'10'", "' 3 '", "'x'", "'KTJR'", "''", "'NaN'"];
+
+/// Number constants of the JBI-shaped filters, some written as strings.
+const JBI_NUMBERS: [&str; 10] = ["0", "1", "1.5", "2", "3", "10", "-1", "'3'", "-0", "' 2 '"];
+
+/// A leaf `<name>value</name>`, or `<name/>` without a value.
+fn jbi_leaf(name: &'static str) -> impl Strategy<Value = String> {
+    prop::option::weighted(0.9, prop::sample::select(&JBI_VALUES[..])).prop_map(move |value| match value {
+        Some(value) => format!("<{name}>{value}</{name}>"),
+        None => format!("<{name}/>"),
+    })
+}
+
+/// An `r` element: an optional `k` attribute, up to two of each of `a`,
+/// `b` and `c` in any order, and sometimes an `r` inside.
+fn jbi_record(depth: u32) -> BoxedStrategy<String> {
+    let children = prop::collection::vec(prop_oneof![jbi_leaf("a"), jbi_leaf("b"), jbi_leaf("c")], 0..5);
+    let nested: BoxedStrategy<Option<String>> =
+        if depth == 0 { Just(None).boxed() } else { prop::option::weighted(0.2, jbi_record(depth - 1)).boxed() };
+    (prop::option::of(prop::sample::select(&JBI_VALUES[..])), children, nested)
+        .prop_map(|(attribute, children, nested)| {
+            let attribute = attribute.map(|value| format!(" k='{value}'")).unwrap_or_default();
+            format!("<r{attribute}>{}{}</r>", children.concat(), nested.unwrap_or_default())
+        })
+        .boxed()
+}
+
+/// A document `<m>` of one to three records and sometimes an `s`.
+fn jbi_document() -> impl Strategy<Value = String> {
+    (prop::collection::vec(jbi_record(1), 1..4), prop::option::of(jbi_leaf("s")))
+        .prop_map(|(records, extra)| format!("<m>{}{}</m>", records.concat(), extra.unwrap_or_default()))
+}
+
+/// An operator and a constant: `= 'x'`, `!= 'KTJR'`, `>= 2`, `< '3'`.
+fn jbi_test() -> impl Strategy<Value = String> {
+    let equality = (prop::sample::select(&["=", "!="][..]), prop::sample::select(&JBI_TEXTS[..]))
+        .prop_map(|(op, text)| format!("{op} {text}"));
+    let ordered =
+        (operator(), prop::sample::select(&JBI_NUMBERS[..])).prop_map(|(op, number)| format!("{op} {number}"));
+    prop_oneof![equality, ordered]
+}
+
+/// One comparison of a relative path from a record with a constant.
+fn jbi_comparison() -> impl Strategy<Value = String> {
+    let path = prop::sample::select(&["a", "b", "c", "@k", ".", "a/text()", "./b", "*"][..]);
+    (path, jbi_test()).prop_map(|(path, test)| format!("{path} {test}"))
+}
+
+/// Filters on the records: predicates of one to three comparisons joined
+/// by `and`, top-level comparisons of their fields, and a few other
+/// shapes, combined with `and`, `or` and `not()`.
+fn jbi_filter() -> impl Strategy<Value = String> {
+    let record = prop::sample::select(&["/m/r", "//r", "/m/*", "/m/r/r"][..]);
+    let predicate = (record.clone(), prop::collection::vec(jbi_comparison(), 1..4))
+        .prop_map(|(record, tests)| format!("{record}[{}]", tests.join(" and ")));
+    let top_level = (record, prop::sample::select(&["a", "b", "@k", "c/text()"][..]), jbi_test())
+        .prop_map(|(record, field, test)| format!("{record}/{field} {test}"));
+    let other = prop::sample::select(&["/m/r[a][b = 1]", "/m/r[contains(a, 'K')]", "/m/s >= 1", "/m/r[2][a = 1]"][..])
+        .prop_map(str::to_string);
+    let leaf = prop_oneof![4 => predicate, 3 => top_level, 1 => other];
+    leaf.prop_recursive(2, 6, 3, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(left, right)| format!("{left} and {right}")),
+            (inner.clone(), inner.clone()).prop_map(|(left, right)| format!("({left}) or ({right})")),
+            inner.prop_map(|operand| format!("not({operand})")),
+        ]
+    })
+}
+
+/// Matches `documents` with a set of `texts` (some removed) and with each
+/// filter alone, and says where they differ.
+fn check_set(documents: &[String], texts: &[String], removed: &[bool]) -> Result<(), TestCaseError> {
+    let mut set = XPathSet::new();
+    let mut kept = Vec::new();
+    for (key, text) in texts.iter().enumerate() {
+        let parsed = XPathFilter::parse(text);
+        prop_assert!(parsed.is_ok(), "{text}: {parsed:?}");
+        let Ok(parsed) = parsed else { continue };
+        set.insert(key, &parsed);
+        if removed.get(key).copied().unwrap_or(false) {
+            prop_assert!(set.remove(&key));
+        } else {
+            kept.push((key, parsed));
+        }
+    }
+    prop_assert_eq!(set.len(), kept.len());
+    let mut scratch = XPathScratch::new();
+    for document in documents {
+        let tree = XmlDocument::parse(document.as_bytes());
+        prop_assert!(tree.is_ok(), "{document}: {tree:?}");
+        let Ok(tree) = tree else { continue };
+        let mut matched = Vec::new();
+        prop_assert!(set.matching(document.as_bytes(), &mut scratch, &mut matched).is_ok());
+        matched.sort_unstable();
+        let wanted = expected(&kept, &tree);
+        prop_assert_eq!(&matched, &wanted, "document {}", document);
+    }
+    Ok(())
+}
+
 /// The keys of the filters `matches_document` accepts, in order.
 fn expected(filters: &[(usize, XPathFilter)], document: &XmlDocument) -> Vec<usize> {
     filters.iter().filter(|(_, filter)| filter.matches_document(document)).map(|(key, _)| *key).collect()
@@ -179,31 +291,16 @@ proptest! {
         texts in prop::collection::vec(filter(), 1..24),
         removed in prop::collection::vec(prop::bool::weighted(0.25), 24),
     ) {
-        let mut set = XPathSet::new();
-        let mut kept = Vec::new();
-        for (key, text) in texts.iter().enumerate() {
-            let parsed = XPathFilter::parse(text);
-            prop_assert!(parsed.is_ok(), "{text}: {parsed:?}");
-            let Ok(parsed) = parsed else { continue };
-            set.insert(key, &parsed);
-            if removed[key] {
-                prop_assert!(set.remove(&key));
-            } else {
-                kept.push((key, parsed));
-            }
-        }
-        prop_assert_eq!(set.len(), kept.len());
-        let mut scratch = XPathScratch::new();
-        for document in &documents {
-            let tree = XmlDocument::parse(document.as_bytes());
-            prop_assert!(tree.is_ok(), "{document}: {tree:?}");
-            let Ok(tree) = tree else { continue };
-            let mut matched = Vec::new();
-            prop_assert!(set.matching(document.as_bytes(), &mut scratch, &mut matched).is_ok());
-            matched.sort_unstable();
-            let wanted = expected(&kept, &tree);
-            prop_assert_eq!(&matched, &wanted, "document {}", document);
-        }
+        check_set(&documents, &texts, &removed)?;
+    }
+
+    #[test]
+    fn jbi_shaped_sets_match_exactly_what_the_tree_evaluator_accepts(
+        documents in prop::collection::vec(jbi_document(), 1..5),
+        texts in prop::collection::vec(jbi_filter(), 1..80),
+        removed in prop::collection::vec(prop::bool::weighted(0.2), 80),
+    ) {
+        check_set(&documents, &texts, &removed)?;
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //!
 //! # How
 //!
-//! A counting algorithm, after Yan and García-Molina's and Fabret et al.'s
-//! publish/subscribe matchers:
+//! A counting algorithm with access-predicate clustering, after Yan and
+//! García-Molina's and Fabret et al.'s publish/subscribe matchers:
 //!
 //! 1. Every filter is filed as conjunctions (`decompose.rs`): a tags filter is
 //!    one, a SQL selector one per disjunct of its normal form, a regex or an
@@ -29,11 +29,39 @@
 //!    metadata document (`xpath_source.rs`). That pass runs only when a
 //!    partition asked for has a conjunction needing an XPath predicate, so
 //!    messages for other partitions never have their metadata parsed.
-//! 3. For each partition asked for, each satisfied predicate adds one to the
-//!    counter of every conjunction in the partition that needs it
-//!    (`partition.rs`); a conjunction whose counter reaches its number of
-//!    predicates is a candidate, as is every conjunction with none.
-//! 4. A candidate passes when its residual tests do; its key is output once.
+//! 3. A conjunction with at least one equality predicate is *clustered*
+//!    (`cluster.rs`): filed once, in the cluster of its *access predicate*,
+//!    the equality of the conjunction that the fewest conjunctions of the
+//!    whole index used when it was inserted (the table counts each
+//!    predicate's users). Its other predicates become *checks* (`check.rs`),
+//!    and conjunctions with the same checks share one list
+//!    (`check_lists.rs`). Any other conjunction is *counted*: filed in the
+//!    list of each of its predicates (`partition.rs`), or, with none, on
+//!    the partition's always-candidate list.
+//! 4. Per message, the satisfied predicates are collected (step 2) and
+//!    stamped in the scratch, and the value of each attribute looked up is
+//!    recorded there (`attribute_value.rs`). Then, for each partition asked
+//!    for, each satisfied predicate adds one to the counter of every counted
+//!    conjunction that needs it, a conjunction whose counter reaches its
+//!    number of predicates being a candidate, as is every always-candidate;
+//!    and the cluster of each satisfied access predicate is walked, a member
+//!    being a candidate when its checks hold: an equality, presence, regex
+//!    or XPath predicate by its stamp, a range predicate by comparing the
+//!    recorded value with the bound, under the same number rules as the
+//!    range maps. An attribute's range maps hold only the range predicates
+//!    some counted conjunction needs, so those only clustered conjunctions
+//!    use are never enumerated, and an attribute with no counted range
+//!    predicate skips the range search.
+//! 5. A candidate passes when its residual tests do; its key is output once.
+//!
+//! Clustering spares the work that counting spends on conjunctions that
+//! fail on another predicate. Under counting, a quote for
+//! `sym = 'S0042' AND price > N` selectors satisfies about half of the
+//! `price > N` and increments every conjunction of each; clustered under
+//! their symbol, only the selectors of the quote's symbol are walked. GES
+//! profiles share three equalities with every event; counted, each shared
+//! equality increments every profile, while clustered under the selective
+//! fourth equality, only the profiles with the event's footprint are walked.
 //!
 //! SQL's three-valued logic is kept: a conjunction passes only when every
 //! literal is TRUE, and a literal is indexed only when the predicates that
@@ -43,18 +71,29 @@
 //!
 //! # Cost
 //!
-//! Per message, with `s` predicates satisfied, `p` partitions asked for and
-//! `c` candidates: one hash lookup per message property and indexed header,
-//! one binary search per range operator on each such attribute, one regex
-//! pass per shard on a topic-cache miss, one streaming parse of the metadata
-//! when XPath filters are asked for (value tests and any tree evaluation
-//! only for the filters whose structure matched), `O(s * p)` counter
-//! updates, and the candidates' residual tests. Nothing scans all
-//! subscriptions, except that conjunctions with no indexed predicate are
-//! candidates for every message in their partition. Insertion and removal cost `O(size of the
-//! filter)` hash and ordered-map operations; a new regex may rebuild one
-//! shard of at most [`REGEX_SHARD_PATTERNS_MAX`] expressions, and an XPath
-//! filter adds or removes only its own automaton states and atoms.
+//! Per message, with `p` partitions asked for: one hash lookup per message
+//! property and indexed header; on each attribute with counted range
+//! predicates, one binary search per range operator and one step per
+//! satisfied one; one regex pass per shard on a topic-cache miss; one
+//! streaming parse of the metadata when XPath filters are asked for (value
+//! tests and any tree evaluation only for the filters whose structure
+//! matched); one counter update per satisfied predicate and counted
+//! conjunction needing it in the `p` partitions; for each satisfied access
+//! predicate, a walk of its cluster in each of the `p` partitions, at a
+//! constant cost per check of each member; and the candidates' residual
+//! tests. Every member walked satisfies its access predicate, the least
+//! used equality of its conjunction when filed, so walks stay close to the
+//! number of matches whenever a conjunction has a selective equality.
+//! Nothing scans all subscriptions, except that conjunctions with no
+//! indexed predicate are candidates for every message in their partition.
+//!
+//! Insertion and removal cost `O(size of the filter)` hash and ordered-map
+//! operations: each conjunction remembers its position in each list or
+//! cluster, so removal swaps the last entry into the gap. A new regex may
+//! rebuild one shard of at most [`REGEX_SHARD_PATTERNS_MAX`] expressions,
+//! and an XPath filter adds or removes only its own automaton states and
+//! atoms. Access predicates are chosen at insertion and not revisited when
+//! usage changes later.
 //!
 //! Matching takes `&self`, so readers can share an index behind a read lock;
 //! all per-message state lives in the caller's [`IndexScratch`], which makes
@@ -64,7 +103,15 @@
 //! tests need).
 
 mod attribute;
+mod attribute_value;
+mod check;
+mod check_lists;
+mod cluster;
+#[cfg(test)]
+mod cluster_tests;
+mod conjunction;
 mod decompose;
+mod matching;
 mod number;
 mod partition;
 mod predicate;
@@ -85,13 +132,14 @@ mod xpath_tests;
 use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
-use sift_core::Message;
 
 use crate::ContentFilter;
+use check::Check;
+use check_lists::CheckLists;
+use conjunction::Conjunction;
 use decompose::ConjunctionPlan;
-use partition::{Conjunction, Partition};
+use partition::Partition;
 use predicate::{PredicateId, PredicateSource};
-use scratch::Stamps;
 use slab::Slab;
 use table::PredicateTable;
 
@@ -119,6 +167,9 @@ pub struct IndexStats {
     /// Conjunctions with no indexed predicate, candidates for every message
     /// in their partition.
     pub always_candidates: usize,
+    /// Conjunctions filed in the cluster of an access predicate rather than
+    /// counted.
+    pub clustered: usize,
     /// Regex predicates matched one by one until the next rebuild of their
     /// shard (see [`ContentIndex::refresh`]).
     pub regex_pending: usize,
@@ -134,6 +185,7 @@ pub struct IndexStats {
 #[derive(Debug, Clone)]
 pub struct ContentIndex<K> {
     predicates: PredicateTable,
+    check_lists: CheckLists,
     conjunctions: Slab<Conjunction>,
     subscriptions: Slab<Subscription<K>>,
     partitions: FxHashMap<u32, Partition<K>>,
@@ -143,6 +195,7 @@ impl<K> Default for ContentIndex<K> {
     fn default() -> Self {
         ContentIndex {
             predicates: PredicateTable::default(),
+            check_lists: CheckLists::default(),
             conjunctions: Slab::default(),
             subscriptions: Slab::default(),
             partitions: FxHashMap::default(),
@@ -173,6 +226,7 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
             conjunctions: self.conjunctions.len(),
             predicates: self.predicates.len(),
             always_candidates: self.partitions.values().map(Partition::always_len).sum(),
+            clustered: self.partitions.values().map(|partition| partition.clusters.len()).sum(),
             regex_pending: self.predicates.regex_pending(),
         }
     }
@@ -193,11 +247,38 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
         }
     }
 
-    /// Interns a conjunction's predicates and files it in its partition.
+    /// Interns a conjunction's predicates and files it in its partition:
+    /// clustered under its least used equality if it has one, counted
+    /// otherwise.
     fn add_conjunction(&mut self, partition: u32, subscription: usize, plan: ConjunctionPlan) -> usize {
         let uses_xpath = plan.predicates.iter().any(PredicateSource::is_xpath);
+        let predicates = self.intern(plan.predicates);
+        let id = self.conjunctions.insert(Conjunction::new(subscription, plan.residual, uses_xpath));
+        let (Some(partition), Some(conjunction)) = (self.partitions.get_mut(&partition), self.conjunctions.get_mut(id))
+        else {
+            return id;
+        };
+        match self.predicates.least_used_equality(&predicates) {
+            Some(access) => {
+                let others = predicates.iter().filter(|predicate| **predicate != access);
+                let mut checks: Vec<Check> = others.map(|predicate| self.predicates.check(*predicate)).collect();
+                Check::order(&mut checks);
+                partition.link_clustered(id, conjunction, access, self.check_lists.acquire(checks));
+            }
+            None => {
+                for &predicate in &predicates {
+                    self.predicates.count(predicate);
+                }
+                partition.link_counted(id, conjunction, &predicates);
+            }
+        }
+        id
+    }
+
+    /// The ids of `sources`, interned, sorted and without repeats.
+    fn intern(&mut self, sources: Vec<PredicateSource>) -> Vec<PredicateId> {
         let mut acquired: Vec<PredicateId> =
-            plan.predicates.into_iter().map(|source| self.predicates.acquire(source)).collect();
+            sources.into_iter().map(|source| self.predicates.acquire(source)).collect();
         acquired.sort_unstable();
         // A predicate repeated in the conjunction (`a = 1 AND a = 1`) counts
         // once, so the references taken for the repeats are given back.
@@ -209,13 +290,7 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
                 predicates.push(predicate);
             }
         }
-        let id = self.conjunctions.insert(Conjunction::new(subscription, plan.residual, uses_xpath));
-        if let (Some(partition), Some(conjunction)) =
-            (self.partitions.get_mut(&partition), self.conjunctions.get_mut(id))
-        {
-            partition.link(id, conjunction, &predicates);
-        }
-        id
+        predicates
     }
 
     /// Removes the subscription `key` from `partition`; false when it was not
@@ -227,7 +302,16 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
         for conjunction_id in subscription.conjunctions {
             let Some(conjunction) = self.conjunctions.remove(conjunction_id) else { continue };
             filed.unlink(&conjunction, &mut self.conjunctions);
+            if let Some(list) = conjunction.check_list() {
+                self.check_lists.release(list);
+            }
+            // A counted conjunction's range predicates may stop being
+            // enumerated, which the table decides before it releases them.
+            let counted = conjunction.is_counted();
             for predicate in conjunction.predicates() {
+                if counted {
+                    self.predicates.uncount(predicate);
+                }
                 self.predicates.release(predicate);
             }
         }
@@ -247,83 +331,5 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
     /// the matching path; matching is exact either way.
     pub fn refresh(&mut self) {
         self.predicates.refresh();
-    }
-
-    /// Appends to `out` the keys of the subscriptions in `partitions` whose
-    /// filter passes `message`, each once, in no particular order. Partitions
-    /// that are unknown or repeated are ignored.
-    pub fn matching(&self, message: &Message, partitions: &[u32], scratch: &mut IndexScratch, out: &mut Vec<K>) {
-        scratch.partitions.clear();
-        scratch
-            .partitions
-            .extend(partitions.iter().copied().filter(|partition| self.partitions.contains_key(partition)));
-        if scratch.partitions.is_empty() {
-            return;
-        }
-        scratch.partitions.sort_unstable();
-        scratch.partitions.dedup();
-        scratch.stamps.begin(
-            self.conjunctions.id_bound(),
-            self.subscriptions.id_bound(),
-            self.predicates.attribute_id_bound(),
-        );
-        self.collect_satisfied(message, scratch);
-        scratch.candidates.clear();
-        for partition in scratch.partitions.iter().filter_map(|partition| self.partitions.get(partition)) {
-            self.count_candidates(partition, &scratch.satisfied, &mut scratch.stamps, &mut scratch.candidates);
-        }
-        for &candidate in &scratch.candidates {
-            let Some(conjunction) = self.conjunctions.get(candidate) else { continue };
-            if scratch.stamps.is_emitted(conjunction.subscription)
-                || !conjunction.residual.iter().all(|residual| residual.holds(message))
-            {
-                continue;
-            }
-            if let Some(subscription) = self.subscriptions.get(conjunction.subscription) {
-                scratch.stamps.mark_emitted(conjunction.subscription);
-                out.push(subscription.key.clone());
-            }
-        }
-    }
-
-    /// Fills the scratch's list of satisfied predicates for the partitions
-    /// it holds. The XPath pass, the one source that parses the message's
-    /// metadata, runs only when one of those partitions has a conjunction
-    /// that needs it; the predicates it would find could make no other
-    /// partition's conjunction a candidate.
-    fn collect_satisfied(&self, message: &Message, scratch: &mut IndexScratch) {
-        scratch.satisfied.clear();
-        self.predicates.collect(message, &mut scratch.stamps, &mut scratch.topic_cache, &mut scratch.satisfied);
-        // Absent metadata satisfies no XPath predicate, so there is nothing
-        // to run.
-        let Some(metadata) = message.metadata.as_deref() else { return };
-        let asked = &scratch.partitions;
-        if asked.iter().filter_map(|partition| self.partitions.get(partition)).any(Partition::uses_xpath) {
-            scratch.xpath_passes = scratch.xpath_passes.saturating_add(1);
-            self.predicates.collect_xpath(metadata, &mut scratch.xpath, &mut scratch.satisfied);
-        }
-    }
-
-    /// Counts the satisfied predicates for the partition's conjunctions and
-    /// appends those that become candidates, then the always-candidates.
-    fn count_candidates(
-        &self,
-        partition: &Partition<K>,
-        satisfied: &[PredicateId],
-        stamps: &mut Stamps,
-        candidates: &mut Vec<usize>,
-    ) {
-        for predicate in satisfied {
-            let Some(conjunctions) = partition.by_predicate.get(predicate) else { continue };
-            for &conjunction in conjunctions {
-                let required = self.conjunctions.get(conjunction).map_or(0, |conjunction| conjunction.required);
-                // Equal, not at least: each predicate counts once per
-                // message, so the count passes `required` exactly once.
-                if stamps.count(conjunction) == required {
-                    candidates.push(conjunction);
-                }
-            }
-        }
-        candidates.extend_from_slice(&partition.always);
     }
 }

@@ -1,65 +1,34 @@
 //! Per partition: which conjunctions each predicate counts for, the
-//! conjunctions that are candidates for every message, and how many
+//! clusters of conjunctions filed under an access predicate (`cluster.rs`),
+//! the conjunctions that are candidates for every message, and how many
 //! conjunctions need an XPath predicate (so that messages for partitions
 //! with none skip the metadata pass).
 //!
-//! A conjunction sits in the list of each of its indexed predicates, or, if
-//! it has none, on the partition's always-candidate list. It remembers its
+//! A conjunction with an equality predicate sits in one cluster; any other
+//! sits in the counting list of each of its indexed predicates, or, if it
+//! has none, on the partition's always-candidate list. It remembers its
 //! position in each list, so that removing it is a swap with the last entry
 //! rather than a search: unsubscribing stays cheap when thousands of
 //! subscriptions share a predicate such as `sym = 'IBM'`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use crate::index::check::Check;
+use crate::index::cluster::Clusters;
+use crate::index::conjunction::{Conjunction, Filing};
 use crate::index::predicate::PredicateId;
-use crate::index::residual::Residual;
 use crate::index::slab::Slab;
-
-/// One conjunction of a subscription's filter.
-#[derive(Debug, Clone)]
-pub(crate) struct Conjunction {
-    /// The subscription whose key is output when the conjunction passes.
-    pub(crate) subscription: usize,
-    /// How many distinct indexed predicates must hold.
-    pub(crate) required: usize,
-    /// Tests that must pass once the indexed predicates hold.
-    pub(crate) residual: Vec<Residual>,
-    /// Each indexed predicate, with the conjunction's position in that
-    /// predicate's list.
-    memberships: Vec<(PredicateId, usize)>,
-    /// The position on the always-candidate list, for a conjunction with no
-    /// indexed predicate.
-    always_position: Option<usize>,
-    /// True when one of its predicates is an XPath filter.
-    uses_xpath: bool,
-}
-
-impl Conjunction {
-    /// A conjunction not yet filed in its partition; `uses_xpath` says
-    /// whether one of its predicates is an XPath filter.
-    pub(crate) fn new(subscription: usize, residual: Vec<Residual>, uses_xpath: bool) -> Conjunction {
-        Conjunction { subscription, required: 0, residual, memberships: Vec::new(), always_position: None, uses_xpath }
-    }
-
-    /// The interned predicates it needs, for releasing them.
-    pub(crate) fn predicates(&self) -> impl Iterator<Item = PredicateId> + '_ {
-        self.memberships.iter().map(|(predicate, _)| *predicate)
-    }
-
-    fn move_in_list(&mut self, predicate: PredicateId, position: usize) {
-        if let Some(membership) = self.memberships.iter_mut().find(|(member, _)| *member == predicate) {
-            membership.1 = position;
-        }
-    }
-}
 
 /// The subscriptions of one partition and their conjunctions' lists.
 #[derive(Debug, Clone)]
 pub(crate) struct Partition<K> {
-    /// For each predicate, the conjunctions that count it.
+    /// For each predicate, the counted conjunctions that need it.
     pub(crate) by_predicate: FxHashMap<PredicateId, Vec<usize>>,
+    /// The clustered conjunctions, by access predicate.
+    pub(crate) clusters: Clusters,
     /// Conjunctions with no indexed predicate.
     pub(crate) always: Vec<usize>,
     /// Each subscription's id, by key.
@@ -72,6 +41,7 @@ impl<K> Default for Partition<K> {
     fn default() -> Self {
         Partition {
             by_predicate: FxHashMap::default(),
+            clusters: Clusters::default(),
             always: Vec::new(),
             keys: HashMap::new(),
             xpath_conjunctions: 0,
@@ -80,46 +50,83 @@ impl<K> Default for Partition<K> {
 }
 
 impl<K> Partition<K> {
-    /// Files conjunction `id` under `predicates` (distinct), or on the
-    /// always-candidate list when there are none.
-    pub(crate) fn link(&mut self, id: usize, conjunction: &mut Conjunction, predicates: &[PredicateId]) {
+    /// Files conjunction `id` in the counting list of each of `predicates`
+    /// (distinct), or on the always-candidate list when there are none.
+    pub(crate) fn link_counted(&mut self, id: usize, conjunction: &mut Conjunction, predicates: &[PredicateId]) {
+        self.count_xpath(conjunction, 1);
         conjunction.required = predicates.len();
-        if conjunction.uses_xpath {
-            self.xpath_conjunctions += 1;
-        }
         if predicates.is_empty() {
-            conjunction.always_position = Some(self.always.len());
+            conjunction.filing = Filing::Always { position: self.always.len() };
             self.always.push(id);
             return;
         }
+        let mut memberships = Vec::with_capacity(predicates.len());
         for &predicate in predicates {
             let list = self.by_predicate.entry(predicate).or_default();
-            conjunction.memberships.push((predicate, list.len()));
+            memberships.push((predicate, list.len()));
             list.push(id);
         }
+        conjunction.filing = Filing::Counted { memberships };
+    }
+
+    /// Files conjunction `id` in the cluster of `access`, to test `checks`
+    /// (its other predicates) when a message satisfies `access`.
+    pub(crate) fn link_clustered(
+        &mut self,
+        id: usize,
+        conjunction: &mut Conjunction,
+        access: PredicateId,
+        checks: Arc<[Check]>,
+    ) {
+        self.count_xpath(conjunction, 1);
+        let position = self.clusters.file(access, id);
+        conjunction.filing = Filing::Clustered { access, position, checks };
     }
 
     /// Takes a removed conjunction out of its lists, updating the position of
     /// each conjunction moved into the gap.
     pub(crate) fn unlink(&mut self, conjunction: &Conjunction, conjunctions: &mut Slab<Conjunction>) {
+        self.count_xpath(conjunction, -1);
+        match &conjunction.filing {
+            Filing::Unfiled => {}
+            Filing::Always { position } => {
+                self.always.swap_remove(*position);
+                if let Some(moved) = self.always.get(*position).and_then(|moved| conjunctions.get_mut(*moved)) {
+                    moved.move_in_always(*position);
+                }
+            }
+            Filing::Counted { memberships } => {
+                for &(predicate, position) in memberships {
+                    self.unlink_counted(predicate, position, conjunctions);
+                }
+            }
+            Filing::Clustered { access, position, .. } => {
+                if let Some(moved) =
+                    self.clusters.unfile(*access, *position).and_then(|moved| conjunctions.get_mut(moved))
+                {
+                    moved.move_in_list(*access, *position);
+                }
+            }
+        }
+    }
+
+    /// Takes the entry at `position` out of the counting list of `predicate`.
+    fn unlink_counted(&mut self, predicate: PredicateId, position: usize, conjunctions: &mut Slab<Conjunction>) {
+        let Some(list) = self.by_predicate.get_mut(&predicate) else { return };
+        list.swap_remove(position);
+        if let Some(moved) = list.get(position).and_then(|moved| conjunctions.get_mut(*moved)) {
+            moved.move_in_list(predicate, position);
+        }
+        if list.is_empty() {
+            self.by_predicate.remove(&predicate);
+        }
+    }
+
+    /// Adds `change` (1 or -1) to the count of XPath conjunctions if the
+    /// conjunction needs an XPath predicate.
+    fn count_xpath(&mut self, conjunction: &Conjunction, change: isize) {
         if conjunction.uses_xpath {
-            self.xpath_conjunctions -= 1;
-        }
-        if let Some(position) = conjunction.always_position {
-            self.always.swap_remove(position);
-            if let Some(moved) = self.always.get(position).and_then(|moved| conjunctions.get_mut(*moved)) {
-                moved.always_position = Some(position);
-            }
-        }
-        for &(predicate, position) in &conjunction.memberships {
-            let Some(list) = self.by_predicate.get_mut(&predicate) else { continue };
-            list.swap_remove(position);
-            if let Some(moved) = list.get(position).and_then(|moved| conjunctions.get_mut(*moved)) {
-                moved.move_in_list(predicate, position);
-            }
-            if list.is_empty() {
-                self.by_predicate.remove(&predicate);
-            }
+            self.xpath_conjunctions = self.xpath_conjunctions.saturating_add_signed(change);
         }
     }
 
@@ -152,7 +159,22 @@ mod tests {
     ) -> usize {
         let id = conjunctions.insert(Conjunction::new(0, Vec::new(), uses_xpath));
         if let Some(conjunction) = conjunctions.get_mut(id) {
-            partition.link(id, conjunction, predicates);
+            partition.link_counted(id, conjunction, predicates);
+        }
+        id
+    }
+
+    /// Files a conjunction under `access` that checks `others`.
+    fn cluster(
+        partition: &mut Partition<u32>,
+        conjunctions: &mut Slab<Conjunction>,
+        access: usize,
+        others: &[usize],
+    ) -> usize {
+        let id = conjunctions.insert(Conjunction::new(0, Vec::new(), false));
+        if let Some(conjunction) = conjunctions.get_mut(id) {
+            let checks: Vec<Check> = others.iter().map(|predicate| Check::Satisfied(*predicate)).collect();
+            partition.link_clustered(id, conjunction, access, checks.into());
         }
         id
     }
@@ -199,5 +221,27 @@ mod tests {
         remove(&mut partition, &mut conjunctions, second);
         assert!(!partition.uses_xpath());
         remove(&mut partition, &mut conjunctions, plain);
+    }
+
+    #[test]
+    fn clustered_conjunctions_stay_removable_after_moves() {
+        let mut partition = Partition::default();
+        let mut conjunctions = Slab::default();
+        let first = cluster(&mut partition, &mut conjunctions, 5, &[6]);
+        let counted = file(&mut partition, &mut conjunctions, &[5, 6]);
+        let second = cluster(&mut partition, &mut conjunctions, 5, &[]);
+        let third = cluster(&mut partition, &mut conjunctions, 5, &[7, 6]);
+        assert_eq!(partition.clusters.cluster(5), &[first, second, third]);
+        assert_eq!(partition.by_predicate[&5], vec![counted], "counting and clusters are apart");
+        remove(&mut partition, &mut conjunctions, first);
+        assert_eq!(partition.clusters.cluster(5), &[third, second]);
+        let moved = conjunctions.get(third).expect("live");
+        assert_eq!(moved.predicates().collect::<Vec<_>>(), vec![5, 7, 6]);
+        remove(&mut partition, &mut conjunctions, third);
+        remove(&mut partition, &mut conjunctions, second);
+        assert!(partition.clusters.is_empty());
+        assert_eq!(partition.by_predicate[&5], vec![counted]);
+        remove(&mut partition, &mut conjunctions, counted);
+        assert!(partition.by_predicate.is_empty());
     }
 }

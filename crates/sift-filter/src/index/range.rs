@@ -6,8 +6,13 @@
 //! `<` for `c > v` and `<=` for `c >= v`, each a prefix or suffix. Ordered maps
 //! (rather than sorted vectors) keep insertion and removal logarithmic when
 //! many subscriptions use distinct bounds.
+//!
+//! [`admits`] states the same rule for one value and one bound, for the
+//! clustered conjunctions that compare a value with their bounds directly
+//! (see `cluster.rs`); a test below holds the two to agreement.
 
 use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
@@ -72,16 +77,29 @@ impl<T: Ord> RangeIndex<T> {
     }
 }
 
+/// True when `attribute OP bound` holds for an attribute whose value is
+/// `value`: the predicates [`RangeIndex::collect`] would find for `value`.
+pub(crate) fn admits<Q: Ord + ?Sized>(op: RangeOp, value: &Q, bound: &Q) -> bool {
+    let ordering = value.cmp(bound);
+    match op {
+        RangeOp::Less => ordering == Ordering::Less,
+        RangeOp::LessOrEqual => ordering != Ordering::Greater,
+        RangeOp::Greater => ordering == Ordering::Greater,
+        RangeOp::GreaterOrEqual => ordering != Ordering::Less,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const OPS: [RangeOp; 4] = [RangeOp::Less, RangeOp::LessOrEqual, RangeOp::Greater, RangeOp::GreaterOrEqual];
+
     #[test]
     fn finds_exactly_the_bounds_each_operator_allows() {
         let mut index: RangeIndex<i64> = RangeIndex::default();
-        let ops = [RangeOp::Less, RangeOp::LessOrEqual, RangeOp::Greater, RangeOp::GreaterOrEqual];
         // Predicate id = 10 * op number + bound.
-        for (number, op) in ops.into_iter().enumerate() {
+        for (number, op) in OPS.into_iter().enumerate() {
             for bound in 1..4 {
                 index.insert(op, bound, 10 * number + bound as usize);
             }
@@ -109,5 +127,30 @@ mod tests {
         satisfied.clear();
         index.collect("IBM", &mut satisfied);
         assert!(satisfied.is_empty());
+    }
+
+    #[test]
+    fn admits_agrees_with_the_index() {
+        let mut index: RangeIndex<i64> = RangeIndex::default();
+        let bounds = -2..3_i64;
+        // Predicate id = 10 * op number + bound + 2, so ids are not negative.
+        let id = |number: usize, bound: i64| 10 * number + usize::try_from(bound + 2).expect("small");
+        for (number, op) in OPS.into_iter().enumerate() {
+            for bound in bounds.clone() {
+                index.insert(op, bound, id(number, bound));
+            }
+        }
+        for value in -3..4 {
+            let mut satisfied = Vec::new();
+            index.collect(&value, &mut satisfied);
+            satisfied.sort_unstable();
+            let mut admitted = Vec::new();
+            for (number, op) in OPS.into_iter().enumerate() {
+                admitted
+                    .extend(bounds.clone().filter(|bound| admits(op, &value, bound)).map(|bound| id(number, bound)));
+            }
+            admitted.sort_unstable();
+            assert_eq!(satisfied, admitted, "value {value}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Tests of the whole index: filing, matching, removal.
 
-use sift_core::{Priority, TopicName, Value};
+use sift_core::{Message, Priority, TopicName, Value};
 
 use super::*;
 use crate::FilterLanguage;

@@ -1,7 +1,7 @@
 //! Tests of XPath filters in the index: shared predicates, one pass over
 //! the metadata per message, and no pass for partitions without XPath.
 
-use sift_core::TopicName;
+use sift_core::{Message, TopicName};
 
 use super::*;
 use crate::FilterLanguage;

@@ -8,9 +8,10 @@
 //! when the last user goes, so that adding or removing a filter touches
 //! only its own path.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::xpath::plan::ElementStep;
+use crate::xpath::value_index::GroupId;
 
 /// Index of a state.
 pub(crate) type StateId = usize;
@@ -26,9 +27,9 @@ pub(crate) const START: StateId = 0;
 pub(crate) struct State {
     /// The state this one is reached from, and by which step; `None` for [`START`].
     parent: Option<(StateId, ElementStep)>,
-    children: HashMap<String, StateId>,
+    children: FxHashMap<String, StateId>,
     any_child: Option<StateId>,
-    descendants: HashMap<String, StateId>,
+    descendants: FxHashMap<String, StateId>,
     any_descendant: Option<StateId>,
     /// Atoms at this state plus states reached from it; at zero the state
     /// is removed.
@@ -37,6 +38,8 @@ pub(crate) struct State {
     pub(crate) structural_atom: Option<AtomId>,
     /// Atoms whose residual is evaluated on each element in this state.
     pub(crate) value_atoms: Vec<AtomId>,
+    /// Groups of indexed tests read on each element in this state.
+    pub(crate) groups: Vec<GroupId>,
 }
 
 impl State {

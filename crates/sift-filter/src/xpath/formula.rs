@@ -40,6 +40,18 @@ impl<A> Formula<A> {
         }
     }
 
+    /// Calls `visit` with each atom, from left to right.
+    pub(crate) fn for_each_atom(&self, visit: &mut impl FnMut(&A)) {
+        match self {
+            Formula::Constant(_) => {}
+            Formula::Atom(atom) => visit(atom),
+            Formula::Not(operand) => operand.for_each_atom(visit),
+            Formula::All(operands) | Formula::Any(operands) => {
+                operands.iter().for_each(|operand| operand.for_each_atom(visit));
+            }
+        }
+    }
+
     /// The formula negated.
     pub(crate) fn negated(self) -> Formula<A> {
         match self {
@@ -69,6 +81,9 @@ mod tests {
             atom * 10
         });
         assert_eq!(seen, [1, 2, 3]);
+        let mut visited = Vec::new();
+        mapped.for_each_atom(&mut |atom| visited.push(*atom));
+        assert_eq!(visited, [10, 20, 30]);
         assert!(mapped.evaluate(&|atom| *atom == 10 || *atom == 20));
         assert_eq!(Formula::<u8>::Constant(true).negated(), Formula::Constant(false));
     }

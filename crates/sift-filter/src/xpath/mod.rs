@@ -29,24 +29,57 @@
 //!
 //! [`XPathFilter`] evaluates one filter on a parsed [`XmlDocument`].
 //! [`XPathSet`] holds many filters and matches them all in one streaming
-//! pass over the metadata, sharing the work of common path prefixes in one
-//! automaton (in the manner of YFilter), so that the cost of matching grows
-//! with what matches rather than with the number of filters.
+//! pass over the metadata, so that the cost of matching grows with what
+//! matches rather than with the number of filters:
+//!
+//! - element paths are shared in one automaton (in the manner of YFilter),
+//!   each filter planned into atoms, a path prefix ending at a *capture*
+//!   state plus a residual decided on the captured element's subtree;
+//! - residuals that compare relative paths with constants
+//!   (`/m/year >= 2003`, `/m/ATO[nickname = 'KTJR' and serialno = 'x']`)
+//!   are not evaluated per filter but answered by a *value index*: tests
+//!   grouped per (capture state, relative path), equalities in hash maps
+//!   from constant to test, orderings in arrays sorted by threshold, so
+//!   that at each captured element's end tag every group reads its path
+//!   once and finds the satisfied tests by lookup and binary search, a
+//!   conjunction holding only when its tests hold on one same element;
+//! - after the pass, a filter is evaluated only when one of its
+//!   *triggers* holds, a necessary condition chosen rare (a test, or an
+//!   equality together with another test) and checked with a few more
+//!   necessary tests as guards, so that the filters evaluated are nearly
+//!   those that match.
+//!
+//! Other residuals are evaluated on the captured subtree, and filters the
+//! automaton cannot decide at all on the whole document tree, only when
+//! their structure matched. Adding and removing filters is incremental.
 
 mod ast;
+mod atoms;
 mod automaton;
+mod collect;
 mod display;
 mod document;
 mod entities;
 mod eval;
 mod formula;
+mod guards;
 mod lexer;
 mod matcher;
 mod parser;
 mod plan;
+mod program;
+mod range_tests;
 mod reader;
+mod relpath;
+mod scratch;
 mod set;
+mod test_marks;
+mod trigger_lists;
+mod triggers;
 mod value;
+mod value_group;
+mod value_index;
+mod value_test;
 mod xml_error;
 
 #[cfg(test)]
@@ -56,7 +89,7 @@ use sift_core::Message;
 
 pub use ast::{Axis, Expr, Kind, LocationPath, NodeTest, Step, StringFunction};
 pub use document::XmlDocument;
-pub use matcher::XPathScratch;
+pub use scratch::XPathScratch;
 pub use set::XPathSet;
 pub use xml_error::XmlError;
 

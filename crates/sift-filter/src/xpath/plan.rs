@@ -145,7 +145,7 @@ fn element_step(step: &Step) -> ElementStep {
 }
 
 /// The operator with its operands swapped: `a < b` is `b > a`.
-fn flipped(op: ComparisonOp) -> ComparisonOp {
+pub(crate) fn flipped(op: ComparisonOp) -> ComparisonOp {
     match op {
         ComparisonOp::Less => ComparisonOp::Greater,
         ComparisonOp::LessOrEqual => ComparisonOp::GreaterOrEqual,

@@ -1,52 +1,67 @@
 //! Many XPath filters, kept so that one pass over a document finds all that
-//! match: registration and removal. The pass itself is in `matcher`.
+//! match: registration and removal. The pass itself is in `matcher`, what
+//! follows it in `collect`.
 //!
 //! Each filter is planned into atoms (see `plan`); identical atoms of
-//! different filters are stored once, at the automaton state their prefix
-//! leads to, with the list of filters that use them. Adding or removing a
-//! filter touches only its own atoms and states, so a set of a hundred
-//! thousand filters never needs rebuilding.
+//! different filters are stored once (see `atoms`), at the automaton state
+//! their prefix leads to. The residual of an atom, when it compares
+//! relative paths with constants (`/m/year >= 2003`,
+//! `/m/ATO[nickname = 'KTJR' and serialno = 'targ1234']`), is not evaluated
+//! per atom but answered by the *value index* (see `value_index`): its
+//! comparisons are tests grouped per state and relative path, equality
+//! tests in hash maps from constant to test, ordered tests in sorted arrays,
+//! so that reading a path once per captured element finds every satisfied
+//! test by lookup, whatever the number of filters. An atom of several tests
+//! holds when they hold on one same element.
+//!
+//! A filter is then evaluated only when one of its *triggers* holds (see
+//! `triggers`): a necessary condition chosen rare, such as the equality
+//! test with the least common constant, or that test together with another
+//! one, and filed with a few more necessary tests as guards, so that the cost
+//! of a document grows with what matches rather than with the number of
+//! filters. Adding or removing a filter touches only its own atoms, tests,
+//! triggers and states, so a set of a hundred thousand filters never needs
+//! rebuilding.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use crate::xpath::ast::Expr;
-use crate::xpath::automaton::{AtomId, Automaton, StateId};
+use crate::xpath::atoms::{AtomTable, Leaf};
+use crate::xpath::automaton::{AtomId, Automaton};
 use crate::xpath::formula::Formula;
-use crate::xpath::plan::{plan, AtomSpec, Plan};
+use crate::xpath::guards::Waiter;
+use crate::xpath::plan::{plan, Plan};
+use crate::xpath::program::Program;
+use crate::xpath::triggers::{choose_triggers, SetSelectivity, Trigger};
+use crate::xpath::value_index::{TestId, ValueIndex};
 use crate::xpath::XPathFilter;
 
 /// Index of a filter slot.
 pub(crate) type FilterId = usize;
 
-/// One atom: a test answered once per document for every filter using it.
+/// What evaluating a woken filter needs, kept apart from the rest of its
+/// entry in a dense array, so that evaluating touches little memory.
 #[derive(Debug, Clone)]
-pub(crate) struct Atom {
-    /// The state where the atom's prefix ends.
-    pub(crate) state: StateId,
-    /// Evaluated on each element reaching the state; `None` for an atom
-    /// that only needs the state reached.
-    pub(crate) residual: Option<Expr>,
-    /// Identifies the residual among the state's atoms.
-    key: String,
-    /// The filters whose formula mentions the atom, each once.
-    pub(crate) filters: Vec<FilterId>,
-    /// Where the atom sits in its state's `value_atoms`.
-    slot: usize,
+pub(crate) struct Compiled<K> {
+    pub(crate) key: K,
+    /// The filter's value over its atoms (exact plans), or a condition the
+    /// filter implies (fallback plans).
+    pub(crate) program: Program,
+    /// True when the filter must then be evaluated on the document tree.
+    pub(crate) fallback: bool,
 }
 
-/// One filter of the set.
+/// One filter of the set: what its insertion acquired, to release on removal.
 #[derive(Debug, Clone)]
-pub(crate) struct Entry<K> {
-    pub(crate) key: K,
-    /// The filter's value over atoms (exact plans), or a condition the
-    /// filter implies (fallback plans).
-    pub(crate) formula: Formula<AtomId>,
+pub(crate) struct Entry {
     /// The filter itself when it must be evaluated on the document tree.
     pub(crate) fallback: Option<XPathFilter>,
-    /// Each atom the formula mentions, with this filter's index in the
-    /// atom's `filters`.
-    links: Vec<(AtomId, usize)>,
+    /// Each atom acquired for the formula, as often as acquired.
+    atoms: Vec<AtomId>,
+    /// Each indexed test the formula mentions, once.
+    tests: Vec<TestId>,
+    /// The filter's triggers, each with this filter's index in its list.
+    pub(crate) triggers: Vec<(Trigger, usize)>,
     /// Where the filter sits in `unconditional`, if there.
     unconditional_slot: Option<usize>,
 }
@@ -57,10 +72,11 @@ pub(crate) struct Entry<K> {
 #[derive(Debug, Clone)]
 pub struct XPathSet<K> {
     pub(crate) automaton: Automaton,
-    pub(crate) atoms: Vec<Option<Atom>>,
-    free_atoms: Vec<AtomId>,
-    atom_index: HashMap<(StateId, String), AtomId>,
-    pub(crate) filters: Vec<Option<Entry<K>>>,
+    pub(crate) atoms: AtomTable,
+    pub(crate) values: ValueIndex,
+    pub(crate) filters: Vec<Option<Entry>>,
+    /// Per filter slot, what evaluating the filter needs.
+    pub(crate) compiled: Vec<Option<Compiled<K>>>,
     free_filters: Vec<FilterId>,
     keys: HashMap<K, FilterId>,
     /// Filters whose formula holds when no atom does (`not(/a)`), which
@@ -79,10 +95,10 @@ impl<K: Clone + Eq + Hash> XPathSet<K> {
     pub fn new() -> XPathSet<K> {
         XPathSet {
             automaton: Automaton::new(),
-            atoms: Vec::new(),
-            free_atoms: Vec::new(),
-            atom_index: HashMap::new(),
+            atoms: AtomTable::default(),
+            values: ValueIndex::default(),
             filters: Vec::new(),
+            compiled: Vec::new(),
             free_filters: Vec::new(),
             keys: HashMap::new(),
             unconditional: Vec::new(),
@@ -106,8 +122,10 @@ impl<K: Clone + Eq + Hash> XPathSet<K> {
     }
 
     /// Adds `filter` under `key`, replacing the filter the key had; true
-    /// when the key is new. Costs a few hash lookups per step and atom of
-    /// the filter, whatever the size of the set.
+    /// when the key is new. Costs a few hash lookups per step, atom and
+    /// test of the filter, whatever the size of the set, plus for an
+    /// ordered test with a new threshold an insertion into its group's
+    /// sorted array.
     pub fn insert(&mut self, key: K, filter: &XPathFilter) -> bool {
         let replaced = self.remove(&key);
         let (formula, fallback) = match plan(filter.expr()) {
@@ -115,20 +133,57 @@ impl<K: Clone + Eq + Hash> XPathSet<K> {
             Plan::Fallback(formula) => (formula, Some(filter.clone())),
         };
         let id = self.free_filters.pop().unwrap_or(self.filters.len());
-        let mut links = Vec::new();
-        let formula = formula.map(&mut |spec| self.register(spec, id, &mut links));
-        let unconditional_slot = formula.evaluate(&|_| false).then(|| {
-            self.unconditional.push(id);
-            self.unconditional.len() - 1
+        let mut atoms = Vec::new();
+        let formula = formula.map(&mut |spec| {
+            let atom = self.atoms.acquire(spec, &mut self.automaton, &mut self.values);
+            atoms.push(atom);
+            self.atoms.leaf(atom)
         });
-        let entry = Entry { key: key.clone(), formula, fallback, links, unconditional_slot };
+        let tests = self.count_mentions(&formula);
+        let compiled = Compiled {
+            key: key.clone(),
+            program: Program::compile(&formula, &self.atoms),
+            fallback: fallback.is_some(),
+        };
+        let mut entry = Entry { fallback, atoms, tests, triggers: Vec::new(), unconditional_slot: None };
+        if formula.evaluate(&|_| false) {
+            self.unconditional.push(id);
+            entry.unconditional_slot = Some(self.unconditional.len() - 1);
+        } else {
+            let selectivity = SetSelectivity { atoms: &self.atoms, values: &self.values };
+            for wake in choose_triggers(&formula, &selectivity) {
+                let waiter = Waiter { filter: id, guards: wake.guards };
+                if let Some(index) = self.file_trigger(wake.trigger, waiter) {
+                    entry.triggers.push((wake.trigger, index));
+                }
+            }
+        }
         if id == self.filters.len() {
             self.filters.push(Some(entry));
+            self.compiled.push(Some(compiled));
         } else {
             self.filters[id] = Some(entry);
+            self.compiled[id] = Some(compiled);
         }
         self.keys.insert(key, id);
         !replaced
+    }
+
+    /// Counts one more mention of each indexed test of the formula, which
+    /// it returns, each once.
+    fn count_mentions(&mut self, formula: &Formula<Leaf>) -> Vec<TestId> {
+        let mut tests = Vec::new();
+        formula.for_each_atom(&mut |leaf| match *leaf {
+            Leaf::Test(test) => tests.push(test),
+            Leaf::Conjunction(atom) => tests.extend_from_slice(self.atoms.indexed_tests(atom)),
+            Leaf::Decided(_) => {}
+        });
+        tests.sort_unstable();
+        tests.dedup();
+        for &test in &tests {
+            self.values.count_mention(test, true);
+        }
+        tests
     }
 
     /// Removes the filter under `key`; false when there was none.
@@ -140,8 +195,15 @@ impl<K: Clone + Eq + Hash> XPathSet<K> {
             return false;
         };
         self.free_filters.push(id);
-        for (atom, index) in entry.links {
-            self.unlink(atom, index);
+        self.compiled[id] = None;
+        for &(trigger, index) in &entry.triggers {
+            self.unfile_trigger(trigger, index);
+        }
+        for &test in &entry.tests {
+            self.values.count_mention(test, false);
+        }
+        for &atom in &entry.atoms {
+            self.atoms.release(atom, &mut self.automaton, &mut self.values);
         }
         if let Some(slot) = entry.unconditional_slot {
             self.unconditional.swap_remove(slot);
@@ -150,86 +212,6 @@ impl<K: Clone + Eq + Hash> XPathSet<K> {
             }
         }
         true
-    }
-
-    /// The atom for `spec`, created if new, linked to `filter` once.
-    fn register(&mut self, spec: AtomSpec, filter: FilterId, links: &mut Vec<(AtomId, usize)>) -> AtomId {
-        let state = self.automaton.intern(&spec.prefix);
-        // The debug form spells out the whole tree, so equal keys mean
-        // equal residuals.
-        let key = spec.residual.as_ref().map(|residual| format!("{residual:?}")).unwrap_or_default();
-        let atom_id = match self.atom_index.get(&(state, key.clone())) {
-            Some(&existing) => existing,
-            None => self.create_atom(state, spec.residual, key),
-        };
-        if !links.iter().any(|&(linked, _)| linked == atom_id) {
-            if let Some(atom) = self.atoms[atom_id].as_mut() {
-                links.push((atom_id, atom.filters.len()));
-                atom.filters.push(filter);
-            }
-        }
-        atom_id
-    }
-
-    fn create_atom(&mut self, state_id: StateId, residual: Option<Expr>, key: String) -> AtomId {
-        let id = self.free_atoms.pop().unwrap_or(self.atoms.len());
-        let mut slot = 0;
-        if let Some(state) = self.automaton.state_mut(state_id) {
-            if residual.is_some() {
-                slot = state.value_atoms.len();
-                state.value_atoms.push(id);
-            } else {
-                state.structural_atom = Some(id);
-            }
-        }
-        self.automaton.add_user(state_id);
-        self.atom_index.insert((state_id, key.clone()), id);
-        let atom = Atom { state: state_id, residual, key, filters: Vec::new(), slot };
-        if id == self.atoms.len() {
-            self.atoms.push(Some(atom));
-        } else {
-            self.atoms[id] = Some(atom);
-        }
-        id
-    }
-
-    /// Drops the link at `index` of the atom's filters, deleting the atom
-    /// when no filter is left.
-    fn unlink(&mut self, atom_id: AtomId, index: usize) {
-        let Some(atom) = self.atoms[atom_id].as_mut() else {
-            return;
-        };
-        atom.filters.swap_remove(index);
-        let moved = atom.filters.get(index).copied();
-        let now_unused = atom.filters.is_empty();
-        // The filter moved into the freed place must learn its new index.
-        if let Some(entry) = moved.and_then(|moved| self.filters[moved].as_mut()) {
-            for link in entry.links.iter_mut().filter(|link| link.0 == atom_id) {
-                link.1 = index;
-            }
-        }
-        if now_unused {
-            self.delete_atom(atom_id);
-        }
-    }
-
-    fn delete_atom(&mut self, atom_id: AtomId) {
-        let Some(atom) = self.atoms[atom_id].take() else {
-            return;
-        };
-        self.free_atoms.push(atom_id);
-        self.atom_index.remove(&(atom.state, atom.key));
-        if let Some(state) = self.automaton.state_mut(atom.state) {
-            if atom.residual.is_none() {
-                state.structural_atom = None;
-            } else {
-                state.value_atoms.swap_remove(atom.slot);
-                if let Some(moved) = state.value_atoms.get(atom.slot).and_then(|&moved| self.atoms[moved].as_mut()) {
-                    moved.slot = atom.slot;
-                }
-            }
-        }
-        self.automaton.remove_user(atom.state);
     }
 }
 
@@ -249,8 +231,8 @@ mod tests {
         assert!(set.insert("c", &filter("not(/metadata/ATO/serialno)")));
         assert_eq!(set.len(), 3);
         assert_eq!(set.state_count(), 5, "start, metadata, ATO, Orig, serialno");
-        let live_atoms = set.atoms.iter().flatten().count();
-        assert_eq!(live_atoms, 3, "the ATO predicate is one atom for two filters");
+        assert_eq!(set.atoms.live(), 3, "the ATO predicate is one atom for two filters");
+        assert_eq!(set.values.live(), (1, 1), "one test, in one group");
         assert_eq!(set.unconditional.len(), 1);
         assert!(!set.insert("a", &filter("/metadata/Orig")), "replacing keeps the count");
         assert_eq!(set.len(), 3);
@@ -260,33 +242,43 @@ mod tests {
         assert!(!set.remove(&"a"));
         assert!(set.is_empty());
         assert_eq!(set.state_count(), 1);
-        assert_eq!(set.atoms.iter().flatten().count(), 0);
-        assert!(set.atom_index.is_empty());
+        assert_eq!(set.atoms.live(), 0);
+        assert_eq!(set.values.live(), (0, 0));
         assert!(set.unconditional.is_empty());
+    }
+
+    /// Every filter is where its triggers say, and every residual atom
+    /// where its state says.
+    fn assert_links(set: &XPathSet<usize>) {
+        for (id, entry) in set.filters.iter().enumerate() {
+            let Some(entry) = entry else { continue };
+            for &(trigger, index) in &entry.triggers {
+                assert_eq!(set.trigger_list(trigger).get(index).map(|waiter| waiter.filter), Some(id), "{trigger:?}");
+            }
+        }
+        set.atoms.assert_slots(&set.automaton);
     }
 
     #[test]
     fn removal_keeps_the_other_links_right() {
         let mut set = XPathSet::new();
-        for key in 0..50 {
-            set.insert(key, &filter(&format!("/m/x[. = {}] or /m/y", key % 5)));
+        for key in 0..60 {
+            let text = match key % 3 {
+                0 => format!("/m/x[. = {}] or /m/y", key % 5),
+                1 => format!("/m/r[a = 'k{}' and b = 'j{}']", key % 4, key % 7),
+                _ => format!("/m/z[contains(., '{}')] and /m/x >= {}", key % 6, key % 8),
+            };
+            set.insert(key, &filter(&text));
         }
-        for key in (0..50).filter(|key| key % 3 == 0) {
+        for key in (0..60).filter(|key| key % 4 == 0) {
             assert!(set.remove(&key));
         }
-        for (id, entry) in set.filters.iter().enumerate() {
-            let Some(entry) = entry else { continue };
-            for &(atom, index) in &entry.links {
-                let atom = set.atoms[atom].as_ref().expect("linked atoms are live");
-                assert_eq!(atom.filters[index], id);
-            }
+        assert_links(&set);
+        for key in (0..60).filter(|key| key % 4 != 0) {
+            assert!(set.remove(&key));
+            assert_links(&set);
         }
-        for (id, atom) in set.atoms.iter().enumerate() {
-            let Some(atom) = atom else { continue };
-            let state = set.automaton.state(atom.state).expect("live state");
-            if atom.residual.is_some() {
-                assert_eq!(state.value_atoms[atom.slot], id);
-            }
-        }
+        assert_eq!(set.values.live(), (0, 0));
+        assert_eq!(set.state_count(), 1);
     }
 }

@@ -10,7 +10,9 @@
 //! sharing one equality with different ranges (`s = 'IBM' AND a > 1`, the
 //! selectors workload) and sharing several equalities beside a selective
 //! one (`s="IBM",flag=true,b=2`, the GES workload), with messages drawn
-//! from the same few values so that such filters often match.
+//! from the same few values so that such filters often match. A third
+//! test fills the sorted runs of clusters (one equality and one range) with
+//! bounds and values at the edges of the number comparison rules.
 
 use std::collections::HashMap;
 
@@ -168,6 +170,95 @@ fn shaped_message() -> impl Strategy<Value = Message> {
         if repeat {
             message.properties.push(("a".to_string(), Value::Int(2)));
         }
+        message
+    })
+}
+
+/// Number bounds and values where integer and float comparison differ or
+/// meet: whole floats, 2^53 + 1 and its float neighbour, negative zero,
+/// the largest integer, infinities.
+fn edge_number() -> impl Strategy<Value = Value> {
+    prop::sample::select(vec![
+        Value::Int(-1),
+        Value::Int(0),
+        Value::Int(1),
+        Value::Int(2),
+        Value::Int(i64::MAX),
+        Value::Int(9_007_199_254_740_993),
+        Value::Float(9_007_199_254_740_992.0),
+        Value::Float(-0.0),
+        Value::Float(0.5),
+        Value::Float(1.0),
+        Value::Float(1e300),
+        Value::Float(f64::INFINITY),
+        Value::Float(f64::NEG_INFINITY),
+    ])
+}
+
+/// A value of `a` in the sorted-run messages: an edge number, NaN, a
+/// string (which orders only with string bounds) or a boolean.
+fn sorted_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        4 => edge_number(),
+        1 => Just(Value::Float(f64::NAN)),
+        1 => prop::sample::select(vec!["", "HP", "HZ", "IBM"]).prop_map(|text| Value::Str(text.into())),
+        1 => any::<bool>().prop_map(Value::Bool),
+    ]
+}
+
+/// The sorted-run shape: `s = SYMBOL AND a OP bound`, as a tags filter
+/// (number or string bounds) or a selector, sometimes OR'ed with a second
+/// one (so that the subscription's key can be found twice), sometimes with
+/// a residual test (which keeps it on the checked path).
+fn sorted_filter() -> impl Strategy<Value = ContentFilter> {
+    let op = prop::sample::select(vec![
+        ComparisonOp::Less,
+        ComparisonOp::LessOrEqual,
+        ComparisonOp::Greater,
+        ComparisonOp::GreaterOrEqual,
+    ]);
+    let symbol = prop::sample::select(vec!["IBM", "HP"]);
+    let text = prop::sample::select(vec!["", "HP", "IBM"]).prop_map(|text| Value::Str(text.into()));
+    let bound = prop_oneof![3 => edge_number(), 1 => text];
+    let tags = (symbol.clone(), op, bound).prop_map(|(symbol, op, bound)| {
+        let tag = |name: &str, op, value| TagPredicate { name: name.to_string(), op, value };
+        ContentFilter::Tags(TagFilter {
+            predicates: vec![tag("s", ComparisonOp::Equal, Value::Str(symbol.into())), tag("a", op, bound)],
+        })
+    });
+    let literal = prop::sample::select(vec![
+        "-1",
+        "0",
+        "1",
+        "2",
+        "0.5",
+        "1.0",
+        "9007199254740993",
+        "9007199254740992.0",
+        "1e300",
+    ]);
+    let sql_op = prop::sample::select(vec!["<", "<=", ">", ">="]);
+    let conjunction = (symbol, prop::sample::select(vec!["a", "a", "JMSPriority"]), sql_op, literal)
+        .prop_map(|(symbol, operand, op, bound)| format!("s = '{symbol}' AND {operand} {op} {bound}"));
+    let residual = prop::sample::select(vec!["", "", "", " AND a <> 1"]);
+    let sql = prop_oneof![
+        3 => (conjunction.clone(), residual).prop_map(|(conjunction, residual)| format!("{conjunction}{residual}")),
+        1 => (conjunction.clone(), conjunction).prop_map(|(left, right)| format!("({left}) OR ({right})")),
+    ]
+    .prop_map(|text| {
+        ContentFilter::parse(FilterLanguage::Sql, &text).unwrap_or_else(|error| panic!("{text}: {error}"))
+    });
+    prop_oneof![tags, sql]
+}
+
+/// A message for the sorted runs: a symbol, a value of `a`, a priority.
+fn sorted_message() -> impl Strategy<Value = Message> {
+    let symbol = prop::option::weighted(0.9, prop::sample::select(vec!["IBM", "HP"]));
+    (symbol, prop::option::weighted(0.9, sorted_value()), 0_u8..10).prop_map(|(symbol, value, priority)| {
+        let mut message = Message::new(TopicName::new("x").expect("valid topic"), "");
+        let named = [("s", symbol.map(|symbol| Value::Str(symbol.into()))), ("a", value)];
+        message.properties = named.into_iter().filter_map(|(name, value)| Some((name.to_string(), value?))).collect();
+        message.priority = Priority::new(priority).expect("priority in range");
         message
     })
 }
@@ -489,6 +580,33 @@ proptest! {
         }
         // Insertions after removals reuse the freed ids and fill the gaps
         // that removals left in shared lists and clusters.
+        for (partition, key, filter) in &later {
+            checked.apply(&Step::Insert(*partition, *key, filter.clone()))?;
+        }
+        for (message, partitions) in &messages {
+            checked.check(message, partitions)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn sorted_runs_equal_evaluating_each_filter(
+        subscriptions in prop::collection::vec((0..2_u32, 0..300_u16, sorted_filter()), 20..300),
+        removals in prop::collection::vec(any::<prop::sample::Index>(), 0..80),
+        later in prop::collection::vec((0..2_u32, 0..300_u16, sorted_filter()), 0..40),
+        messages in prop::collection::vec((sorted_message(), any_partitions()), 1..40),
+    ) {
+        let mut checked = Checked::default();
+        for (partition, key, filter) in &subscriptions {
+            checked.apply(&Step::Insert(*partition, *key, filter.clone()))?;
+        }
+        for removal in &removals {
+            let (partition, key, _) = removal.get(&subscriptions);
+            checked.apply(&Step::Remove(*partition, *key))?;
+        }
         for (partition, key, filter) in &later {
             checked.apply(&Step::Insert(*partition, *key, filter.clone()))?;
         }

@@ -75,6 +75,15 @@ impl AttributeValue {
             _ => false,
         }
     }
+
+    /// The string this value is in `message`; `None` for a number or an
+    /// unordered value.
+    pub(crate) fn text<'message>(&self, message: &'message Message) -> Option<Cow<'message, str>> {
+        match self {
+            AttributeValue::Text(text_at) => text(*text_at, message),
+            AttributeValue::Number(_) | AttributeValue::Unordered => None,
+        }
+    }
 }
 
 /// The string at `text_at` in `message`; `None` only if the message is not
@@ -127,7 +136,9 @@ mod tests {
         assert!(value.satisfies(RangeOp::Greater, &Bound::Text("HP".into()), &message));
         assert!(!value.satisfies(RangeOp::Greater, &Bound::Text("JPM".into()), &message));
         assert!(!value.satisfies(RangeOp::Greater, &Bound::Number(NumberKey::from_int(0)), &message));
+        assert_eq!(value.text(&message).as_deref(), Some("IBM"));
         let flag = AttributeValue::of_property(0, &Scalar::Bool(true));
+        assert_eq!(flag.text(&message), None);
         assert!(!flag.satisfies(RangeOp::Less, &Bound::Text("x".into()), &message));
     }
 

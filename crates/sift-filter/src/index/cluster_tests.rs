@@ -81,10 +81,13 @@ fn the_least_used_equality_is_the_access_predicate() {
     index.insert(3, "other", &tags("tag4=2"));
     index.insert(1, "fourth", &tags(r#"tag2="c",tag4=2"#));
     assert_eq!(access_of(&index, "fourth"), equality(&index, "tag2", text("c")));
-    // A conjunction without equality is counted.
+    // A conjunction without equality is not clustered.
     index.insert(1, "ranged", &tags("tag4>0"));
     assert_eq!(access_of(&index, "ranged"), None);
-    assert_eq!(index.stats().clustered, 6);
+    // The single equalities of "other" and the single range of "ranged" are
+    // output directly rather than clustered or counted.
+    let stats = index.stats();
+    assert_eq!((stats.clustered, stats.direct), (4, 3));
     let mut scratch = IndexScratch::new();
     let event = message(&[("tag1", text("a")), ("tag2", text("b")), ("tag4", Value::Int(1))]);
     assert_eq!(matching(&index, &event, &mut scratch).0, vec!["ranged", "second"]);
@@ -150,18 +153,17 @@ fn removing_the_last_conjunctions_of_an_access_predicate() {
     for (key, threshold) in [("a", 10), ("b", 20), ("c", 30), ("c-again", 30)] {
         index.insert(1, key, &sql(&format!("sym = 'IBM' AND price > {threshold}")));
     }
-    assert_eq!(index.check_lists.len(), 3, "equal checks share a list");
+    assert_eq!((index.stats().sorted, index.check_lists.len()), (4, 0), "sorted members need no check list");
     assert!(index.remove(1, &"c-again"));
     let access = equality(&index, "sym", Value::Str("IBM".into())).expect("interned");
-    // Removing the first moves the last into its place, which must stay
-    // removable and matchable there.
+    // The others stay removable and matchable in their run.
     assert!(index.remove(1, &"a"));
-    assert_eq!(index.partitions[&1].clusters.cluster(access).len(), 2);
+    assert_eq!(index.partitions[&1].clusters.cluster(access).map_or(0, |cluster| cluster.len()), 2);
     assert_eq!(matching(&index, &quote("IBM", Value::Int(40)), &mut scratch).0, vec!["b", "c"]);
     assert!(index.remove(1, &"c"));
     assert!(index.remove(1, &"b"));
     assert_eq!(index.stats(), IndexStats::default(), "the cluster and its predicates are given back");
-    assert_eq!(index.check_lists.len(), 0, "and so are the check lists");
+    assert_eq!(index.stats().sorted, 0);
     assert!(matching(&index, &quote("IBM", Value::Int(40)), &mut scratch).0.is_empty());
     // The freed ids are reused by a filter of another shape.
     index.insert(1, "d", &sql("price > 10"));
@@ -180,7 +182,12 @@ fn clustered_and_counted_conjunctions_share_a_partition() {
     index.insert(1, "either", &sql("sym = 'HP' OR price >= 100"));
     index.insert(1, "regex", &filter(FilterLanguage::Regex, "^quo"));
     let stats = index.stats();
-    assert_eq!((stats.conjunctions, stats.clustered, stats.always_candidates), (7, 2, 1));
+    // Sorted: "ibm-above-10"; direct: "above-10", both disjuncts of
+    // "either" and "regex"; counted: "band".
+    assert_eq!(
+        (stats.conjunctions, stats.clustered, stats.sorted, stats.direct, stats.always_candidates),
+        (7, 1, 1, 4, 1)
+    );
     // `price > 10`, shared by a clustered and a counted conjunction, is
     // enumerated for the counted one: `sym = 'IBM'`, `price > 5`,
     // `price > 10`, `price < 50` and the regex.
@@ -203,10 +210,35 @@ fn repeated_and_present_predicates_in_a_cluster() {
     let mut scratch = IndexScratch::new();
     index.insert(1, "twice", &sql("sym = 'IBM' AND sym = 'IBM'"));
     index.insert(1, "present", &sql("sym = 'IBM' AND price IS NOT NULL AND flag"));
-    assert_eq!(index.stats().clustered, 2);
+    // "twice" is one predicate once repeats are dropped: output directly.
+    assert_eq!((index.stats().clustered, index.stats().direct), (1, 1));
     assert_eq!(matching(&index, &quote("IBM", Value::Int(1)), &mut scratch).0, vec!["twice"]);
     let flagged = message(&[("sym", Value::Str("IBM".into())), ("flag", Value::Bool(true)), ("price", Value::Int(0))]);
     assert_eq!(matching(&index, &flagged, &mut scratch).0, vec!["present", "twice"]);
     let unpriced = message(&[("sym", Value::Str("IBM".into())), ("flag", Value::Bool(true))]);
     assert_eq!(matching(&index, &unpriced, &mut scratch).0, vec!["twice"]);
+}
+
+#[test]
+fn checked_members_share_check_lists_and_survive_moves() {
+    let mut index = ContentIndex::new();
+    let mut scratch = IndexScratch::new();
+    // Two ranges besides the access predicate: checked one by one.
+    for (key, low) in [("a", 10), ("b", 20), ("c", 30), ("c-again", 30)] {
+        index.insert(1, key, &sql(&format!("sym = 'IBM' AND price > {low} AND price < 100")));
+    }
+    assert_eq!((index.stats().clustered, index.stats().sorted), (4, 0));
+    assert_eq!(index.check_lists.len(), 3, "equal checks share a list");
+    assert!(index.remove(1, &"c-again"));
+    let access = equality(&index, "sym", Value::Str("IBM".into())).expect("interned");
+    // Removing the first moves the last into its place, which must stay
+    // removable and matchable there.
+    assert!(index.remove(1, &"a"));
+    assert_eq!(index.partitions[&1].clusters.checked(access).len(), 2);
+    assert_eq!(matching(&index, &quote("IBM", Value::Int(40)), &mut scratch).0, vec!["b", "c"]);
+    assert!(matching(&index, &quote("IBM", Value::Int(100)), &mut scratch).0.is_empty());
+    assert!(index.remove(1, &"c"));
+    assert!(index.remove(1, &"b"));
+    assert_eq!(index.stats(), IndexStats::default());
+    assert_eq!(index.check_lists.len(), 0, "the check lists are given back");
 }

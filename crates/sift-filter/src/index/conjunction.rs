@@ -1,10 +1,12 @@
 //! One conjunction of a subscription's filter, and where in its partition it
-//! is filed: counted, clustered, or a candidate for every message.
+//! is filed: counted, clustered (checked or sorted), in a direct list, or a
+//! candidate for every message.
 
 use std::sync::Arc;
 
 use crate::index::check::Check;
 use crate::index::predicate::PredicateId;
+use crate::index::range_runs::SortedRange;
 use crate::index::residual::Residual;
 
 /// Where a conjunction is filed in its partition, with the positions that
@@ -24,7 +26,8 @@ pub(crate) enum Filing {
         /// Each predicate, with the conjunction's position in its list.
         memberships: Vec<(PredicateId, usize)>,
     },
-    /// In the cluster of its access predicate (see `cluster.rs`).
+    /// A checked member of the cluster of its access predicate (see
+    /// `cluster.rs`).
     Clustered {
         /// The equality predicate whose cluster holds it.
         access: PredicateId,
@@ -33,6 +36,22 @@ pub(crate) enum Filing {
         /// Its other predicates, tested when the access predicate holds;
         /// interned (`check_lists.rs`).
         checks: Arc<[Check]>,
+    },
+    /// A sorted member of the cluster of its access predicate: one range
+    /// predicate besides it and no residual test (see `range_runs.rs`).
+    Sorted {
+        /// The equality predicate whose cluster holds it.
+        access: PredicateId,
+        /// The range predicate it is sorted by, which finds it again.
+        range: SortedRange,
+    },
+    /// One predicate and no residual test: in that predicate's direct list
+    /// (see `direct.rs`).
+    Direct {
+        /// The predicate.
+        predicate: PredicateId,
+        /// The position in its list.
+        position: usize,
     },
 }
 
@@ -50,41 +69,41 @@ pub(crate) struct Conjunction {
     pub(crate) filing: Filing,
     /// True when one of its predicates is an XPath filter.
     pub(crate) uses_xpath: bool,
+    /// True when its subscription's filter is this one conjunction, so that
+    /// its key, output at most once per message, needs no deduplication.
+    pub(crate) sole: bool,
 }
 
 impl Conjunction {
     /// A conjunction not yet filed in its partition; `uses_xpath` says
-    /// whether one of its predicates is an XPath filter.
-    pub(crate) fn new(subscription: usize, residual: Vec<Residual>, uses_xpath: bool) -> Conjunction {
-        Conjunction { subscription, required: 0, residual, filing: Filing::Unfiled, uses_xpath }
+    /// whether one of its predicates is an XPath filter, `sole` whether it is
+    /// its subscription's only conjunction.
+    pub(crate) fn new(subscription: usize, residual: Vec<Residual>, uses_xpath: bool, sole: bool) -> Conjunction {
+        Conjunction { subscription, required: 0, residual, filing: Filing::Unfiled, uses_xpath, sole }
     }
 
     /// The interned predicates it needs, for releasing them.
     pub(crate) fn predicates(&self) -> impl Iterator<Item = PredicateId> + '_ {
-        let (access, checks, memberships): (Option<PredicateId>, &[Check], &[(PredicateId, usize)]) = match &self.filing
-        {
-            Filing::Unfiled | Filing::Always { .. } => (None, &[], &[]),
-            Filing::Counted { memberships } => (None, &[], memberships),
-            Filing::Clustered { access, checks, .. } => (Some(*access), checks, &[]),
+        type Parts<'a> = ([Option<PredicateId>; 2], &'a [Check], &'a [(PredicateId, usize)]);
+        let (single, checks, memberships): Parts<'_> = match &self.filing {
+            Filing::Unfiled | Filing::Always { .. } => ([None, None], &[], &[]),
+            Filing::Counted { memberships } => ([None, None], &[], memberships),
+            Filing::Clustered { access, checks, .. } => ([Some(*access), None], checks, &[]),
+            Filing::Sorted { access, range } => ([Some(*access), Some(range.predicate)], &[], &[]),
+            Filing::Direct { predicate, .. } => ([Some(*predicate), None], &[], &[]),
         };
-        access
+        single
             .into_iter()
+            .flatten()
             .chain(checks.iter().map(Check::predicate))
             .chain(memberships.iter().map(|(predicate, _)| *predicate))
     }
 
-    /// True when it is counted, so that its range predicates must be
+    /// True when it is counted or direct: it is found through its
+    /// predicates being listed as satisfied, so its range predicates must be
     /// enumerated for every message.
-    pub(crate) fn is_counted(&self) -> bool {
-        matches!(self.filing, Filing::Counted { .. })
-    }
-
-    /// The tests of a clustered conjunction; none for the others.
-    pub(crate) fn checks(&self) -> &[Check] {
-        match &self.filing {
-            Filing::Clustered { checks, .. } => checks,
-            _ => &[],
-        }
+    pub(crate) fn enumerates_predicates(&self) -> bool {
+        matches!(self.filing, Filing::Counted { .. } | Filing::Direct { .. })
     }
 
     /// The interned check list of a clustered conjunction, for releasing it.
@@ -96,8 +115,9 @@ impl Conjunction {
     }
 
     /// Records that the conjunction now sits at `position` in the list of
-    /// `predicate`: its counting list, or its cluster if it is the access
-    /// predicate. Called for the conjunction moved into a removed one's gap.
+    /// `predicate`: its counting list or direct list, or its cluster if it
+    /// is the access predicate. Called for the conjunction moved into a
+    /// removed one's gap.
     pub(crate) fn move_in_list(&mut self, predicate: PredicateId, to: usize) {
         match &mut self.filing {
             Filing::Counted { memberships } => {
@@ -106,7 +126,12 @@ impl Conjunction {
                 }
             }
             Filing::Clustered { access, position, .. } if *access == predicate => *position = to,
-            Filing::Unfiled | Filing::Always { .. } | Filing::Clustered { .. } => {}
+            Filing::Direct { predicate: filed, position } if *filed == predicate => *position = to,
+            Filing::Unfiled
+            | Filing::Always { .. }
+            | Filing::Clustered { .. }
+            | Filing::Sorted { .. }
+            | Filing::Direct { .. } => {}
         }
     }
 

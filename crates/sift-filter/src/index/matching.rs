@@ -1,7 +1,8 @@
 //! The per-message path of [`ContentIndex::matching`]: collect the
-//! satisfied predicates, count them for the counted conjunctions, walk the
-//! clusters of the satisfied equalities, then test the candidates' residual
-//! tests and output their keys.
+//! satisfied predicates, count them for the counted conjunctions, output
+//! their direct lists, walk the clusters of the satisfied equalities (the
+//! sorted members output as runs, the checked ones tested one by one), then
+//! test the candidates' residual tests and output their keys.
 
 use std::hash::Hash;
 
@@ -10,6 +11,7 @@ use sift_core::Message;
 use crate::index::partition::Partition;
 use crate::index::predicate::PredicateId;
 use crate::index::scratch::{IdBounds, Stamps};
+use crate::index::target::{emit_all, emit_one};
 use crate::index::{ContentIndex, IndexScratch};
 
 impl<K: Clone + Eq + Hash> ContentIndex<K> {
@@ -34,9 +36,13 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
         });
         self.collect_satisfied(message, scratch);
         scratch.candidates.clear();
-        for partition in scratch.partitions.iter().filter_map(|partition| self.partitions.get(partition)) {
+        for asked in 0..scratch.partitions.len() {
+            let Some(partition) = scratch.partitions.get(asked).and_then(|asked| self.partitions.get(asked)) else {
+                continue;
+            };
             self.count_candidates(partition, &scratch.satisfied, &mut scratch.stamps, &mut scratch.candidates);
-            self.walk_clusters(partition, message, &scratch.satisfied, &scratch.stamps, &mut scratch.candidates);
+            emit_direct(partition, &scratch.satisfied, &mut scratch.stamps, out);
+            self.walk_clusters(partition, message, scratch, out);
         }
         self.emit(message, scratch, out);
     }
@@ -46,13 +52,18 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
     fn emit(&self, message: &Message, scratch: &mut IndexScratch, out: &mut Vec<K>) {
         for &candidate in &scratch.candidates {
             let Some(conjunction) = self.conjunctions.get(candidate) else { continue };
-            if scratch.stamps.is_emitted(conjunction.subscription)
+            // A sole conjunction's key cannot have been output yet; another
+            // is skipped before its residual tests when it has.
+            let shared = !conjunction.sole;
+            if shared && scratch.stamps.is_emitted(conjunction.subscription)
                 || !conjunction.residual.iter().all(|residual| residual.holds(message))
             {
                 continue;
             }
             if let Some(subscription) = self.subscriptions.get(conjunction.subscription) {
-                scratch.stamps.mark_emitted(conjunction.subscription);
+                if shared {
+                    scratch.stamps.mark_emitted(conjunction.subscription);
+                }
                 out.push(subscription.key.clone());
             }
         }
@@ -89,25 +100,27 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
     }
 
     /// Walks the cluster of each satisfied access predicate in the
-    /// partition and appends the members whose checks (their other
-    /// predicates) hold. Satisfied predicates that are no access predicate
-    /// have an empty cluster.
-    fn walk_clusters(
-        &self,
-        partition: &Partition<K>,
-        message: &Message,
-        satisfied: &[PredicateId],
-        stamps: &Stamps,
-        candidates: &mut Vec<usize>,
-    ) {
+    /// partition: outputs the keys of the sorted members that pass and of
+    /// the checked members whose checks (their other predicates) hold,
+    /// except that those of the latter with residual tests become
+    /// candidates instead. Satisfied predicates that are no access
+    /// predicate have no cluster.
+    fn walk_clusters(&self, partition: &Partition<K>, message: &Message, scratch: &mut IndexScratch, out: &mut Vec<K>) {
         if partition.clusters.is_empty() {
             return;
         }
-        for &predicate in satisfied {
-            for &id in partition.clusters.cluster(predicate) {
-                let Some(conjunction) = self.conjunctions.get(id) else { continue };
-                if conjunction.checks().iter().all(|check| check.holds(stamps, message)) {
-                    candidates.push(id);
+        let IndexScratch { satisfied, stamps, candidates, .. } = scratch;
+        for &predicate in satisfied.iter() {
+            let Some(cluster) = partition.clusters.cluster(predicate) else { continue };
+            cluster.sorted.emit(message, stamps, out);
+            for member in &cluster.checked {
+                if !member.checks.iter().all(|check| check.holds(stamps, message)) {
+                    continue;
+                }
+                if member.residual {
+                    candidates.push(member.target.conjunction);
+                } else {
+                    emit_one(&member.target, stamps, out);
                 }
             }
         }
@@ -138,5 +151,18 @@ impl<K: Clone + Eq + Hash> ContentIndex<K> {
             }
         }
         candidates.extend_from_slice(&partition.always);
+    }
+}
+
+/// Outputs the direct lists (`direct.rs`) of the satisfied predicates in the
+/// partition.
+fn emit_direct<K: Clone>(partition: &Partition<K>, satisfied: &[PredicateId], stamps: &mut Stamps, out: &mut Vec<K>) {
+    // Most partitions of a broker hold no single-predicate conjunction, and
+    // skip a lookup per satisfied predicate.
+    if partition.direct.is_empty() {
+        return;
+    }
+    for &predicate in satisfied {
+        emit_all(partition.direct.list(predicate), stamps, out);
     }
 }

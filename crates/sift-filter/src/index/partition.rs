@@ -1,14 +1,18 @@
 //! Per partition: which conjunctions each predicate counts for, the
 //! clusters of conjunctions filed under an access predicate (`cluster.rs`),
-//! the conjunctions that are candidates for every message, and how many
+//! the single-predicate conjunctions each predicate outputs directly
+//! (`direct.rs`), the conjunctions that are candidates for every message,
+//! and how many
 //! conjunctions need an XPath predicate (so that messages for partitions
 //! with none skip the metadata pass).
 //!
-//! A conjunction with an equality predicate sits in one cluster; any other
-//! sits in the counting list of each of its indexed predicates, or, if it
-//! has none, on the partition's always-candidate list. It remembers its
-//! position in each list, so that removing it is a swap with the last entry
-//! rather than a search: unsubscribing stays cheap when thousands of
+//! A conjunction of one predicate and no residual test sits in that
+//! predicate's direct list; any other with an equality predicate sits in
+//! one cluster; any other sits in the counting list of each of its indexed
+//! predicates, or, if it has none, on the partition's always-candidate list.
+//! It remembers its position in each list (a sorted cluster member, its
+//! bound), so that removing it is a swap with the last entry (or a binary
+//! search) rather than a scan: unsubscribing stays cheap when thousands of
 //! subscriptions share a predicate such as `sym = 'IBM'`.
 
 use std::collections::HashMap;
@@ -17,10 +21,13 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::index::check::Check;
-use crate::index::cluster::Clusters;
+use crate::index::cluster::{CheckedMember, Clusters};
 use crate::index::conjunction::{Conjunction, Filing};
+use crate::index::direct::DirectLists;
 use crate::index::predicate::PredicateId;
+use crate::index::range_runs::SortedRange;
 use crate::index::slab::Slab;
+use crate::index::target::Target;
 
 /// The subscriptions of one partition and their conjunctions' lists.
 #[derive(Debug, Clone)]
@@ -28,7 +35,9 @@ pub(crate) struct Partition<K> {
     /// For each predicate, the counted conjunctions that need it.
     pub(crate) by_predicate: FxHashMap<PredicateId, Vec<usize>>,
     /// The clustered conjunctions, by access predicate.
-    pub(crate) clusters: Clusters,
+    pub(crate) clusters: Clusters<K>,
+    /// The single-predicate conjunctions, by predicate.
+    pub(crate) direct: DirectLists<K>,
     /// Conjunctions with no indexed predicate.
     pub(crate) always: Vec<usize>,
     /// Each subscription's id, by key.
@@ -42,6 +51,7 @@ impl<K> Default for Partition<K> {
         Partition {
             by_predicate: FxHashMap::default(),
             clusters: Clusters::default(),
+            direct: DirectLists::default(),
             always: Vec::new(),
             keys: HashMap::new(),
             xpath_conjunctions: 0,
@@ -69,23 +79,48 @@ impl<K> Partition<K> {
         conjunction.filing = Filing::Counted { memberships };
     }
 
-    /// Files conjunction `id` in the cluster of `access`, to test `checks`
-    /// (its other predicates) when a message satisfies `access`.
+    /// Files the conjunction of `target` as a checked member of the cluster
+    /// of `access`, to test `checks` (its other predicates) when a message
+    /// satisfies `access`.
     pub(crate) fn link_clustered(
         &mut self,
-        id: usize,
         conjunction: &mut Conjunction,
         access: PredicateId,
         checks: Arc<[Check]>,
+        target: Target<K>,
     ) {
         self.count_xpath(conjunction, 1);
-        let position = self.clusters.file(access, id);
+        let residual = !conjunction.residual.is_empty();
+        let member = CheckedMember { checks: Arc::clone(&checks), target, residual };
+        let position = self.clusters.file(access, member);
         conjunction.filing = Filing::Clustered { access, position, checks };
+    }
+
+    /// Files the conjunction of `target`, whose only predicate besides
+    /// `access` is `range`, as a sorted member of the cluster of `access`.
+    pub(crate) fn link_sorted(
+        &mut self,
+        conjunction: &mut Conjunction,
+        access: PredicateId,
+        range: SortedRange,
+        target: Target<K>,
+    ) {
+        self.count_xpath(conjunction, 1);
+        self.clusters.file_sorted(access, &range, target);
+        conjunction.filing = Filing::Sorted { access, range };
+    }
+
+    /// Files the conjunction of `target`, whose one predicate is
+    /// `predicate`, in that predicate's direct list.
+    pub(crate) fn link_direct(&mut self, conjunction: &mut Conjunction, predicate: PredicateId, target: Target<K>) {
+        self.count_xpath(conjunction, 1);
+        let position = self.direct.file(predicate, target);
+        conjunction.filing = Filing::Direct { predicate, position };
     }
 
     /// Takes a removed conjunction out of its lists, updating the position of
     /// each conjunction moved into the gap.
-    pub(crate) fn unlink(&mut self, conjunction: &Conjunction, conjunctions: &mut Slab<Conjunction>) {
+    pub(crate) fn unlink(&mut self, id: usize, conjunction: &Conjunction, conjunctions: &mut Slab<Conjunction>) {
         self.count_xpath(conjunction, -1);
         match &conjunction.filing {
             Filing::Unfiled => {}
@@ -105,6 +140,14 @@ impl<K> Partition<K> {
                     self.clusters.unfile(*access, *position).and_then(|moved| conjunctions.get_mut(moved))
                 {
                     moved.move_in_list(*access, *position);
+                }
+            }
+            Filing::Sorted { access, range } => self.clusters.unfile_sorted(*access, range, id),
+            Filing::Direct { predicate, position } => {
+                if let Some(moved) =
+                    self.direct.unfile(*predicate, *position).and_then(|moved| conjunctions.get_mut(moved))
+                {
+                    moved.move_in_list(*predicate, *position);
                 }
             }
         }
@@ -157,7 +200,7 @@ mod tests {
         predicates: &[usize],
         uses_xpath: bool,
     ) -> usize {
-        let id = conjunctions.insert(Conjunction::new(0, Vec::new(), uses_xpath));
+        let id = conjunctions.insert(Conjunction::new(0, Vec::new(), uses_xpath, true));
         if let Some(conjunction) = conjunctions.get_mut(id) {
             partition.link_counted(id, conjunction, predicates);
         }
@@ -171,17 +214,18 @@ mod tests {
         access: usize,
         others: &[usize],
     ) -> usize {
-        let id = conjunctions.insert(Conjunction::new(0, Vec::new(), false));
+        let id = conjunctions.insert(Conjunction::new(0, Vec::new(), false, true));
         if let Some(conjunction) = conjunctions.get_mut(id) {
             let checks: Vec<Check> = others.iter().map(|predicate| Check::Satisfied(*predicate)).collect();
-            partition.link_clustered(id, conjunction, access, checks.into());
+            let target = Target { conjunction: id, subscription: 0, sole: true, key: 0 };
+            partition.link_clustered(conjunction, access, checks.into(), target);
         }
         id
     }
 
     fn remove(partition: &mut Partition<u32>, conjunctions: &mut Slab<Conjunction>, id: usize) {
         let conjunction = conjunctions.remove(id).expect("live");
-        partition.unlink(&conjunction, conjunctions);
+        partition.unlink(id, &conjunction, conjunctions);
     }
 
     #[test]
@@ -231,10 +275,10 @@ mod tests {
         let counted = file(&mut partition, &mut conjunctions, &[5, 6]);
         let second = cluster(&mut partition, &mut conjunctions, 5, &[]);
         let third = cluster(&mut partition, &mut conjunctions, 5, &[7, 6]);
-        assert_eq!(partition.clusters.cluster(5), &[first, second, third]);
+        assert_eq!(partition.clusters.checked(5), vec![first, second, third]);
         assert_eq!(partition.by_predicate[&5], vec![counted], "counting and clusters are apart");
         remove(&mut partition, &mut conjunctions, first);
-        assert_eq!(partition.clusters.cluster(5), &[third, second]);
+        assert_eq!(partition.clusters.checked(5), vec![third, second]);
         let moved = conjunctions.get(third).expect("live");
         assert_eq!(moved.predicates().collect::<Vec<_>>(), vec![5, 7, 6]);
         remove(&mut partition, &mut conjunctions, third);

@@ -134,6 +134,17 @@ impl Stamps {
         self.emitted[subscription] = self.generation;
     }
 
+    /// Records that the subscription's key is being output; false when it
+    /// already was for this message, so that it is output once.
+    pub(crate) fn claim_emission(&mut self, subscription: usize) -> bool {
+        let stamp = &mut self.emitted[subscription];
+        if *stamp == self.generation {
+            return false;
+        }
+        *stamp = self.generation;
+        true
+    }
+
     /// Records that the attribute has been looked up and has `value`; false,
     /// keeping the first value, when it already was for this message.
     pub(crate) fn mark_attribute(&mut self, attribute: usize, value: AttributeValue) -> bool {
@@ -206,6 +217,10 @@ mod tests {
         assert!(!stamps.is_emitted(0));
         stamps.mark_emitted(0);
         assert!(stamps.is_emitted(0));
+        assert!(!stamps.claim_emission(0), "already output");
+        stamps.begin(BOUNDS);
+        assert!(stamps.claim_emission(0));
+        assert!(!stamps.claim_emission(0));
         stamps.begin(BOUNDS);
         assert_eq!(stamps.count(0), 1);
         assert_eq!(stamps.attribute_value(0), None);

@@ -220,6 +220,42 @@ impl TopicFilter {
         }
         names.next().is_none()
     }
+
+    /// True when every topic this filter's `other` matches is also matched by
+    /// `self`, so a broker that already advertises `self` to its neighbours
+    /// need not advertise `other`. Exact: when it answers false, some topic
+    /// matches `other` and not `self`.
+    pub fn covers(&self, other: &TopicFilter) -> bool {
+        tokens_cover(&self.tokens, &other.tokens)
+    }
+}
+
+/// Whether the token sequence `wide` matches every topic `narrow` matches.
+///
+/// Walks both sequences in step. Each token of `narrow` other than `>` stands
+/// for exactly one topic token, so position by position: a literal in `wide`
+/// needs the same literal in `narrow` (against `*` a different token is a
+/// witness), `*` in `wide` takes any single-token position, and `>` in `wide`
+/// takes whatever non-empty rest `narrow` has. A `>` in `narrow` stands for
+/// unboundedly many tokens, so only a `>` in `wide` covers it.
+fn tokens_cover(wide: &[FilterToken], narrow: &[FilterToken]) -> bool {
+    let mut position = 0;
+    loop {
+        match (wide.get(position), narrow.get(position)) {
+            (None, None) => return true,
+            (Some(FilterToken::Rest), rest) => return rest.is_some(),
+            (None, Some(_)) | (Some(_), None) => return false,
+            (Some(_), Some(FilterToken::Rest)) => return false,
+            (Some(FilterToken::AnyOne), Some(_)) => {}
+            (Some(FilterToken::Literal(wide_token)), Some(FilterToken::Literal(narrow_token))) => {
+                if wide_token != narrow_token {
+                    return false;
+                }
+            }
+            (Some(FilterToken::Literal(_)), Some(FilterToken::AnyOne)) => return false,
+        }
+        position += 1;
+    }
 }
 
 impl std::fmt::Display for TopicFilter {
@@ -275,5 +311,35 @@ mod tests {
         assert!(filter(">").matches(&name("x")));
         assert!(filter("*.*.c").matches(&name("a.b.c")));
         assert!(!filter("a.*").is_literal() && filter("a.b").is_literal());
+    }
+
+    #[test]
+    fn covering_follows_the_wildcards() {
+        let cases = [
+            ("a.b", "a.b", true),
+            ("a.*", "a.b", true),
+            ("a.b", "a.*", false),
+            ("a.>", "a.b.c", true),
+            ("a.>", "a.*", true),
+            ("a.>", "a.*.>", true),
+            ("a.*.>", "a.>", false),
+            ("a.>", "a", false),
+            (">", "a", true),
+            (">", "*.>", true),
+            ("*", ">", false),
+            ("*.>", ">", false),
+            ("*.*", "a.>", false),
+            ("a.*", "a.b.c", false),
+            ("a.*.c", "a.b.c", true),
+            ("a.*.c", "a.b.d", false),
+            // `b*` is a literal token, not a wildcard.
+            ("a.b*", "a.bc", false),
+            ("a.*", "a.b*", true),
+            ("a.b*", "a.*", false),
+            ("a.>", "a.b>", true),
+        ];
+        for (wide, narrow, expected) in cases {
+            assert_eq!(filter(wide).covers(&filter(narrow)), expected, "{wide} covers {narrow}");
+        }
     }
 }

@@ -17,6 +17,7 @@
 //! so the broker, the client and the tests share it unchanged.
 
 mod compare;
+pub mod covering;
 mod error;
 pub mod index;
 mod language;
@@ -28,6 +29,7 @@ pub mod xpath;
 use sift_core::Message;
 
 pub use compare::ComparisonOp;
+pub use covering::subscription_covers;
 pub use error::FilterError;
 pub use index::{ContentIndex, IndexScratch};
 pub use language::{FilterLanguage, UnknownLanguage};

@@ -107,6 +107,9 @@ pub struct DeliveryConfig {
     pub write_batch_bytes: usize,
     /// Bytes a connection reader asks the socket for at a time.
     pub read_buffer_bytes: usize,
+    /// Bytes of each chunk a connection reader encodes published messages
+    /// into; a chunk is freed with the last delivery encoded in it.
+    pub encode_arena_bytes: usize,
     /// Bytes of later publishes a connection reads ahead and holds while one
     /// of its publishes waits for space in a full `block` queue; reading on
     /// lets its acks and pings through, so it never waits on itself.
@@ -155,6 +158,7 @@ impl Default for DeliveryConfig {
             match_cache_entries_max: 4_096,
             write_batch_bytes: 64 * 1024,
             read_buffer_bytes: 64 * 1024,
+            encode_arena_bytes: 64 * 1024,
             blocked_read_ahead_bytes: 1024 * 1024,
         }
     }
@@ -199,6 +203,7 @@ impl Config {
             ("delivery.publish_window", u64::from(delivery.publish_window)),
             ("delivery.write_batch_bytes", delivery.write_batch_bytes as u64),
             ("delivery.read_buffer_bytes", delivery.read_buffer_bytes as u64),
+            ("delivery.encode_arena_bytes", delivery.encode_arena_bytes as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

@@ -336,6 +336,8 @@ pub struct LocalCounters {
     pub cache_misses: u64,
     /// Copies lost because their subscriber went away.
     pub subscriber_gone: u64,
+    /// Encode-arena chunks allocated.
+    pub encode_arena_chunks: u64,
 }
 
 impl LocalCounters {
@@ -347,6 +349,7 @@ impl LocalCounters {
             (&stats.match_cache_hits, taken.cache_hits),
             (&stats.match_cache_misses, taken.cache_misses),
             (&stats.dropped_subscriber_gone, taken.subscriber_gone),
+            (&stats.encode_arena_chunks, taken.encode_arena_chunks),
         ] {
             if amount != 0 {
                 add(counter, amount);

@@ -45,9 +45,6 @@ fn check_metadata(message: &Message) -> Result<(), String> {
     }
 }
 
-/// Bytes of each chunk that published messages are encoded into. A chunk
-/// is freed when the last delivery encoded in it is written or dropped.
-const ENCODE_ARENA_BYTES: usize = 64 * 1024;
 /// Room reserved per message beyond its topic, metadata and payload: the
 /// fixed fields, the publisher name and a few properties.
 const ENCODED_OVERHEAD_BYTES: usize = 128;
@@ -215,7 +212,9 @@ impl Session {
         let metadata_len = message.metadata.as_ref().map_or(0, |metadata| metadata.len());
         let needed = ENCODED_OVERHEAD_BYTES + message.topic.as_str().len() + metadata_len + message.payload.len();
         if self.encode_arena.capacity() < needed {
-            self.encode_arena = BytesMut::with_capacity(ENCODE_ARENA_BYTES.max(needed));
+            let chunk_bytes = self.shared.config.delivery.encode_arena_bytes;
+            self.encode_arena = BytesMut::with_capacity(chunk_bytes.max(needed));
+            self.counters.encode_arena_chunks += 1;
         }
         if let Err(error) = encode_message(&mut self.encode_arena, message) {
             self.encode_arena.clear();

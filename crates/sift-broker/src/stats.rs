@@ -75,6 +75,8 @@ counters! {
     match_cache_hits,
     /// Match lookups that walked the subject trie.
     match_cache_misses,
+    /// Chunks the readers allocated to encode published messages into.
+    encode_arena_chunks,
 }
 
 /// Adds one to a counter.

@@ -1,0 +1,239 @@
+//! What each broker's subscribers want, as far as routing needs to know.
+//!
+//! [`Interest`] keeps, per broker, its subscriptions as (topic filter,
+//! optional content filter) entries under caller-chosen keys. It answers the
+//! forwarding callback's question, "does broker X want this message?", with
+//! a [`SubjectTrie`] for the topic and [`ContentFilter::matches`] for the
+//! content of the entries the trie returns.
+//!
+//! This is deliberately a simple per-broker structure: the content filters of
+//! one broker's topic matches are evaluated one by one. The broker will later
+//! reuse its content index (`sift_filter::ContentIndex`) for remote interest
+//! as it does for local subscriptions, so that the cost grows with what
+//! matches there too.
+//!
+//! [`Interest::summary`] is what a broker advertises: its entries without
+//! those another entry covers ([`subscription_covers`]), since a neighbour
+//! sending the wider one's messages sends the narrower one's as well.
+
+use std::hash::Hash;
+
+use rustc_hash::FxHashMap;
+use sift_core::{Message, SubjectTrie, TopicFilter};
+use sift_filter::{subscription_covers, ContentFilter};
+
+use crate::topology::BrokerName;
+
+/// One subscription as routing sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterestEntry {
+    /// Which topics it wants.
+    pub topic: TopicFilter,
+    /// Which of those messages it wants by content; `None` takes them all.
+    pub content: Option<ContentFilter>,
+}
+
+impl InterestEntry {
+    /// True when `message` is wanted by this entry alone.
+    pub fn matches(&self, message: &Message) -> bool {
+        self.topic.matches(&message.topic) && self.content.as_ref().is_none_or(|filter| filter.matches(message))
+    }
+
+    /// True when every message `other` wants is also wanted by `self`.
+    pub fn covers(&self, other: &InterestEntry) -> bool {
+        subscription_covers(&self.topic, self.content.as_ref(), &other.topic, other.content.as_ref())
+    }
+
+    /// Sort key making summaries deterministic.
+    fn order_key(&self) -> (String, String) {
+        let content = self.content.as_ref().map(|filter| format!("{}:{filter}", filter.language().name()));
+        (self.topic.as_str().to_string(), content.unwrap_or_default())
+    }
+}
+
+/// One broker's entries, by key and in a trie by topic filter.
+#[derive(Debug)]
+struct BrokerInterest<K> {
+    entries: FxHashMap<K, InterestEntry>,
+    trie: SubjectTrie<K>,
+}
+
+impl<K: Clone + Eq + Hash> BrokerInterest<K> {
+    fn matches(&self, message: &Message) -> bool {
+        let found = self.trie.matches(&message.topic);
+        found.plain.iter().filter_map(|key| self.entries.get(key)).any(|entry| {
+            // The trie has already matched the topic; only content remains.
+            entry.content.as_ref().is_none_or(|filter| filter.matches(message))
+        })
+    }
+}
+
+/// Per-broker interest tables, keyed by `K` within each broker (a
+/// subscription id, say).
+#[derive(Debug)]
+pub struct Interest<K> {
+    brokers: FxHashMap<BrokerName, BrokerInterest<K>>,
+}
+
+impl<K> Default for Interest<K> {
+    fn default() -> Self {
+        Interest { brokers: FxHashMap::default() }
+    }
+}
+
+impl<K: Clone + Eq + Hash> Interest<K> {
+    /// No interest anywhere.
+    pub fn new() -> Interest<K> {
+        Interest::default()
+    }
+
+    /// Records `entry` for `broker` under `key`, replacing and returning the
+    /// entry held under that key.
+    pub fn add(&mut self, broker: &str, key: K, entry: InterestEntry) -> Option<InterestEntry> {
+        let replaced = self.remove(broker, &key);
+        let table = self
+            .brokers
+            .entry(broker.into())
+            .or_insert_with(|| BrokerInterest { entries: FxHashMap::default(), trie: SubjectTrie::new() });
+        table.trie.insert(&entry.topic, None, key.clone());
+        table.entries.insert(key, entry);
+        replaced
+    }
+
+    /// Removes the entry of `broker` under `key`, returning it.
+    pub fn remove(&mut self, broker: &str, key: &K) -> Option<InterestEntry> {
+        let table = self.brokers.get_mut(broker)?;
+        let entry = table.entries.remove(key)?;
+        table.trie.remove(&entry.topic, None, key);
+        if table.entries.is_empty() {
+            self.brokers.remove(broker);
+        }
+        Some(entry)
+    }
+
+    /// Forgets everything about `broker` (it left the network).
+    pub fn remove_broker(&mut self, broker: &str) -> bool {
+        self.brokers.remove(broker).is_some()
+    }
+
+    /// True when some entry of `broker` wants `message`.
+    pub fn wants(&self, broker: &str, message: &Message) -> bool {
+        self.brokers.get(broker).is_some_and(|table| table.matches(message))
+    }
+
+    /// Number of entries held for `broker`.
+    pub fn len(&self, broker: &str) -> usize {
+        self.brokers.get(broker).map_or(0, |table| table.entries.len())
+    }
+
+    /// True when no broker has any entry.
+    pub fn is_empty(&self) -> bool {
+        self.brokers.is_empty()
+    }
+
+    /// What to advertise for all the brokers held: every entry not covered
+    /// by another, in a deterministic order. O(n²) coverage checks at worst,
+    /// paid when advertising, not per message.
+    pub fn summary(&self) -> Vec<InterestEntry> {
+        summarise(self.brokers.values().flat_map(|table| table.entries.values()))
+    }
+
+    /// [`Interest::summary`] of one broker's entries.
+    pub fn broker_summary(&self, broker: &str) -> Vec<InterestEntry> {
+        self.brokers.get(broker).map_or_else(Vec::new, |table| summarise(table.entries.values()))
+    }
+}
+
+/// The entries without those covered by another.
+///
+/// Greedy in a fixed order: an entry is dropped when a kept entry covers it,
+/// and a new kept entry drops the kept entries it covers. Every dropped entry
+/// is thus covered by one kept at that time, which is itself kept or covered
+/// by a later kept one, so the result wants every message the input wants,
+/// even though the covering test is only sound, not complete or transitive.
+/// Of two equal entries the first in order is kept.
+fn summarise<'a>(entries: impl Iterator<Item = &'a InterestEntry>) -> Vec<InterestEntry> {
+    let mut sorted: Vec<(&InterestEntry, (String, String))> = entries.map(|entry| (entry, entry.order_key())).collect();
+    sorted.sort_by(|left, right| left.1.cmp(&right.1));
+    let mut kept: Vec<&InterestEntry> = Vec::new();
+    for (entry, _) in sorted {
+        if kept.iter().any(|wider| wider.covers(entry)) {
+            continue;
+        }
+        kept.retain(|narrower| !entry.covers(narrower));
+        kept.push(entry);
+    }
+    kept.into_iter().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_core::{TopicName, Value};
+    use sift_filter::FilterLanguage;
+
+    fn entry(topic: &str, content: Option<(FilterLanguage, &str)>) -> InterestEntry {
+        InterestEntry {
+            topic: TopicFilter::new(topic).expect("valid filter"),
+            content: content.map(|(language, text)| ContentFilter::parse(language, text).expect("valid filter")),
+        }
+    }
+
+    fn message(topic: &str, price: i64) -> Message {
+        let mut message = Message::new(TopicName::new(topic).expect("valid topic"), "");
+        message.properties = vec![("price".to_string(), Value::Int(price))];
+        message
+    }
+
+    #[test]
+    fn answers_by_topic_then_content() {
+        let mut interest: Interest<u32> = Interest::new();
+        interest.add("b1", 1, entry("stocks.*", Some((FilterLanguage::Tags, "price>100"))));
+        interest.add("b2", 1, entry("stocks.>", None));
+        assert!(interest.wants("b1", &message("stocks.ibm", 120)));
+        assert!(!interest.wants("b1", &message("stocks.ibm", 90)));
+        assert!(!interest.wants("b1", &message("bonds.ibm", 120)));
+        assert!(interest.wants("b2", &message("stocks.ibm", 90)));
+        assert!(!interest.wants("b3", &message("stocks.ibm", 90)));
+        assert!(entry("stocks.*", None).matches(&message("stocks.ibm", 1)));
+    }
+
+    #[test]
+    fn add_replaces_and_remove_forgets() {
+        let mut interest: Interest<u32> = Interest::new();
+        assert!(interest.add("b1", 7, entry("a", None)).is_none());
+        let replaced = interest.add("b1", 7, entry("b", None));
+        assert_eq!(replaced, Some(entry("a", None)));
+        assert!(!interest.wants("b1", &message("a", 0)));
+        assert!(interest.wants("b1", &message("b", 0)));
+        assert_eq!(interest.len("b1"), 1);
+        assert_eq!(interest.remove("b1", &7), Some(entry("b", None)));
+        assert!(interest.remove("b1", &7).is_none());
+        assert!(!interest.wants("b1", &message("b", 0)));
+        assert!(interest.is_empty());
+        interest.add("b2", 1, entry("a", None));
+        assert!(interest.remove_broker("b2"));
+        assert!(interest.is_empty());
+    }
+
+    #[test]
+    fn summary_drops_covered_entries() {
+        let mut interest: Interest<u32> = Interest::new();
+        interest.add("b1", 1, entry("stocks.ibm", Some((FilterLanguage::Tags, "price>200"))));
+        interest.add("b1", 2, entry("stocks.*", Some((FilterLanguage::Tags, "price>100"))));
+        interest.add("b1", 3, entry("bonds.>", None));
+        interest.add("b2", 1, entry("bonds.us", Some((FilterLanguage::Sql, "price > 5"))));
+        interest.add("b2", 2, entry("stocks.*", Some((FilterLanguage::Tags, "price>100"))));
+        interest.add("b2", 3, entry("fx.>", Some((FilterLanguage::Regex, "^fx\\.eur"))));
+        let summary = interest.summary();
+        let expected = vec![
+            entry("bonds.>", None),
+            entry("fx.>", Some((FilterLanguage::Regex, "^fx\\.eur"))),
+            entry("stocks.*", Some((FilterLanguage::Tags, "price>100"))),
+        ];
+        assert_eq!(summary, expected);
+        let own = interest.broker_summary("b2");
+        assert_eq!(own.len(), 3, "nothing of b2 covers another of b2");
+        assert!(interest.broker_summary("nobody").is_empty());
+    }
+}

@@ -84,7 +84,7 @@ pub struct Decoder {
 
 /// The last topic and publisher seen, for reuse.
 #[derive(Debug, Clone, Default)]
-struct Recent {
+pub(crate) struct Recent {
     topic: Option<TopicName>,
     publisher: Option<Arc<str>>,
 }
@@ -108,26 +108,20 @@ impl Decoder {
     /// Takes one frame off the front of `buf`, or returns `Ok(None)` when
     /// `buf` does not yet hold a whole frame (reserving room for it).
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
-        if buf.len() < LENGTH_PREFIX_BYTES {
+        let Some(total) = whole_frame(buf, self.max_frame_bytes)? else {
             return Ok(None);
-        }
-        let length = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-        if length > self.max_frame_bytes {
-            return Err(DecodeError::FrameTooLarge { length, limit: self.max_frame_bytes });
-        }
-        if length == 0 {
-            return Err(DecodeError::EmptyFrame);
-        }
-        let total = LENGTH_PREFIX_BYTES + length as usize;
-        if buf.len() < total {
-            buf.reserve(total - buf.len());
-            return Ok(None);
-        }
+        };
         let type_code = buf[LENGTH_PREFIX_BYTES];
-        let parsed = decode_body(type_code, &buf[BODY_OFFSET..total], &mut self.recent);
+        let body = &buf[BODY_OFFSET..total];
+        let parsed = parse_body(frame_name(type_code), body, &mut self.recent, |reader| reader.frame(type_code));
         match parsed {
             Ok((mut frame, carved)) => {
-                carve(buf, total, carved, &mut frame);
+                let message = match &mut frame {
+                    Frame::Publish(publish) => Some(&mut *publish.message),
+                    Frame::Deliver(deliver) => Some(&mut *deliver.message),
+                    _ => None,
+                };
+                carve(buf, total, carved, message);
                 Ok(Some(frame))
             }
             Err(error) => {
@@ -136,6 +130,29 @@ impl Decoder {
             }
         }
     }
+}
+
+/// Checks the length prefix at the front of `buf` against `max_frame_bytes`
+/// before anything is buffered, and returns the frame's size on the wire
+/// once `buf` holds all of it (`Ok(None)`, with room reserved, until then).
+/// Shared by every decoder, so that the link protocol frames the same way.
+pub(crate) fn whole_frame(buf: &mut BytesMut, max_frame_bytes: u32) -> Result<Option<usize>, DecodeError> {
+    if buf.len() < LENGTH_PREFIX_BYTES {
+        return Ok(None);
+    }
+    let length = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if length > max_frame_bytes {
+        return Err(DecodeError::FrameTooLarge { length, limit: max_frame_bytes });
+    }
+    if length == 0 {
+        return Err(DecodeError::EmptyFrame);
+    }
+    let total = LENGTH_PREFIX_BYTES + length as usize;
+    if buf.len() < total {
+        buf.reserve(total - buf.len());
+        return Ok(None);
+    }
+    Ok(Some(total))
 }
 
 /// Decodes a message encoded alone (by `encode_message`), as the broker keeps
@@ -157,12 +174,12 @@ pub fn decode_message(encoded: &Bytes) -> Result<Message, DecodeError> {
 }
 
 /// Where a frame's body starts in the buffer: after the length and the type.
-const BODY_OFFSET: usize = LENGTH_PREFIX_BYTES + 1;
+pub(crate) const BODY_OFFSET: usize = LENGTH_PREFIX_BYTES + 1;
 
 /// Takes the frame of `total` bytes off `buf`, moving its byte fields
-/// (metadata, payload) into the frame's message as shared slices of the
-/// buffer: one reference count each, no copy.
-fn carve(buf: &mut BytesMut, total: usize, carved: Carved, frame: &mut Frame) {
+/// (metadata, payload) into the frame's message, if it has one, as shared
+/// slices of the buffer: one reference count each, no copy.
+pub(crate) fn carve(buf: &mut BytesMut, total: usize, carved: Carved, message: Option<&mut Message>) {
     let mut consumed = 0;
     let mut take = |range: Range<usize>| {
         if range.is_empty() {
@@ -175,10 +192,8 @@ fn carve(buf: &mut BytesMut, total: usize, carved: Carved, frame: &mut Frame) {
     let metadata = carved.metadata.map(&mut take);
     let payload = carved.payload.map(&mut take);
     buf.advance(total - consumed);
-    let message = match frame {
-        Frame::Publish(publish) => &mut publish.message,
-        Frame::Deliver(deliver) => &mut deliver.message,
-        _ => return,
+    let Some(message) = message else {
+        return;
     };
     message.metadata = metadata;
     if let Some(payload) = payload {
@@ -189,16 +204,22 @@ fn carve(buf: &mut BytesMut, total: usize, carved: Carved, frame: &mut Frame) {
 /// Ranges (in the frame body) of the byte fields the parse found; they are
 /// cut out of the buffer once the whole frame is known to be valid.
 #[derive(Debug, Default)]
-struct Carved {
+pub(crate) struct Carved {
     metadata: Option<Range<usize>>,
     payload: Option<Range<usize>>,
 }
 
-/// Decodes one frame body (after the type byte).
-fn decode_body(type_code: u8, body: &[u8], recent: &mut Recent) -> Result<(Frame, Carved), DecodeError> {
+/// Parses one frame body (after the type byte) with `parse`, and reports
+/// failures and left-over bytes as [`DecodeError::Malformed`] naming `frame`.
+pub(crate) fn parse_body<T>(
+    frame: &'static str,
+    body: &[u8],
+    recent: &mut Recent,
+    parse: impl FnOnce(&mut Reader<'_, '_>) -> FieldResult<T>,
+) -> Result<(T, Carved), DecodeError> {
     let mut reader = Reader { body, offset: 0, reference: 0, recent, carved: Carved::default() };
-    let frame = reader.frame(type_code).map_err(|(code, detail)| DecodeError::Malformed {
-        frame: frame_name(type_code),
+    let parsed = parse(&mut reader).map_err(|(code, detail)| DecodeError::Malformed {
+        frame,
         reference: reader.reference,
         code,
         detail,
@@ -206,16 +227,16 @@ fn decode_body(type_code: u8, body: &[u8], recent: &mut Recent) -> Result<(Frame
     let left_over = reader.remaining();
     if left_over > 0 {
         return Err(DecodeError::Malformed {
-            frame: frame_name(type_code),
+            frame,
             reference: reader.reference,
             code: ErrorCode::Malformed,
             detail: format!("{left_over} bytes left over after the last field"),
         });
     }
-    Ok((frame, reader.carved))
+    Ok((parsed, reader.carved))
 }
 
-type FieldResult<T> = Result<T, (ErrorCode, String)>;
+pub(crate) type FieldResult<T> = Result<T, (ErrorCode, String)>;
 
 /// True when `chunk` starts with a str16 field equal to `recent`. The
 /// comparison is in place: a repeated string is neither copied nor
@@ -238,27 +259,28 @@ fn short_field(field: &str, bytes: usize, left: usize) -> (ErrorCode, String) {
     (ErrorCode::Malformed, format!("{field}: needs {bytes} bytes, only {left} left"))
 }
 
-fn malformed<T>(detail: String) -> FieldResult<T> {
+pub(crate) fn malformed<T>(detail: String) -> FieldResult<T> {
     Err((ErrorCode::Malformed, detail))
 }
 
 /// Reads fields off a borrowed frame body, remembering the request or
 /// subscription id so that errors can refer to it.
-struct Reader<'frame, 'recent> {
-    body: &'frame [u8],
-    offset: usize,
-    reference: u64,
+pub(crate) struct Reader<'frame, 'recent> {
+    pub(crate) body: &'frame [u8],
+    pub(crate) offset: usize,
+    /// What an error about this frame refers to (see `DecodeError::reference`).
+    pub(crate) reference: u64,
     recent: &'recent mut Recent,
     carved: Carved,
 }
 
 impl<'frame> Reader<'frame, '_> {
-    fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.body.len() - self.offset
     }
 
     #[inline]
-    fn need(&self, field: &str, bytes: usize) -> FieldResult<()> {
+    pub(crate) fn need(&self, field: &str, bytes: usize) -> FieldResult<()> {
         if self.remaining() < bytes {
             return Err(short_field(field, bytes, self.remaining()));
         }
@@ -283,22 +305,22 @@ impl<'frame> Reader<'frame, '_> {
     }
 
     #[inline]
-    fn u8(&mut self, field: &str) -> FieldResult<u8> {
+    pub(crate) fn u8(&mut self, field: &str) -> FieldResult<u8> {
         Ok(self.array::<1>(field)?[0])
     }
 
     #[inline]
-    fn u16(&mut self, field: &str) -> FieldResult<u16> {
+    pub(crate) fn u16(&mut self, field: &str) -> FieldResult<u16> {
         self.array(field).map(u16::from_be_bytes)
     }
 
     #[inline]
-    fn u32(&mut self, field: &str) -> FieldResult<u32> {
+    pub(crate) fn u32(&mut self, field: &str) -> FieldResult<u32> {
         self.array(field).map(u32::from_be_bytes)
     }
 
     #[inline]
-    fn u64(&mut self, field: &str) -> FieldResult<u64> {
+    pub(crate) fn u64(&mut self, field: &str) -> FieldResult<u64> {
         self.array(field).map(u64::from_be_bytes)
     }
 
@@ -319,13 +341,13 @@ impl<'frame> Reader<'frame, '_> {
         }
     }
 
-    fn str16(&mut self, field: &str) -> FieldResult<String> {
+    pub(crate) fn str16(&mut self, field: &str) -> FieldResult<String> {
         let length = self.u16(field)? as usize;
         let bytes = self.bytes(field, length)?;
         Self::utf8(field, bytes)
     }
 
-    fn str32(&mut self, field: &str) -> FieldResult<String> {
+    pub(crate) fn str32(&mut self, field: &str) -> FieldResult<String> {
         let length = self.u32(field)? as usize;
         let bytes = self.bytes(field, length)?;
         Self::utf8(field, bytes)
@@ -487,7 +509,7 @@ impl<'frame> Reader<'frame, '_> {
 
     /// A message whose byte fields are left empty: their ranges go to
     /// [`Carved`], to be cut out of the buffer by [`carve`].
-    fn message(&mut self) -> FieldResult<Message> {
+    pub(crate) fn message(&mut self) -> FieldResult<Message> {
         let topic = self.topic()?;
         // The fixed part: four bytes and four u64s, checked once.
         let fixed: [u8; MESSAGE_FIXED_BYTES] = self.array("message header")?;

@@ -36,7 +36,7 @@ pub enum EncodeError {
     },
 }
 
-fn put_str16(buf: &mut BytesMut, field: &'static str, text: &str) -> Result<(), EncodeError> {
+pub(crate) fn put_str16(buf: &mut BytesMut, field: &'static str, text: &str) -> Result<(), EncodeError> {
     let length = u16::try_from(text.len()).map_err(|_| EncodeError::FieldTooLong {
         field,
         length: text.len(),
@@ -47,7 +47,7 @@ fn put_str16(buf: &mut BytesMut, field: &'static str, text: &str) -> Result<(), 
     Ok(())
 }
 
-fn put_bytes32(buf: &mut BytesMut, field: &'static str, bytes: &[u8]) -> Result<(), EncodeError> {
+pub(crate) fn put_bytes32(buf: &mut BytesMut, field: &'static str, bytes: &[u8]) -> Result<(), EncodeError> {
     let length = u32::try_from(bytes.len()).map_err(|_| EncodeError::FieldTooLong {
         field,
         length: bytes.len(),
@@ -58,7 +58,7 @@ fn put_bytes32(buf: &mut BytesMut, field: &'static str, bytes: &[u8]) -> Result<
     Ok(())
 }
 
-fn count16(field: &'static str, count: usize) -> Result<u16, EncodeError> {
+pub(crate) fn count16(field: &'static str, count: usize) -> Result<u16, EncodeError> {
     u16::try_from(count).map_err(|_| EncodeError::TooManyEntries { field, count, limit: u16::MAX as usize })
 }
 
@@ -146,7 +146,7 @@ pub fn encode_message(buf: &mut BytesMut, message: &Message) -> Result<(), Encod
 }
 
 /// [`encode_message`] of borrowed fields.
-fn encode_message_ref(buf: &mut BytesMut, message: MessageRef<'_>) -> Result<(), EncodeError> {
+pub(crate) fn encode_message_ref(buf: &mut BytesMut, message: MessageRef<'_>) -> Result<(), EncodeError> {
     let metadata_len = message.metadata.map_or(0, |metadata| 4 + metadata.len());
     // One reservation for the common case (no properties), so that the puts
     // below do not each check for room.
@@ -267,7 +267,7 @@ pub fn encode_publish_ref(
 }
 
 /// Writes the length prefix and type around `body`, undoing on error.
-fn framed(
+pub(crate) fn framed(
     buf: &mut BytesMut,
     type_code: u8,
     body: impl FnOnce(&mut BytesMut) -> Result<(), EncodeError>,
@@ -387,7 +387,7 @@ fn encode_subscribe(buf: &mut BytesMut, subscribe: &Subscribe) -> Result<(), Enc
 
 /// The longest prefix of `text` of at most `limit` bytes that ends on a
 /// character boundary. Used only for human-readable error text.
-fn truncate_utf8(text: &str, limit: usize) -> &str {
+pub(crate) fn truncate_utf8(text: &str, limit: usize) -> &str {
     if text.len() <= limit {
         return text;
     }

@@ -9,11 +9,15 @@
 //! Every frame is `length: u32 BE` (bytes that follow), `type: u8`, body.
 //! Integers are big-endian; strings carry a `u16` or `u32` length prefix and
 //! are UTF-8; byte fields carry a `u32` length prefix.
+//!
+//! The [`link`] module holds the broker-to-broker protocol, which frames the
+//! same way with frames of its own.
 
 mod decode;
 mod encode;
 mod error_code;
 mod frame;
+pub mod link;
 
 pub use decode::{decode_message, DecodeError, Decoder};
 pub use encode::{

@@ -11,6 +11,12 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sift_proto::QueuePolicy;
 
+pub use crate::network_config::{
+    LinkTarget, NetworkConfig, DEFAULT_CLUSTER, DEFAULT_LINK_COST, DEFAULT_LINK_HANDSHAKE_TIMEOUT_MS,
+    DEFAULT_LINK_PING_INTERVAL_MS, DEFAULT_LINK_RECONNECT_DELAY_MAX_MS, DEFAULT_LINK_RECONNECT_DELAY_MIN_MS,
+    DEFAULT_LINK_SEND_QUEUE_FRAMES, DEFAULT_NETWORK_NAME,
+};
+
 /// Address `sift broker` listens on by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
 /// Directory the broker keeps its data in by default.
@@ -54,6 +60,8 @@ pub struct Config {
     pub limits: Limits,
     /// Delivery queues, acknowledgements and flow control.
     pub delivery: DeliveryConfig,
+    /// Links to other brokers of the cluster.
+    pub network: NetworkConfig,
 }
 
 /// Limits checked at ingress. A violation gets an `ERROR` frame naming the limit.
@@ -124,6 +132,7 @@ impl Default for Config {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             limits: Limits::default(),
             delivery: DeliveryConfig::default(),
+            network: NetworkConfig::default(),
         }
     }
 }
@@ -224,6 +233,7 @@ impl Config {
             .policy_default
             .parse::<QueuePolicy>()
             .map_err(|error| ConfigError::Invalid(format!("delivery.policy_default: {error}")))?;
+        self.network.validate()?;
         Ok(())
     }
 }

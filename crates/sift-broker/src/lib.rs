@@ -12,6 +12,8 @@
 pub mod config;
 pub mod connection;
 pub mod delivery;
+pub mod link;
+mod network_config;
 pub mod outbox;
 pub mod publish;
 pub mod report;
@@ -23,5 +25,6 @@ pub mod subscription;
 pub mod writer;
 
 pub use config::{Config, ConfigError};
+pub use link::LinkInfo;
 pub use server::{BrokerError, RunningBroker};
 pub use stats::StatsSnapshot;

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::connection::{error_frame, serve, ConnShared};
+use crate::link::{LinkFailure, LinkInfo, LinkNetwork};
 use crate::router::Router;
 use crate::stats::{bump, Stats, StatsSnapshot};
 
@@ -28,6 +29,14 @@ pub enum BrokerError {
     /// The listen address could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The link listen address could not be bound.
+    #[error("cannot listen for broker links on {address}: {source}")]
+    BindLinks {
         /// The address.
         address: SocketAddr,
         /// Why.
@@ -51,6 +60,8 @@ pub struct BrokerShared {
     pub next_message_id: AtomicU64,
     /// Next subscription key.
     pub next_subscription_key: AtomicU64,
+    /// Links to other brokers and the cluster's topology.
+    pub links: LinkNetwork,
     connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
     shutdown: watch::Sender<bool>,
 }
@@ -60,13 +71,15 @@ impl BrokerShared {
         let (shutdown, _) = watch::channel(false);
         let first_id = crate::publish::now_ns();
         Arc::new(BrokerShared {
-            config,
             router: Router::default(),
             stats: Stats::default(),
             next_message_id: AtomicU64::new(first_id),
             next_subscription_key: AtomicU64::new(1),
+            // Link-state sequences start at the start time too (§10.5).
+            links: LinkNetwork::new(&config.network, first_id),
             connections: Mutex::new(HashMap::new()),
             shutdown,
+            config,
         })
     }
 
@@ -102,8 +115,10 @@ impl BrokerShared {
 #[derive(Debug)]
 pub struct RunningBroker {
     local_addr: SocketAddr,
+    link_addr: Option<SocketAddr>,
     shared: Arc<BrokerShared>,
     accept_task: tokio::task::JoinHandle<()>,
+    link_task: tokio::task::JoinHandle<()>,
 }
 
 impl RunningBroker {
@@ -113,9 +128,49 @@ impl RunningBroker {
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| BrokerError::Bind { address, source })?;
         let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind { address, source })?;
+        let (link_listener, link_addr) = match config.network.link_listen {
+            Some(address) => {
+                let (bound, local) = bind_links(address).await?;
+                (Some(bound), Some(local))
+            }
+            None => (None, None),
+        };
         let shared = BrokerShared::new(config);
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone()));
-        Ok(RunningBroker { local_addr, shared, accept_task })
+        let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
+        Ok(RunningBroker { local_addr, link_addr, shared, accept_task, link_task })
+    }
+
+    /// The link listener's address actually bound, when links are accepted.
+    pub fn link_addr(&self) -> Option<SocketAddr> {
+        self.link_addr
+    }
+
+    /// This broker's name on the broker network.
+    pub fn network_name(&self) -> &str {
+        self.shared.links.name()
+    }
+
+    /// The links to other brokers that are up, by neighbour name.
+    pub fn links(&self) -> Vec<LinkInfo> {
+        self.shared.links.links()
+    }
+
+    /// The last failure of each configured link that is not up.
+    pub fn link_failures(&self) -> Vec<LinkFailure> {
+        self.shared.links.failures_snapshot()
+    }
+
+    /// Names of the brokers in the topology with a path of links that both
+    /// ends advertise from this broker (itself included), sorted.
+    pub fn topology_brokers(&self) -> Vec<String> {
+        self.shared.links.reachable_brokers()
+    }
+
+    /// Links on the shortest path from this broker to `broker`; `None` when
+    /// it cannot be reached.
+    pub fn shortest_path_hops(&self, broker: &str) -> Option<u32> {
+        self.shared.links.shortest_path_hops(broker)
     }
 
     /// The address actually bound (useful with port 0).
@@ -139,8 +194,16 @@ impl RunningBroker {
     pub async fn shutdown(self) -> StatsSnapshot {
         self.shared.shutdown.send_replace(true);
         let _ = self.accept_task.await;
+        let _ = self.link_task.await;
         self.shared.stats.snapshot()
     }
+}
+
+/// Binds the link listener, returning it with the address actually bound.
+async fn bind_links(address: SocketAddr) -> Result<(TcpListener, SocketAddr), BrokerError> {
+    let bound = TcpListener::bind(address).await.map_err(|source| BrokerError::BindLinks { address, source })?;
+    let local = bound.local_addr().map_err(|source| BrokerError::BindLinks { address, source })?;
+    Ok((bound, local))
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {

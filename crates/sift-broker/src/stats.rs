@@ -77,6 +77,16 @@ counters! {
     match_cache_misses,
     /// Chunks the readers allocated to encode published messages into.
     encode_arena_chunks,
+    /// Broker links up now.
+    links_up,
+    /// Broker links that completed their handshake since start.
+    links_established,
+    /// Link dials that failed: no connection, or a handshake that failed or was refused.
+    link_connect_failures,
+    /// `LINK_STATE` records received from other brokers.
+    link_states_received,
+    /// `LINK_ERROR`s sent or received, and links dropped for silence or a full send queue.
+    link_errors,
 }
 
 /// Adds one to a counter.

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
+use sift_broker::config::LinkTarget;
 use sift_broker::{Config, RunningBroker};
 
 use crate::CliError;
@@ -20,9 +21,17 @@ pub struct BrokerArgs {
     /// TOML configuration file; see sift.example.toml for every option.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Broker name sent to clients.
+    /// Broker name: sent to clients, and this broker's name on the broker
+    /// network (unique within the cluster) [default: sift].
     #[arg(long)]
     name: Option<String>,
+    /// Address to accept links from other brokers on [default: none, or the config file's].
+    #[arg(long, value_name = "ADDR")]
+    link_listen: Option<SocketAddr>,
+    /// Another broker's link address (host:port) to link to, with cost 1;
+    /// repeat for several. Added to the config file's links.
+    #[arg(long = "link", value_name = "ADDR")]
+    links: Vec<String>,
 }
 
 /// Runs a broker until SIGINT or SIGTERM, then shuts it down cleanly.
@@ -38,8 +47,13 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
         config.data_dir = data;
     }
     if let Some(name) = args.name {
+        config.network.name = name.clone();
         config.name = name;
     }
+    if let Some(link_listen) = args.link_listen {
+        config.network.link_listen = Some(link_listen);
+    }
+    config.network.links.extend(args.links.into_iter().map(LinkTarget::new));
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
     // Handlers go in before the address is printed: whoever reads that line
@@ -47,6 +61,9 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     let signals = Signals::install()?;
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
+    if let Some(link_addr) = broker.link_addr() {
+        say(&format!("sift broker accepting links on {link_addr}"));
+    }
     signals.wait().await;
     say("sift broker shutting down");
     let stats = broker.shutdown().await;

@@ -6,6 +6,7 @@ mod common;
 mod content;
 mod delivery;
 mod limits;
+mod links;
 mod policies;
 mod regressions;
 mod reliability;

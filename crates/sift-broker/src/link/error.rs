@@ -1,0 +1,117 @@
+//! Why a link could not be set up, or why it went down.
+
+use std::time::Duration;
+
+use sift_proto::link::{LinkErrorCode, LinkFrame};
+use sift_proto::{DecodeError, ErrorCode};
+
+use super::frames::error_frame;
+
+/// Why a link attempt failed or a link ended. [`LinkError::reply`] is the
+/// `LINK_ERROR` this broker owes the peer for it, if any.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The socket failed.
+    #[error("socket error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer closed the connection.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// The address did not answer, or the handshake did not finish, in time.
+    #[error("no {expected} within link_handshake_timeout_ms = {}", .limit.as_millis())]
+    HandshakeTimeout {
+        /// The frame (or connection) waited for.
+        expected: &'static str,
+        /// The time allowed.
+        limit: Duration,
+    },
+    /// The byte stream could not be decoded.
+    #[error("cannot decode: {0}")]
+    Decode(#[from] DecodeError),
+    /// A frame arrived where another was required.
+    #[error("expected {expected}, got {got}")]
+    Unexpected {
+        /// What the handshake required.
+        expected: &'static str,
+        /// What arrived.
+        got: &'static str,
+    },
+    /// The two brokers have no link protocol version in common.
+    #[error("peer speaks link protocol versions {min}-{max}, this broker {ours_min}-{ours_max}")]
+    UnsupportedVersion {
+        /// Lowest version of the peer.
+        min: u16,
+        /// Highest version of the peer.
+        max: u16,
+        /// Lowest version of this broker.
+        ours_min: u16,
+        /// Highest version of this broker.
+        ours_max: u16,
+    },
+    /// The peer belongs to another cluster: a configuration error.
+    #[error(
+        "cluster mismatch: this broker {ours_name:?} is in cluster {ours:?}, peer {peer:?} is in cluster {theirs:?}"
+    )]
+    ClusterMismatch {
+        /// This broker's name.
+        ours_name: String,
+        /// This broker's cluster.
+        ours: String,
+        /// The peer's name.
+        peer: String,
+        /// The peer's cluster.
+        theirs: String,
+    },
+    /// The peer has this broker's name, or that of a broker already linked.
+    #[error("duplicate broker name: {0}")]
+    DuplicateName(String),
+    /// The peer sent a fatal `LINK_ERROR`.
+    #[error("refused by the peer: {code}: {message}")]
+    Refused {
+        /// The peer's code.
+        code: LinkErrorCode,
+        /// The peer's explanation.
+        message: String,
+    },
+    /// Nothing was heard from the peer for three ping intervals.
+    #[error("nothing heard for {} ms", .0.as_millis())]
+    Silent(Duration),
+    /// Frames for the peer piled up past `link_send_queue_frames`.
+    #[error("send queue full: the peer does not keep up")]
+    Overflow,
+    /// This broker is shutting down.
+    #[error("broker is shutting down")]
+    ShuttingDown,
+}
+
+impl LinkError {
+    /// The fatal `LINK_ERROR` to send the peer before closing, when the peer
+    /// should be told (not when it is gone or told us first).
+    pub fn reply(&self) -> Option<LinkFrame> {
+        let (code, message): (LinkErrorCode, String) = match self {
+            // The peer is gone, silent, or told us first: nobody to tell.
+            LinkError::Io(_) | LinkError::Closed | LinkError::Refused { .. } | LinkError::Silent(_) => return None,
+            LinkError::HandshakeTimeout { .. } => (ErrorCode::HandshakeTimeout.into(), self.to_string()),
+            LinkError::Decode(error) => (error.code().into(), error.to_string()),
+            LinkError::Unexpected { .. } => (ErrorCode::UnexpectedFrame.into(), self.to_string()),
+            LinkError::UnsupportedVersion { .. } => (ErrorCode::UnsupportedVersion.into(), self.to_string()),
+            LinkError::ClusterMismatch { .. } => (LinkErrorCode::ClusterMismatch, self.to_string()),
+            LinkError::DuplicateName(_) => (LinkErrorCode::DuplicateBrokerName, self.to_string()),
+            LinkError::Overflow => (ErrorCode::SlowConsumer.into(), self.to_string()),
+            LinkError::ShuttingDown => (ErrorCode::ShuttingDown.into(), self.to_string()),
+        };
+        Some(error_frame(code, true, message))
+    }
+
+    /// True for refusals that mean the two brokers' configurations disagree,
+    /// which an operator must fix (logged as warnings, not as noise).
+    pub fn is_configuration_error(&self) -> bool {
+        match self {
+            LinkError::ClusterMismatch { .. } | LinkError::DuplicateName(_) => true,
+            LinkError::Refused { code, .. } => {
+                matches!(code, LinkErrorCode::ClusterMismatch | LinkErrorCode::DuplicateBrokerName)
+            }
+            _ => false,
+        }
+    }
+}

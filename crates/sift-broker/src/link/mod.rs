@@ -1,0 +1,57 @@
+//! Broker links (`docs/PROTOCOL.md` §10): brokers of one cluster connect,
+//! keep their links up and agree on the topology.
+//!
+//! - [`listener`] accepts links on `network.link_listen`;
+//! - [`dialer`] keeps each configured link (`network.links`) up, redialling
+//!   with exponential back-off;
+//! - [`handshake`] runs `LINK_HELLO` / `LINK_WELCOME` with the version,
+//!   cluster and name checks;
+//! - [`session`] runs a link that is up: pings, liveness, link states;
+//! - [`network`] holds the up links and the [`sift_net::Topology`];
+//!   [`topology`] originates, applies and floods link-state records.
+//!
+//! Interest and message forwarding over links come next; this part only
+//! builds and maintains the network.
+
+mod dialer;
+mod error;
+mod frames;
+mod handshake;
+mod listener;
+mod network;
+mod session;
+mod topology;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::server::BrokerShared;
+
+pub use error::LinkError;
+pub use listener::LINK_CONNECTIONS_MAX;
+pub use network::{LinkFailure, LinkInfo, LinkNetwork};
+pub use session::SILENT_INTERVALS;
+
+/// Runs the link listener (when there is one) and one dialer per configured
+/// link until the broker shuts down; returns once they all ended, or after
+/// `grace`.
+pub(crate) async fn run(listener: Option<TcpListener>, shared: Arc<BrokerShared>, grace: Duration) {
+    let mut tasks = JoinSet::new();
+    if let Some(listener) = listener {
+        tasks.spawn(listener::run(listener, shared.clone(), grace));
+    }
+    for target in shared.config.network.links.clone() {
+        tasks.spawn(dialer::run(target, shared.clone()));
+    }
+    let mut shutdown = shared.shutdown_watch();
+    if !shared.is_shutting_down() {
+        let _ = shutdown.changed().await;
+    }
+    let drained = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tasks.abort_all();
+    }
+}

@@ -1,0 +1,232 @@
+//! The broker's view of its links: which are up, what the cluster's
+//! topology is, and the queue of frames towards each link.
+//!
+//! Everything lives behind one mutex, held only for short, non-awaiting
+//! steps, so that registering a link, originating this broker's new link
+//! state and queueing it on every link happen as one step: no frame can be
+//! queued on a link before its `LINK_WELCOME`, and no link misses a state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sift_net::{BrokerName, Topology};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::NetworkConfig;
+use crate::stats::{bump, Stats};
+
+use super::error::LinkError;
+
+/// One link that is up, as [`crate::RunningBroker::links`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// The broker at the other end.
+    pub neighbour: String,
+    /// The peer's address (the dialled address, or where an accepted link came from).
+    pub address: String,
+    /// The agreed cost: the larger of the two ends' costs.
+    pub cost: u32,
+    /// Time since the handshake completed.
+    pub connected_for: Duration,
+}
+
+/// A link attempt that failed most recently, per dialled address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkFailure {
+    /// The dialled address.
+    pub address: String,
+    /// Why the last attempt failed.
+    pub error: String,
+}
+
+/// A link that is up.
+#[derive(Debug)]
+pub(crate) struct LiveLink {
+    /// Tells apart successive links to the same neighbour.
+    pub(crate) id: u64,
+    pub(crate) address: String,
+    pub(crate) cost: u32,
+    pub(crate) since: Instant,
+    /// Encoded frames for the link's writer; bounded by `link_send_queue_frames`.
+    pub(crate) sender: mpsc::Sender<Bytes>,
+    /// Set to true to make the link's session end.
+    pub(crate) close: watch::Sender<bool>,
+}
+
+/// What a session gets back from [`LinkNetwork::register`].
+#[derive(Debug)]
+pub(crate) struct Registered {
+    pub(crate) id: u64,
+    pub(crate) sender: mpsc::Sender<Bytes>,
+    pub(crate) receiver: mpsc::Receiver<Bytes>,
+    pub(crate) close: watch::Receiver<bool>,
+}
+
+/// The state behind [`LinkNetwork`]'s lock.
+#[derive(Debug)]
+pub(crate) struct NetState {
+    pub(crate) own_name: BrokerName,
+    pub(crate) topology: Topology,
+    /// Up links by neighbour name; ordered so that frames go out in a
+    /// deterministic order.
+    pub(crate) links: BTreeMap<BrokerName, LiveLink>,
+    /// This broker's next link-state sequence (§10.5: starts at the start time).
+    pub(crate) next_sequence: u64,
+    next_link_id: u64,
+}
+
+/// This broker's links and topology, shared by the listener, the dialers,
+/// every link session and [`crate::RunningBroker`].
+#[derive(Debug)]
+pub struct LinkNetwork {
+    name: BrokerName,
+    queue_frames: usize,
+    state: Mutex<NetState>,
+    failures: Mutex<HashMap<String, String>>,
+}
+
+impl LinkNetwork {
+    /// No links yet; the topology holds only this broker's own empty state.
+    pub fn new(config: &NetworkConfig, start_ns: u64) -> LinkNetwork {
+        let name = BrokerName::from(config.name.as_str());
+        let mut state = NetState {
+            own_name: name.clone(),
+            topology: Topology::new(),
+            links: BTreeMap::new(),
+            next_sequence: start_ns,
+            next_link_id: 1,
+        };
+        // The broker is in its own topology from the start, so that its
+        // shortest-path tree exists (holding only itself) before any link.
+        let _ = state.originate();
+        LinkNetwork {
+            name,
+            queue_frames: config.link_send_queue_frames,
+            state: Mutex::new(state),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// This broker's name on the network.
+    pub fn name(&self) -> &BrokerName {
+        &self.name
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, NetState> {
+        // Updates below do not panic midway, so a poisoned lock still guards
+        // consistent data.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn failures(&self) -> MutexGuard<'_, HashMap<String, String>> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a link up with `peer`, queues `first` (the acceptor's
+    /// `LINK_WELCOME`) before anything else on it, originates and floods this
+    /// broker's new link state and sends the new link every record held.
+    /// Refuses a link to itself or to a broker already linked.
+    pub(crate) fn register(
+        &self,
+        peer: &str,
+        address: &str,
+        cost: u32,
+        first: Option<Bytes>,
+        stats: &Stats,
+    ) -> Result<Registered, LinkError> {
+        let mut state = self.lock();
+        if peer == &*state.own_name {
+            return Err(LinkError::DuplicateName(format!("the peer is named {peer:?}, like this broker")));
+        }
+        if state.links.contains_key(peer) {
+            return Err(LinkError::DuplicateName(format!("a link to a broker named {peer:?} is already up")));
+        }
+        let (sender, receiver) = mpsc::channel(self.queue_frames);
+        if let Some(first) = first {
+            // The queue is new and its capacity is at least one.
+            let _ = sender.try_send(first);
+        }
+        let (close, close_watch) = watch::channel(false);
+        let id = state.next_link_id;
+        state.next_link_id += 1;
+        let live =
+            LiveLink { id, address: address.to_string(), cost, since: Instant::now(), sender: sender.clone(), close };
+        let name = BrokerName::from(peer);
+        state.links.insert(name.clone(), live);
+        bump(&stats.links_up);
+        bump(&stats.links_established);
+        state.announce(stats);
+        state.send_all_records(&name, stats);
+        Ok(Registered { id, sender, receiver, close: close_watch })
+    }
+
+    /// Forgets link `id` to `peer` (not a newer link to the same broker),
+    /// then originates and floods this broker's new link state and forgets
+    /// brokers no longer reachable.
+    pub(crate) fn deregister(&self, peer: &str, id: u64, stats: &Stats) {
+        let mut state = self.lock();
+        if state.links.get(peer).is_none_or(|live| live.id != id) {
+            return;
+        }
+        state.links.remove(peer);
+        stats.links_up.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        state.announce(stats);
+        state.forget_unreachable();
+    }
+
+    /// Remembers why the last attempt to dial `address` failed.
+    pub(crate) fn record_failure(&self, address: &str, error: &LinkError) {
+        self.failures().insert(address.to_string(), error.to_string());
+    }
+
+    /// Forgets the failure of `address` once a link to it is up.
+    pub(crate) fn clear_failure(&self, address: &str) {
+        self.failures().remove(address);
+    }
+
+    /// The links that are up, by neighbour name.
+    pub fn links(&self) -> Vec<LinkInfo> {
+        let state = self.lock();
+        let now = Instant::now();
+        state
+            .links
+            .iter()
+            .map(|(name, live)| LinkInfo {
+                neighbour: name.to_string(),
+                address: live.address.clone(),
+                cost: live.cost,
+                connected_for: now.saturating_duration_since(live.since),
+            })
+            .collect()
+    }
+
+    /// The last failure of each dialled address whose link is not up, by address.
+    pub fn failures_snapshot(&self) -> Vec<LinkFailure> {
+        let mut failures: Vec<LinkFailure> = self
+            .failures()
+            .iter()
+            .map(|(address, error)| LinkFailure { address: address.clone(), error: error.clone() })
+            .collect();
+        failures.sort_by(|left, right| left.address.cmp(&right.address));
+        failures
+    }
+
+    /// Names of the brokers this one can reach over links both ends
+    /// advertise (itself included), sorted.
+    pub fn reachable_brokers(&self) -> Vec<String> {
+        let state = self.lock();
+        let tree = state.topology.tree(&state.own_name);
+        let mut names: Vec<String> = tree.subtree(&state.own_name).iter().map(|name| name.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    /// Links on the shortest path from this broker to `broker`, or `None`
+    /// when it cannot be reached.
+    pub fn shortest_path_hops(&self, broker: &str) -> Option<u32> {
+        let state = self.lock();
+        state.topology.tree(&state.own_name).hops(broker)
+    }
+}

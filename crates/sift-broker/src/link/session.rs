@@ -1,0 +1,191 @@
+//! A link that is up: its reader loop (pings, liveness, link states,
+//! errors) and its writer task, until the link goes down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use sift_net::BrokerName;
+use sift_proto::link::{LinkErrorFrame, LinkFrame};
+use sift_proto::DecodeError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::server::BrokerShared;
+use crate::stats::bump;
+
+use super::error::LinkError;
+use super::frames::{encode, error_frame};
+use super::handshake::{Established, LinkStream};
+
+/// Intervals of silence after which a link is considered down (§10.9).
+pub const SILENT_INTERVALS: u32 = 3;
+
+/// Most queued frames one write system call gathers.
+const WRITE_BATCH_FRAMES: usize = 256;
+
+/// How long a closing link may take to flush its last frames.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs an established link until it goes down, then deregisters it (which
+/// announces this broker's new link state to the remaining links).
+pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
+    let Established { peer, stream, registered } = link;
+    let LinkStream { mut reader, writer, mut buf, mut decoder } = stream;
+    let writer_task = tokio::spawn(write_loop(writer, registered.receiver));
+    tracing::info!(neighbour = %peer, "link up");
+    let mut session = Session { peer, sender: registered.sender, shared: shared.clone(), nonce: 0 };
+    let mut close = registered.close;
+    let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder, &mut close).await;
+    if let Err(error) = &outcome {
+        match error {
+            LinkError::ShuttingDown => tracing::debug!(neighbour = %session.peer, "link closed for shutdown"),
+            _ => tracing::info!(neighbour = %session.peer, %error, "link down"),
+        }
+        if let Some(reply) = error.reply() {
+            session.send_frame(&reply);
+        }
+    }
+    shared.links.deregister(&session.peer, registered.id, &shared.stats);
+    // The writer ends once every sender is gone: the registry's (removed
+    // above) and the session's (dropped here), after flushing what is queued.
+    drop(session);
+    let _ = tokio::time::timeout(CLOSE_GRACE, writer_task).await;
+}
+
+/// The reader side of one link.
+struct Session {
+    peer: BrokerName,
+    sender: mpsc::Sender<Bytes>,
+    shared: Arc<BrokerShared>,
+    nonce: u64,
+}
+
+impl Session {
+    /// Reads and handles frames, pings on every interval and ends the link
+    /// when it is silent, closed, told to close, or the broker shuts down.
+    async fn read_loop(
+        &mut self,
+        reader: &mut tokio::net::tcp::OwnedReadHalf,
+        buf: &mut BytesMut,
+        decoder: &mut sift_proto::link::LinkDecoder,
+        close: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), LinkError> {
+        let interval = Duration::from_millis(self.shared.config.network.link_ping_interval_ms);
+        let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut shutdown = self.shared.shutdown_watch();
+        let mut last_heard = Instant::now();
+        loop {
+            if self.shared.is_shutting_down() {
+                return Err(LinkError::ShuttingDown);
+            }
+            while let Some(frame) = self.next_frame(decoder, buf)? {
+                last_heard = Instant::now();
+                self.handle(frame)?;
+            }
+            tokio::select! {
+                read = reader.read_buf(buf) => {
+                    if read? == 0 {
+                        return Err(LinkError::Closed);
+                    }
+                }
+                _ = ticker.tick() => {
+                    let silent = last_heard.elapsed();
+                    if silent >= interval * SILENT_INTERVALS {
+                        bump(&self.shared.stats.link_errors);
+                        return Err(LinkError::Silent(silent));
+                    }
+                    self.nonce += 1;
+                    self.send_frame(&LinkFrame::Ping { nonce: self.nonce });
+                }
+                _ = close.changed() => return Err(LinkError::Overflow),
+                _ = shutdown.changed() => return Err(LinkError::ShuttingDown),
+            }
+        }
+    }
+
+    /// The next whole frame. A frame that is consumed but does not parse is
+    /// answered with a non-fatal `LINK_ERROR` and skipped (§10.1); a broken
+    /// length prefix ends the link.
+    fn next_frame(
+        &self,
+        decoder: &mut sift_proto::link::LinkDecoder,
+        buf: &mut BytesMut,
+    ) -> Result<Option<LinkFrame>, LinkError> {
+        loop {
+            match decoder.decode(buf) {
+                Ok(frame) => return Ok(frame),
+                Err(error) if error.is_fatal() => return Err(error.into()),
+                Err(error) => self.report_malformed(&error),
+            }
+        }
+    }
+
+    fn report_malformed(&self, error: &DecodeError) {
+        bump(&self.shared.stats.link_errors);
+        tracing::debug!(neighbour = %self.peer, %error, "link frame skipped");
+        self.send_frame(&error_frame(error.code().into(), false, error.to_string()));
+    }
+
+    /// Acts on one frame received after the handshake.
+    fn handle(&mut self, frame: LinkFrame) -> Result<(), LinkError> {
+        match frame {
+            LinkFrame::Ping { nonce } => self.send_frame(&LinkFrame::Pong { nonce }),
+            LinkFrame::Pong { .. } => {}
+            LinkFrame::State(state) => {
+                bump(&self.shared.stats.link_states_received);
+                self.shared.links.lock().apply_received(state, &self.peer, &self.shared.stats);
+            }
+            LinkFrame::Error(refusal) => return self.peer_error(refusal),
+            LinkFrame::Hello(_) | LinkFrame::Welcome(_) => {
+                bump(&self.shared.stats.link_errors);
+                let got = if matches!(frame, LinkFrame::Hello(_)) { "LINK_HELLO" } else { "LINK_WELCOME" };
+                return Err(LinkError::Unexpected { expected: "no handshake frame after the handshake", got });
+            }
+            // Interest and forwarding are the next part of the broker
+            // network; this broker neither sends nor uses them yet.
+            other => tracing::trace!(neighbour = %self.peer, "{} not used by this broker", other.name()),
+        }
+        Ok(())
+    }
+
+    /// Logs a `LINK_ERROR` from the peer (§10.9); a fatal one ends the link.
+    fn peer_error(&self, refusal: LinkErrorFrame) -> Result<(), LinkError> {
+        bump(&self.shared.stats.link_errors);
+        tracing::warn!(neighbour = %self.peer, code = %refusal.code, fatal = refusal.fatal, "LINK_ERROR: {}", refusal.message);
+        if refusal.fatal {
+            return Err(LinkError::Refused { code: refusal.code, message: refusal.message });
+        }
+        Ok(())
+    }
+
+    /// Queues a frame of this session's own (ping, pong, error) on this
+    /// link. When the queue is full the frame is dropped: the flooding path
+    /// closes a link that does not keep up, and a lost ping only delays
+    /// liveness detection by an interval.
+    fn send_frame(&self, frame: &LinkFrame) {
+        if let Some(bytes) = encode(frame) {
+            let _ = self.sender.try_send(bytes);
+        }
+    }
+}
+
+/// Writes queued frames, a batch per system call, until every sender is
+/// gone; then closes the socket's write side.
+async fn write_loop(mut writer: OwnedWriteHalf, mut receiver: mpsc::Receiver<Bytes>) {
+    let mut batch: Vec<Bytes> = Vec::with_capacity(WRITE_BATCH_FRAMES);
+    let mut out = BytesMut::new();
+    while receiver.recv_many(&mut batch, WRITE_BATCH_FRAMES).await > 0 {
+        out.clear();
+        for bytes in batch.drain(..) {
+            out.extend_from_slice(&bytes);
+        }
+        if writer.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}

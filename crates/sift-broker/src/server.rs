@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::connection::{error_frame, serve, ConnShared};
-use crate::link::{LinkFailure, LinkInfo, LinkNetwork};
+use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 use crate::router::Router;
 use crate::stats::{bump, Stats, StatsSnapshot};
 
@@ -76,7 +76,7 @@ impl BrokerShared {
             next_message_id: AtomicU64::new(first_id),
             next_subscription_key: AtomicU64::new(1),
             // Link-state sequences start at the start time too (§10.5).
-            links: LinkNetwork::new(&config.network, first_id),
+            links: LinkNetwork::new(&config.network, config.limits.max_frame_bytes as usize, first_id),
             connections: Mutex::new(HashMap::new()),
             shutdown,
             config,
@@ -171,6 +171,18 @@ impl RunningBroker {
     /// it cannot be reached.
     pub fn shortest_path_hops(&self, broker: &str) -> Option<u32> {
         self.shared.links.shortest_path_hops(broker)
+    }
+
+    /// Every other broker's interest known here, as (broker, topic filter,
+    /// content filter as (language, text)), sorted.
+    pub fn remote_interest(&self) -> Vec<RemoteInterest> {
+        self.shared.links.remote_interest()
+    }
+
+    /// What this broker advertises for its own subscriptions, after the
+    /// summary rule, as (topic filter, content filter), sorted.
+    pub fn advertised_interest(&self) -> Vec<AdvertisedInterest> {
+        self.shared.links.advertised_interest()
     }
 
     /// The address actually bound (useful with port 0).

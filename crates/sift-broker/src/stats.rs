@@ -85,6 +85,14 @@ counters! {
     link_connect_failures,
     /// `LINK_STATE` records received from other brokers.
     link_states_received,
+    /// `INTEREST` frames queued on links: increments originated or flooded, and resync copies.
+    interest_updates_sent,
+    /// `INTEREST` frames received from other brokers (increments and resync copies).
+    interest_updates_received,
+    /// Full interest resync brackets received complete.
+    interest_resyncs_received,
+    /// Other brokers' interest entries held now.
+    interest_entries,
     /// `LINK_ERROR`s sent or received, and links dropped for silence or a full send queue.
     link_errors,
 }

@@ -59,6 +59,9 @@ impl Session {
                 // so no DELIVER for it can overtake its SUBSCRIBED.
                 self.conn.send_control(&Frame::Subscribed { sub_id });
                 self.shared.router.insert(subscription.clone());
+                // After the router lock is released: the network's lock is
+                // never taken inside the router's.
+                self.shared.links.local_subscribed(&subscription, &self.shared.stats);
                 self.subscriptions.insert(sub_id, subscription);
             }
             Err((code, message)) => self.refuse(code, reference, message),
@@ -131,7 +134,9 @@ impl Session {
     }
 
     fn release(&mut self, subscription: &SubRef) {
-        self.shared.router.remove(subscription);
+        if self.shared.router.remove(subscription) {
+            self.shared.links.local_unsubscribed(subscription, &self.shared.stats);
+        }
         let entries = self.conn.lock().remove_subscription(subscription.sub_id);
         hand_over(&self.shared, subscription, entries);
         self.conn.space.notify_waiters();

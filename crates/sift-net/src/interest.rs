@@ -24,6 +24,9 @@ use sift_filter::{subscription_covers, ContentFilter};
 
 use crate::topology::BrokerName;
 
+/// An entry's identity: topic filter, `language:filter` text, queue group.
+pub(crate) type EntryKey = (String, String, String);
+
 /// One subscription as routing sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterestEntry {
@@ -31,6 +34,8 @@ pub struct InterestEntry {
     pub topic: TopicFilter,
     /// Which of those messages it wants by content; `None` takes them all.
     pub content: Option<ContentFilter>,
+    /// The queue group its subscriptions belong to; `None` for none.
+    pub group: Option<String>,
 }
 
 impl InterestEntry {
@@ -39,15 +44,26 @@ impl InterestEntry {
         self.topic.matches(&message.topic) && self.content.as_ref().is_none_or(|filter| filter.matches(message))
     }
 
-    /// True when every message `other` wants is also wanted by `self`.
+    /// True when every message `other` wants is also wanted by `self`, for
+    /// the same queue group: a group entry stands for its members only, so
+    /// entries of different groups (or a group and none) never cover each
+    /// other.
     pub fn covers(&self, other: &InterestEntry) -> bool {
-        subscription_covers(&self.topic, self.content.as_ref(), &other.topic, other.content.as_ref())
+        self.group == other.group
+            && subscription_covers(&self.topic, self.content.as_ref(), &other.topic, other.content.as_ref())
     }
 
-    /// Sort key making summaries deterministic.
-    fn order_key(&self) -> (String, String) {
+    /// The content filter as (language name, text), the text in the
+    /// filter's own canonical form.
+    pub fn content_text(&self) -> Option<(String, String)> {
+        self.content.as_ref().map(|filter| (filter.language().name().to_string(), filter.to_string()))
+    }
+
+    /// Identity and sort key: two entries with equal keys want the same
+    /// messages for the same group. Makes summaries deterministic.
+    pub(crate) fn order_key(&self) -> EntryKey {
         let content = self.content.as_ref().map(|filter| format!("{}:{filter}", filter.language().name()));
-        (self.topic.as_str().to_string(), content.unwrap_or_default())
+        (self.topic.as_str().to_string(), content.unwrap_or_default(), self.group.clone().unwrap_or_default())
     }
 }
 
@@ -131,6 +147,24 @@ impl<K: Clone + Eq + Hash> Interest<K> {
         self.brokers.is_empty()
     }
 
+    /// Entries held in all, over every broker.
+    pub fn total_len(&self) -> usize {
+        self.brokers.values().map(|table| table.entries.len()).sum()
+    }
+
+    /// The brokers with at least one entry, in no particular order.
+    pub fn brokers(&self) -> impl Iterator<Item = &BrokerName> {
+        self.brokers.keys()
+    }
+
+    /// The entries of `broker` with their keys, in no particular order.
+    pub fn entries<'a>(&'a self, broker: &str) -> Box<dyn Iterator<Item = (&'a K, &'a InterestEntry)> + 'a> {
+        match self.brokers.get(broker) {
+            Some(table) => Box::new(table.entries.iter()),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
     /// What to advertise for all the brokers held: every entry not covered
     /// by another, in a deterministic order. O(n²) coverage checks at worst,
     /// paid when advertising, not per message.
@@ -153,7 +187,7 @@ impl<K: Clone + Eq + Hash> Interest<K> {
 /// even though the covering test is only sound, not complete or transitive.
 /// Of two equal entries the first in order is kept.
 fn summarise<'a>(entries: impl Iterator<Item = &'a InterestEntry>) -> Vec<InterestEntry> {
-    let mut sorted: Vec<(&InterestEntry, (String, String))> = entries.map(|entry| (entry, entry.order_key())).collect();
+    let mut sorted: Vec<(&InterestEntry, EntryKey)> = entries.map(|entry| (entry, entry.order_key())).collect();
     sorted.sort_by(|left, right| left.1.cmp(&right.1));
     let mut kept: Vec<&InterestEntry> = Vec::new();
     for (entry, _) in sorted {
@@ -176,6 +210,7 @@ mod tests {
         InterestEntry {
             topic: TopicFilter::new(topic).expect("valid filter"),
             content: content.map(|(language, text)| ContentFilter::parse(language, text).expect("valid filter")),
+            group: None,
         }
     }
 
@@ -235,5 +270,20 @@ mod tests {
         let own = interest.broker_summary("b2");
         assert_eq!(own.len(), 3, "nothing of b2 covers another of b2");
         assert!(interest.broker_summary("nobody").is_empty());
+        assert_eq!(interest.total_len(), 6);
+        assert_eq!(interest.entries("b2").count(), 3);
+        assert_eq!(interest.entries("nobody").count(), 0);
+    }
+
+    #[test]
+    fn entries_of_different_groups_never_cover_each_other() {
+        let wide = entry("a.>", None);
+        let mut grouped = entry("a.b", None);
+        grouped.group = Some("workers".to_string());
+        assert!(!wide.covers(&grouped));
+        let mut wide_grouped = wide.clone();
+        wide_grouped.group = Some("workers".to_string());
+        assert!(wide_grouped.covers(&grouped));
+        assert_ne!(grouped.order_key(), entry("a.b", None).order_key());
     }
 }

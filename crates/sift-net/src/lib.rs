@@ -29,7 +29,10 @@
 //!    every child, for comparison.
 //! 4. **Interest** ([`Interest`]). Per-broker subscription tables answer
 //!    "does broker X want this message?" and summarise what to advertise,
-//!    leaving out entries another entry covers.
+//!    leaving out entries another entry covers. [`Advertiser`] keeps a
+//!    broker's own entries (reference-counted, covered ones held back) and
+//!    turns each local subscribe or unsubscribe into the [`InterestUpdate`]s
+//!    to flood.
 //!
 //! # State size
 //!
@@ -40,12 +43,14 @@
 //! them. The duplicate filter is a fixed window per origin
 //! ([`DUPLICATE_WINDOW`] bits) for a bounded number of origins.
 
+mod advertise;
 mod duplicates;
 pub mod forward;
 mod interest;
 mod topology;
 mod tree;
 
+pub use advertise::{Advertiser, InterestUpdate};
 pub use duplicates::{DuplicateFilter, DUPLICATE_ORIGINS_MAX_DEFAULT, DUPLICATE_WINDOW};
 pub use forward::{within_hop_limit, HOP_LIMIT_DEFAULT};
 pub use interest::{Interest, InterestEntry};

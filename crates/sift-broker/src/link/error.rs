@@ -36,6 +36,9 @@ pub enum LinkError {
         /// What arrived.
         got: &'static str,
     },
+    /// An interest increment with a gap, or a broken resync bracket (§10.6).
+    #[error("interest out of order: {0}")]
+    InterestOutOfOrder(String),
     /// The two brokers have no link protocol version in common.
     #[error("peer speaks link protocol versions {min}-{max}, this broker {ours_min}-{ours_max}")]
     UnsupportedVersion {
@@ -93,7 +96,9 @@ impl LinkError {
             LinkError::Io(_) | LinkError::Closed | LinkError::Refused { .. } | LinkError::Silent(_) => return None,
             LinkError::HandshakeTimeout { .. } => (ErrorCode::HandshakeTimeout.into(), self.to_string()),
             LinkError::Decode(error) => (error.code().into(), error.to_string()),
-            LinkError::Unexpected { .. } => (ErrorCode::UnexpectedFrame.into(), self.to_string()),
+            LinkError::Unexpected { .. } | LinkError::InterestOutOfOrder(_) => {
+                (ErrorCode::UnexpectedFrame.into(), self.to_string())
+            }
             LinkError::UnsupportedVersion { .. } => (ErrorCode::UnsupportedVersion.into(), self.to_string()),
             LinkError::ClusterMismatch { .. } => (LinkErrorCode::ClusterMismatch, self.to_string()),
             LinkError::DuplicateName(_) => (LinkErrorCode::DuplicateBrokerName, self.to_string()),

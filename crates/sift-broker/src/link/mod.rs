@@ -6,17 +6,24 @@
 //!   with exponential back-off;
 //! - [`handshake`] runs `LINK_HELLO` / `LINK_WELCOME` with the version,
 //!   cluster and name checks;
-//! - [`session`] runs a link that is up: pings, liveness, link states;
+//! - [`session`] runs a link that is up: pings, liveness, link states,
+//!   interest;
 //! - [`network`] holds the up links and the [`sift_net::Topology`];
-//!   [`topology`] originates, applies and floods link-state records.
+//!   [`topology`] originates, applies and floods link-state records;
+//! - [`interest`] originates this broker's interest from its local
+//!   subscriptions and applies, floods and resyncs everyone's
+//!   ([`interest_wire`] is its wire form, [`bracket`] reads resyncs).
 //!
-//! Interest and message forwarding over links come next; this part only
-//! builds and maintains the network.
+//! Message forwarding over links comes next; this part builds the network
+//! and tells every broker what every other one wants.
 
+mod bracket;
 mod dialer;
 mod error;
 mod frames;
 mod handshake;
+mod interest;
+mod interest_wire;
 mod listener;
 mod network;
 mod session;
@@ -32,7 +39,7 @@ use crate::server::BrokerShared;
 
 pub use error::LinkError;
 pub use listener::LINK_CONNECTIONS_MAX;
-pub use network::{LinkFailure, LinkInfo, LinkNetwork};
+pub use network::{AdvertisedInterest, ContentText, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 pub use session::SILENT_INTERVALS;
 
 /// Runs the link listener (when there is one) and one dialer per configured

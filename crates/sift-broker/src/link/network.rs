@@ -16,8 +16,10 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::NetworkConfig;
 use crate::stats::{bump, Stats};
+use crate::subscription::Subscription;
 
 use super::error::LinkError;
+use super::interest::{entry_of, InterestState};
 
 /// One link that is up, as [`crate::RunningBroker::links`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +33,15 @@ pub struct LinkInfo {
     /// Time since the handshake completed.
     pub connected_for: Duration,
 }
+
+/// A content filter as (language name, filter text).
+pub type ContentText = Option<(String, String)>;
+
+/// One entry of another broker's interest: (broker, topic filter, content filter).
+pub type RemoteInterest = (String, String, ContentText);
+
+/// One entry this broker advertises: (topic filter, content filter).
+pub type AdvertisedInterest = (String, ContentText);
 
 /// A link attempt that failed most recently, per dialled address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +85,10 @@ pub(crate) struct NetState {
     pub(crate) links: BTreeMap<BrokerName, LiveLink>,
     /// This broker's next link-state sequence (§10.5: starts at the start time).
     pub(crate) next_sequence: u64,
+    /// Own and remote interest (§10.6).
+    pub(crate) interest: InterestState,
+    /// Largest frame a peer accepts (`max_frame_bytes`); interest is cut to fit.
+    pub(crate) frame_bytes_max: usize,
     next_link_id: u64,
 }
 
@@ -89,13 +104,17 @@ pub struct LinkNetwork {
 
 impl LinkNetwork {
     /// No links yet; the topology holds only this broker's own empty state.
-    pub fn new(config: &NetworkConfig, start_ns: u64) -> LinkNetwork {
+    /// Frames are kept within `frame_bytes_max`, the cluster's shared
+    /// `max_frame_bytes`.
+    pub fn new(config: &NetworkConfig, frame_bytes_max: usize, start_ns: u64) -> LinkNetwork {
         let name = BrokerName::from(config.name.as_str());
         let mut state = NetState {
             own_name: name.clone(),
             topology: Topology::new(),
             links: BTreeMap::new(),
             next_sequence: start_ns,
+            interest: InterestState::new(start_ns),
+            frame_bytes_max,
             next_link_id: 1,
         };
         // The broker is in its own topology from the start, so that its
@@ -159,6 +178,7 @@ impl LinkNetwork {
         bump(&stats.links_established);
         state.announce(stats);
         state.send_all_records(&name, stats);
+        state.send_interest_resync(&name, stats);
         Ok(Registered { id, sender, receiver, close: close_watch })
     }
 
@@ -174,6 +194,57 @@ impl LinkNetwork {
         stats.links_up.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         state.announce(stats);
         state.forget_unreachable();
+        state.forget_unreachable_interest(stats);
+    }
+
+    /// A local subscription was added to the router: updates this broker's
+    /// own interest and floods what changed in it.
+    pub(crate) fn local_subscribed(&self, subscription: &Subscription, stats: &Stats) {
+        let entry = entry_of(subscription);
+        let mut state = self.lock();
+        let updates = state.interest.local.add(entry);
+        state.originate_interest(updates, stats);
+    }
+
+    /// A local subscription was removed from the router: the counterpart
+    /// of [`LinkNetwork::local_subscribed`].
+    pub(crate) fn local_unsubscribed(&self, subscription: &Subscription, stats: &Stats) {
+        let entry = entry_of(subscription);
+        let mut state = self.lock();
+        let updates = state.interest.local.remove(&entry);
+        state.originate_interest(updates, stats);
+    }
+
+    /// Every other broker's interest held here: (broker, topic filter,
+    /// content filter as (language, text)), sorted.
+    pub fn remote_interest(&self) -> Vec<RemoteInterest> {
+        let state = self.lock();
+        let remote = &state.interest.remote;
+        let mut found: Vec<RemoteInterest> = remote
+            .brokers()
+            .flat_map(|broker| {
+                remote
+                    .entries(broker)
+                    .map(move |(_, entry)| (broker.to_string(), entry.topic.as_str().to_string(), entry.content_text()))
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// What this broker advertises for its own subscriptions: (topic filter,
+    /// content filter as (language, text)), sorted.
+    pub fn advertised_interest(&self) -> Vec<AdvertisedInterest> {
+        let state = self.lock();
+        let mut found: Vec<AdvertisedInterest> = state
+            .interest
+            .local
+            .advertised()
+            .into_iter()
+            .map(|(_, entry)| (entry.topic.as_str().to_string(), entry.content_text()))
+            .collect();
+        found.sort();
+        found
     }
 
     /// Remembers why the last attempt to dial `address` failed.

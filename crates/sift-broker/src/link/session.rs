@@ -16,6 +16,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::server::BrokerShared;
 use crate::stats::bump;
 
+use super::bracket::BracketReader;
 use super::error::LinkError;
 use super::frames::{encode, error_frame};
 use super::handshake::{Established, LinkStream};
@@ -36,7 +37,13 @@ pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
     let LinkStream { mut reader, writer, mut buf, mut decoder } = stream;
     let writer_task = tokio::spawn(write_loop(writer, registered.receiver));
     tracing::info!(neighbour = %peer, "link up");
-    let mut session = Session { peer, sender: registered.sender, shared: shared.clone(), nonce: 0 };
+    let mut session = Session {
+        peer,
+        sender: registered.sender,
+        shared: shared.clone(),
+        nonce: 0,
+        bracket: BracketReader::default(),
+    };
     let mut close = registered.close;
     let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder, &mut close).await;
     if let Err(error) = &outcome {
@@ -61,6 +68,9 @@ struct Session {
     sender: mpsc::Sender<Bytes>,
     shared: Arc<BrokerShared>,
     nonce: u64,
+    /// The resync bracket being received; one cut off by the link going
+    /// down is dropped with the session (§10.6).
+    bracket: BracketReader,
 }
 
 impl Session {
@@ -139,17 +149,47 @@ impl Session {
                 bump(&self.shared.stats.link_states_received);
                 self.shared.links.lock().apply_received(state, &self.peer, &self.shared.stats);
             }
+            LinkFrame::Interest(_) | LinkFrame::InterestSyncBegin { .. } | LinkFrame::InterestSyncEnd { .. } => {
+                let handled = self.interest(frame);
+                if handled.is_err() {
+                    bump(&self.shared.stats.link_errors);
+                }
+                return handled;
+            }
             LinkFrame::Error(refusal) => return self.peer_error(refusal),
             LinkFrame::Hello(_) | LinkFrame::Welcome(_) => {
                 bump(&self.shared.stats.link_errors);
                 let got = if matches!(frame, LinkFrame::Hello(_)) { "LINK_HELLO" } else { "LINK_WELCOME" };
                 return Err(LinkError::Unexpected { expected: "no handshake frame after the handshake", got });
             }
-            // Interest and forwarding are the next part of the broker
-            // network; this broker neither sends nor uses them yet.
+            // Forwarding is the next part of the broker network; this broker
+            // neither sends nor uses it yet.
             other => tracing::trace!(neighbour = %self.peer, "{} not used by this broker", other.name()),
         }
         Ok(())
+    }
+
+    /// Acts on an interest frame (§10.6): inside an open bracket it is
+    /// collected, otherwise it is an increment; a completed bracket is
+    /// applied. Gaps and broken brackets end the link.
+    fn interest(&mut self, frame: LinkFrame) -> Result<(), LinkError> {
+        let stats = &self.shared.stats;
+        match frame {
+            LinkFrame::Interest(interest) => {
+                bump(&stats.interest_updates_received);
+                if self.bracket.is_open() {
+                    return self.bracket.interest(interest);
+                }
+                self.shared.links.lock().apply_interest(interest, &self.peer, stats)
+            }
+            LinkFrame::InterestSyncBegin { origin, sequence } => self.bracket.begin(origin, sequence),
+            LinkFrame::InterestSyncEnd { origin, sequence } => {
+                let bracket = self.bracket.end(&origin, sequence)?;
+                self.shared.links.lock().apply_bracket(bracket, &self.peer, stats);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Logs a `LINK_ERROR` from the peer (§10.9); a fatal one ends the link.

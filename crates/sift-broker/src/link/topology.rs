@@ -82,6 +82,7 @@ impl NetState {
                 if let Some(bytes) = encode(&LinkFrame::State(frame)) {
                     self.flood(&bytes, Some(from), stats);
                 }
+                self.forget_unreachable_interest(stats);
             }
             Ok(_) => {}
             Err(error) => {

@@ -5,6 +5,7 @@
 mod common;
 mod content;
 mod delivery;
+mod interest;
 mod limits;
 mod links;
 mod policies;

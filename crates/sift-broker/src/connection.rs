@@ -341,7 +341,7 @@ pub struct LocalCounters {
 }
 
 impl LocalCounters {
-    fn flush(&mut self, stats: &crate::stats::Stats) {
+    pub(crate) fn flush(&mut self, stats: &crate::stats::Stats) {
         let taken = std::mem::take(self);
         for (counter, amount) in [
             (&stats.messages_published, taken.published),

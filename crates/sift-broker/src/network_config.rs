@@ -29,6 +29,30 @@ pub const DEFAULT_LINK_PING_INTERVAL_MS: u64 = 1_000;
 /// unable to keep up (a reconnection then resends everything it needs).
 pub const DEFAULT_LINK_SEND_QUEUE_FRAMES: usize = 4_096;
 
+/// How a broker chooses the links a message is forwarded on (§10.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoutingMode {
+    /// Only towards brokers whose interest matches the message.
+    #[default]
+    Interest,
+    /// To every broker of the origin's tree, whatever its interest: for
+    /// comparison with interest routing.
+    Flood,
+}
+
+impl std::str::FromStr for RoutingMode {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<RoutingMode, ConfigError> {
+        match text {
+            "interest" => Ok(RoutingMode::Interest),
+            "flood" => Ok(RoutingMode::Flood),
+            other => Err(ConfigError::Invalid(format!("network.routing must be interest or flood, not {other:?}"))),
+        }
+    }
+}
+
 /// Links to other brokers of the cluster.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -52,6 +76,8 @@ pub struct NetworkConfig {
     pub link_ping_interval_ms: u64,
     /// Frames queued towards one link before it is dropped as too slow.
     pub link_send_queue_frames: usize,
+    /// Interest routing, or flooding every message for comparison.
+    pub routing: RoutingMode,
 }
 
 /// One broker to dial.
@@ -88,6 +114,7 @@ impl Default for NetworkConfig {
             link_handshake_timeout_ms: DEFAULT_LINK_HANDSHAKE_TIMEOUT_MS,
             link_ping_interval_ms: DEFAULT_LINK_PING_INTERVAL_MS,
             link_send_queue_frames: DEFAULT_LINK_SEND_QUEUE_FRAMES,
+            routing: RoutingMode::default(),
         }
     }
 }
@@ -147,6 +174,11 @@ mod tests {
         assert_eq!(config.network.name, "b1");
         assert_eq!(config.network.links[0].cost, super::DEFAULT_LINK_COST);
         assert_eq!(config.network.links[1].cost, 5);
+        assert_eq!(config.network.routing, super::RoutingMode::Interest);
+        let flood = Config::from_toml("[network]\nrouting = \"flood\"\n").expect("valid");
+        assert_eq!(flood.network.routing, super::RoutingMode::Flood);
+        assert!(Config::from_toml("[network]\nrouting = \"spray\"\n").is_err());
+        assert_eq!("flood".parse::<super::RoutingMode>().ok(), Some(super::RoutingMode::Flood));
     }
 
     #[test]

@@ -133,6 +133,11 @@ impl Session {
         message.publisher = self.conn.name.clone();
         message.timestamp_ns = self.read_time();
         self.counters.published += 1;
+        if self.shared.links.forwarding_active() {
+            // Best-effort across links for every delivery mode for now
+            // (docs/ARCHITECTURE.md); the local copies below are unchanged.
+            self.shared.links.forward_local(&message, &self.shared.stats);
+        }
 
         let route = self.shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
         let matches = if route.is_topic_only() {

@@ -95,6 +95,16 @@ counters! {
     interest_entries,
     /// `LINK_ERROR`s sent or received, and links dropped for silence or a full send queue.
     link_errors,
+    /// `FORWARD` frames queued on links: one per message per next hop.
+    messages_forwarded,
+    /// `FORWARD`s received from other brokers and taken (not duplicates).
+    forwards_received,
+    /// `FORWARD`s received again (same origin and origin sequence) and dropped.
+    forward_duplicates_dropped,
+    /// `FORWARD`s delivered here but not sent on: their hop count reached the hop limit.
+    forward_hop_limit_dropped,
+    /// `FORWARD`s not queued because the link's send queue was full (best-effort).
+    forward_queue_full_dropped,
 }
 
 /// Adds one to a counter.

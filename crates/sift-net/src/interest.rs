@@ -75,9 +75,12 @@ struct BrokerInterest<K> {
 }
 
 impl<K: Clone + Eq + Hash> BrokerInterest<K> {
-    fn matches(&self, message: &Message) -> bool {
+    fn matches(&self, message: &Message, with_groups: bool) -> bool {
         let found = self.trie.matches(&message.topic);
         found.plain.iter().filter_map(|key| self.entries.get(key)).any(|entry| {
+            if !with_groups && entry.group.is_some() {
+                return false;
+            }
             // The trie has already matched the topic; only content remains.
             entry.content.as_ref().is_none_or(|filter| filter.matches(message))
         })
@@ -134,7 +137,13 @@ impl<K: Clone + Eq + Hash> Interest<K> {
 
     /// True when some entry of `broker` wants `message`.
     pub fn wants(&self, broker: &str, message: &Message) -> bool {
-        self.brokers.get(broker).is_some_and(|table| table.matches(message))
+        self.brokers.get(broker).is_some_and(|table| table.matches(message, true))
+    }
+
+    /// True when some entry of `broker` outside any queue group wants
+    /// `message`: for a caller that serves queue groups on its own.
+    pub fn wants_outside_groups(&self, broker: &str, message: &Message) -> bool {
+        self.brokers.get(broker).is_some_and(|table| table.matches(message, false))
     }
 
     /// Number of entries held for `broker`.
@@ -281,6 +290,12 @@ mod tests {
         let mut grouped = entry("a.b", None);
         grouped.group = Some("workers".to_string());
         assert!(!wide.covers(&grouped));
+        let mut interest: Interest<u32> = Interest::new();
+        interest.add("b1", 1, grouped.clone());
+        assert!(interest.wants("b1", &message("a.b", 0)));
+        assert!(!interest.wants_outside_groups("b1", &message("a.b", 0)));
+        interest.add("b1", 2, entry("a.b", None));
+        assert!(interest.wants_outside_groups("b1", &message("a.b", 0)));
         let mut wide_grouped = wide.clone();
         wide_grouped.group = Some("workers".to_string());
         assert!(wide_grouped.covers(&grouped));

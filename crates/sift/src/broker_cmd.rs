@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sift_broker::config::LinkTarget;
+use sift_broker::config::{LinkTarget, RoutingMode};
 use sift_broker::{Config, RunningBroker};
 
 use crate::CliError;
@@ -32,6 +32,11 @@ pub struct BrokerArgs {
     /// repeat for several. Added to the config file's links.
     #[arg(long = "link", value_name = "ADDR")]
     links: Vec<String>,
+    /// How messages are forwarded between brokers: `interest` (only towards
+    /// brokers that want them) or `flood` (everywhere, for comparison)
+    /// [default: interest, or the config file's].
+    #[arg(long, value_name = "MODE")]
+    routing: Option<RoutingMode>,
 }
 
 /// Runs a broker until SIGINT or SIGTERM, then shuts it down cleanly.
@@ -52,6 +57,9 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     }
     if let Some(link_listen) = args.link_listen {
         config.network.link_listen = Some(link_listen);
+    }
+    if let Some(routing) = args.routing {
+        config.network.routing = routing;
     }
     config.network.links.extend(args.links.into_iter().map(LinkTarget::new));
     std::fs::create_dir_all(&config.data_dir)

@@ -220,5 +220,6 @@ impl NetState {
     fn update_entry_gauge(&self, stats: &Stats) {
         let held = self.interest.remote.total_len() as u64;
         stats.interest_entries.store(held, std::sync::atomic::Ordering::Relaxed);
+        self.refresh_forwarding();
     }
 }

@@ -12,14 +12,16 @@
 //!   [`topology`] originates, applies and floods link-state records;
 //! - [`interest`] originates this broker's interest from its local
 //!   subscriptions and applies, floods and resyncs everyone's
-//!   ([`interest_wire`] is its wire form, [`bracket`] reads resyncs).
-//!
-//! Message forwarding over links comes next; this part builds the network
-//! and tells every broker what every other one wants.
+//!   ([`interest_wire`] is its wire form, [`bracket`] reads resyncs);
+//! - [`forward`] sends published messages down the origin's tree to the
+//!   brokers that want them, best-effort, and [`deliver`] hands received
+//!   ones to local subscribers.
 
 mod bracket;
+mod deliver;
 mod dialer;
 mod error;
+mod forward;
 mod frames;
 mod handshake;
 mod interest;
@@ -38,6 +40,7 @@ use tokio::task::JoinSet;
 use crate::server::BrokerShared;
 
 pub use error::LinkError;
+pub use forward::LinkTraffic;
 pub use listener::LINK_CONNECTIONS_MAX;
 pub use network::{AdvertisedInterest, ContentText, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 pub use session::SILENT_INTERVALS;

@@ -7,11 +7,14 @@
 //! queued on a link before its `LINK_WELCOME`, and no link misses a state.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use sift_core::Message;
 use sift_net::{BrokerName, Topology};
+use sift_proto::link::Forward;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::NetworkConfig;
@@ -19,6 +22,7 @@ use crate::stats::{bump, Stats};
 use crate::subscription::Subscription;
 
 use super::error::LinkError;
+use super::forward::{ForwardState, LinkTraffic};
 use super::interest::{entry_of, InterestState};
 
 /// One link that is up, as [`crate::RunningBroker::links`] reports it.
@@ -32,6 +36,8 @@ pub struct LinkInfo {
     pub cost: u32,
     /// Time since the handshake completed.
     pub connected_for: Duration,
+    /// `FORWARD` traffic with this neighbour, since this broker started.
+    pub traffic: LinkTraffic,
 }
 
 /// A content filter as (language name, filter text).
@@ -89,6 +95,8 @@ pub(crate) struct NetState {
     pub(crate) interest: InterestState,
     /// Largest frame a peer accepts (`max_frame_bytes`); interest is cut to fit.
     pub(crate) frame_bytes_max: usize,
+    /// Message forwarding (§10.7).
+    pub(crate) forward: ForwardState,
     next_link_id: u64,
 }
 
@@ -99,6 +107,8 @@ pub struct LinkNetwork {
     name: BrokerName,
     queue_frames: usize,
     state: Mutex<NetState>,
+    /// [`NetState::refresh_forwarding`]'s flag, read without the lock.
+    forwarding: Arc<AtomicBool>,
     failures: Mutex<HashMap<String, String>>,
 }
 
@@ -108,6 +118,7 @@ impl LinkNetwork {
     /// `max_frame_bytes`.
     pub fn new(config: &NetworkConfig, frame_bytes_max: usize, start_ns: u64) -> LinkNetwork {
         let name = BrokerName::from(config.name.as_str());
+        let forwarding = Arc::new(AtomicBool::new(false));
         let mut state = NetState {
             own_name: name.clone(),
             topology: Topology::new(),
@@ -115,6 +126,7 @@ impl LinkNetwork {
             next_sequence: start_ns,
             interest: InterestState::new(start_ns),
             frame_bytes_max,
+            forward: ForwardState::new(config.routing, start_ns, forwarding.clone()),
             next_link_id: 1,
         };
         // The broker is in its own topology from the start, so that its
@@ -124,6 +136,7 @@ impl LinkNetwork {
             name,
             queue_frames: config.link_send_queue_frames,
             state: Mutex::new(state),
+            forwarding,
             failures: Mutex::default(),
         }
     }
@@ -179,6 +192,7 @@ impl LinkNetwork {
         state.announce(stats);
         state.send_all_records(&name, stats);
         state.send_interest_resync(&name, stats);
+        state.refresh_forwarding();
         Ok(Registered { id, sender, receiver, close: close_watch })
     }
 
@@ -195,6 +209,32 @@ impl LinkNetwork {
         state.announce(stats);
         state.forget_unreachable();
         state.forget_unreachable_interest(stats);
+        state.refresh_forwarding();
+    }
+
+    /// True when a locally published message may have to be forwarded: a
+    /// link is up and (in interest mode) another broker has interest. One
+    /// relaxed load, so that a broker without links pays nothing more.
+    pub(crate) fn forwarding_active(&self) -> bool {
+        self.forwarding.load(Ordering::Relaxed)
+    }
+
+    /// Forwards a message a local client published to the brokers that
+    /// want it (§10.7).
+    pub(crate) fn forward_local(&self, message: &Message, stats: &Stats) {
+        self.lock().forward_local(message, stats);
+    }
+
+    /// Takes a `FORWARD` received from `from`: sends it on and returns the
+    /// message to deliver locally, or `None` for a duplicate.
+    pub(crate) fn receive_forward(
+        &self,
+        forward: Forward,
+        from: &str,
+        frame_bytes: usize,
+        stats: &Stats,
+    ) -> Option<Message> {
+        self.lock().receive_forward(forward, from, frame_bytes, stats)
     }
 
     /// A local subscription was added to the router: updates this broker's
@@ -269,6 +309,7 @@ impl LinkNetwork {
                 address: live.address.clone(),
                 cost: live.cost,
                 connected_for: now.saturating_duration_since(live.since),
+                traffic: state.forward.traffic(name),
             })
             .collect()
     }

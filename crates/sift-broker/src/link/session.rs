@@ -17,6 +17,7 @@ use crate::server::BrokerShared;
 use crate::stats::bump;
 
 use super::bracket::BracketReader;
+use super::deliver::RemoteDelivery;
 use super::error::LinkError;
 use super::frames::{encode, error_frame};
 use super::handshake::{Established, LinkStream};
@@ -43,6 +44,7 @@ pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
         shared: shared.clone(),
         nonce: 0,
         bracket: BracketReader::default(),
+        delivery: RemoteDelivery::new(&shared),
     };
     let mut close = registered.close;
     let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder, &mut close).await;
@@ -71,6 +73,8 @@ struct Session {
     /// The resync bracket being received; one cut off by the link going
     /// down is dropped with the session (§10.6).
     bracket: BracketReader,
+    /// Local delivery of forwarded messages.
+    delivery: RemoteDelivery,
 }
 
 impl Session {
@@ -92,9 +96,9 @@ impl Session {
             if self.shared.is_shutting_down() {
                 return Err(LinkError::ShuttingDown);
             }
-            while let Some(frame) = self.next_frame(decoder, buf)? {
+            while let Some((frame, frame_bytes)) = self.next_frame(decoder, buf)? {
                 last_heard = Instant::now();
-                self.handle(frame)?;
+                self.handle(frame, frame_bytes)?;
             }
             tokio::select! {
                 read = reader.read_buf(buf) => {
@@ -119,15 +123,16 @@ impl Session {
 
     /// The next whole frame. A frame that is consumed but does not parse is
     /// answered with a non-fatal `LINK_ERROR` and skipped (§10.1); a broken
-    /// length prefix ends the link.
+    /// length prefix ends the link. Comes with the bytes the frame took.
     fn next_frame(
         &self,
         decoder: &mut sift_proto::link::LinkDecoder,
         buf: &mut BytesMut,
-    ) -> Result<Option<LinkFrame>, LinkError> {
+    ) -> Result<Option<(LinkFrame, usize)>, LinkError> {
         loop {
+            let before = buf.len();
             match decoder.decode(buf) {
-                Ok(frame) => return Ok(frame),
+                Ok(frame) => return Ok(frame.map(|frame| (frame, before - buf.len()))),
                 Err(error) if error.is_fatal() => return Err(error.into()),
                 Err(error) => self.report_malformed(&error),
             }
@@ -141,7 +146,7 @@ impl Session {
     }
 
     /// Acts on one frame received after the handshake.
-    fn handle(&mut self, frame: LinkFrame) -> Result<(), LinkError> {
+    fn handle(&mut self, frame: LinkFrame, frame_bytes: usize) -> Result<(), LinkError> {
         match frame {
             LinkFrame::Ping { nonce } => self.send_frame(&LinkFrame::Pong { nonce }),
             LinkFrame::Pong { .. } => {}
@@ -162,8 +167,14 @@ impl Session {
                 let got = if matches!(frame, LinkFrame::Hello(_)) { "LINK_HELLO" } else { "LINK_WELCOME" };
                 return Err(LinkError::Unexpected { expected: "no handshake frame after the handshake", got });
             }
-            // Forwarding is the next part of the broker network; this broker
-            // neither sends nor uses it yet.
+            LinkFrame::Forward(forward) => {
+                let shared = &self.shared;
+                if let Some(message) = shared.links.receive_forward(forward, &self.peer, frame_bytes, &shared.stats) {
+                    self.delivery.deliver(shared, &message);
+                }
+            }
+            // Link acknowledgements come with reliable forwarding; this
+            // broker sends only best-effort FORWARDs, which need none.
             other => tracing::trace!(neighbour = %self.peer, "{} not used by this broker", other.name()),
         }
         Ok(())

@@ -5,6 +5,7 @@
 mod common;
 mod content;
 mod delivery;
+mod forwarding;
 mod interest;
 mod limits;
 mod links;

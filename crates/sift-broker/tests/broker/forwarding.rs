@@ -1,0 +1,248 @@
+//! Best-effort forwarding: messages published at one broker reach the
+//! subscribers of others, along the origin's tree, exactly once, only where
+//! there is interest (or everywhere in flood mode).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sift_broker::config::{LinkTarget, RoutingMode};
+use sift_broker::{LinkInfo, RunningBroker};
+use sift_client::{Client, SubscribeOptions, Subscription};
+use sift_core::Value;
+use sift_proto::FilterKind;
+
+use crate::common::{broker_with, client, message, stays_quiet, texts, PATIENCE};
+
+/// How often a bounded wait looks again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A broker named `name` accepting links on an ephemeral port, dialling
+/// `dials`, routing by `routing`, with short timers.
+async fn node_routed(name: &str, dials: &[SocketAddr], routing: RoutingMode) -> RunningBroker {
+    broker_with(|config| {
+        config.network.name = name.to_string();
+        config.network.cluster = "forwarding".to_string();
+        config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
+        config.network.links = dials.iter().map(|address| LinkTarget::new(address.to_string())).collect();
+        config.network.link_ping_interval_ms = 100;
+        config.network.link_reconnect_delay_min_ms = 20;
+        config.network.link_reconnect_delay_max_ms = 100;
+        config.network.link_handshake_timeout_ms = 2_000;
+        config.network.routing = routing;
+    })
+    .await
+}
+
+async fn node(name: &str, dials: &[SocketAddr]) -> RunningBroker {
+    node_routed(name, dials, RoutingMode::Interest).await
+}
+
+fn link_addr(broker: &RunningBroker) -> SocketAddr {
+    broker.link_addr().expect("broker accepts links")
+}
+
+/// Polls `check` until it holds, failing the test after [`PATIENCE`].
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until every broker reaches exactly `expected`.
+async fn converged(brokers: &[&RunningBroker], expected: &[&str]) {
+    let expected: Vec<String> = expected.iter().map(|name| name.to_string()).collect();
+    eventually("every broker knows the whole topology", || {
+        brokers.iter().all(|broker| broker.topology_brokers() == expected)
+    })
+    .await;
+}
+
+/// Waits until `broker` holds interest of each of `origins`.
+async fn sees_interest(broker: &RunningBroker, origins: &[&str]) {
+    eventually("the interest has spread", || {
+        let held = broker.remote_interest();
+        origins.iter().all(|origin| held.iter().any(|(broker, _, _)| broker == origin))
+    })
+    .await;
+}
+
+/// The link of `broker` to `neighbour`.
+fn link_to(broker: &RunningBroker, neighbour: &str) -> LinkInfo {
+    let links = broker.links();
+    links.into_iter().find(|link| link.neighbour == neighbour).expect("the link is up")
+}
+
+async fn publish_numbered(publisher: &Client, topic: &str, count: usize) {
+    for index in 0..count {
+        publisher.publish(message(topic, &format!("m{index}"))).await.expect("publish");
+    }
+    publisher.ping().await.expect("ping");
+}
+
+fn numbered(count: usize) -> Vec<String> {
+    (0..count).map(|index| format!("m{index}")).collect()
+}
+
+async fn subscribe(broker: &RunningBroker, name: &str, topic: &str) -> (Client, Subscription) {
+    let subscriber = client(broker, name).await;
+    let subscription = subscriber.subscribe(SubscribeOptions::new(topic)).await.expect("subscribes");
+    (subscriber, subscription)
+}
+
+async fn shutdown_all(brokers: Vec<RunningBroker>) {
+    for broker in brokers {
+        broker.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_chain_of_five_delivers_once_and_spares_a_side_branch() {
+    let first = node("b1", &[]).await;
+    let second = node("b2", &[link_addr(&first)]).await;
+    let third = node("b3", &[link_addr(&second)]).await;
+    let fourth = node("b4", &[link_addr(&third)]).await;
+    let fifth = node("b5", &[link_addr(&fourth)]).await;
+    let side = node("side", &[link_addr(&third)]).await;
+    let all = [&first, &second, &third, &fourth, &fifth, &side];
+    converged(&all, &["b1", "b2", "b3", "b4", "b5", "side"]).await;
+    let (subscriber, mut subscription) = subscribe(&fifth, "far", "orders.>").await;
+    sees_interest(&first, &["b5"]).await;
+
+    let publisher = client(&first, "near").await;
+    publish_numbered(&publisher, "orders.new", 10).await;
+    assert_eq!(texts(&mut subscription, 10).await, numbered(10));
+    assert!(stays_quiet(&mut subscription).await, "each message arrives exactly once");
+    assert_eq!(link_to(&third, "side").traffic.messages_forwarded, 0);
+    assert_eq!(link_to(&side, "b3").traffic.messages_received, 0);
+    assert_eq!(side.stats().forwards_received, 0);
+    assert_eq!(link_to(&first, "b2").traffic.messages_forwarded, 10);
+    assert_eq!(link_to(&fifth, "b4").traffic.messages_received, 10);
+    assert!(link_to(&fifth, "b4").traffic.bytes_received > 0);
+    assert_eq!(first.stats().messages_forwarded, 10);
+    assert_eq!(fifth.stats().forwards_received, 10);
+    for broker in all {
+        assert_eq!(broker.stats().forward_duplicates_dropped, 0);
+    }
+    publisher.close().await;
+    subscriber.close().await;
+    shutdown_all(vec![side, fifth, fourth, third, second, first]).await;
+}
+
+#[tokio::test]
+async fn a_ring_of_four_delivers_no_duplicates() {
+    let first = node("a", &[]).await;
+    let second = node("b", &[link_addr(&first)]).await;
+    let third = node("c", &[link_addr(&second)]).await;
+    let fourth = node("d", &[link_addr(&third), link_addr(&first)]).await;
+    let all = [&first, &second, &third, &fourth];
+    converged(&all, &["a", "b", "c", "d"]).await;
+    let mut subscribers = Vec::new();
+    for broker in [&second, &third, &fourth] {
+        subscribers.push(subscribe(broker, "ring", "ring.>").await);
+    }
+    sees_interest(&first, &["b", "c", "d"]).await;
+    sees_interest(&second, &["c", "d"]).await;
+    sees_interest(&fourth, &["b", "c"]).await;
+
+    let publisher = client(&first, "origin").await;
+    publish_numbered(&publisher, "ring.x", 5).await;
+    for (_, subscription) in &mut subscribers {
+        assert_eq!(texts(subscription, 5).await, numbered(5));
+    }
+    for (_, subscription) in &mut subscribers {
+        assert!(stays_quiet(subscription).await, "no duplicate is delivered");
+    }
+    // The opposite broker hangs below one parent only.
+    let into_third = link_to(&third, "b").traffic.messages_received + link_to(&third, "d").traffic.messages_received;
+    assert_eq!(into_third, 5);
+    for broker in all {
+        assert_eq!(broker.stats().forward_duplicates_dropped, 0);
+    }
+    publisher.close().await;
+    for (subscriber, _) in subscribers {
+        subscriber.close().await;
+    }
+    shutdown_all(vec![fourth, third, second, first]).await;
+}
+
+#[tokio::test]
+async fn a_mesh_keeps_delivering_after_a_link_is_cut() {
+    // A square: a-b-d and a-c-d; a's tree reaches d through b (name order).
+    let first = node("a", &[]).await;
+    let upper = node("b", &[link_addr(&first)]).await;
+    let lower = node("c", &[link_addr(&first)]).await;
+    let last = node("d", &[link_addr(&upper), link_addr(&lower)]).await;
+    converged(&[&first, &upper, &lower, &last], &["a", "b", "c", "d"]).await;
+    let (subscriber, mut subscription) = subscribe(&last, "far", "mesh").await;
+    sees_interest(&first, &["d"]).await;
+    let publisher = client(&first, "origin").await;
+    publish_numbered(&publisher, "mesh", 3).await;
+    assert_eq!(texts(&mut subscription, 3).await, numbered(3));
+    assert_eq!(link_to(&first, "b").traffic.messages_forwarded, 3);
+
+    upper.shutdown().await;
+    converged(&[&first, &lower, &last], &["a", "c", "d"]).await;
+    sees_interest(&first, &["d"]).await;
+    publish_numbered(&publisher, "mesh", 3).await;
+    assert_eq!(texts(&mut subscription, 3).await, numbered(3));
+    assert_eq!(link_to(&first, "c").traffic.messages_forwarded, 3);
+    assert!(stays_quiet(&mut subscription).await);
+    publisher.close().await;
+    subscriber.close().await;
+    shutdown_all(vec![last, lower, first]).await;
+}
+
+#[tokio::test]
+async fn only_messages_passing_a_remote_content_filter_cross() {
+    let first = node("a", &[]).await;
+    let second = node("b", &[link_addr(&first)]).await;
+    converged(&[&first, &second], &["a", "b"]).await;
+    let subscriber = client(&second, "picky").await;
+    let options = SubscribeOptions::new("quotes").filter(FilterKind::Tags, "price > 100");
+    let mut subscription = subscriber.subscribe(options).await.expect("subscribes");
+    sees_interest(&first, &["b"]).await;
+
+    let publisher = client(&first, "feed").await;
+    for (payload, price) in [("cheap", 50), ("dear", 150), ("cheaper", 10)] {
+        let mut quote = message("quotes", payload);
+        quote.properties = vec![("price".to_string(), Value::Int(price))];
+        publisher.publish(quote).await.expect("publish");
+    }
+    publisher.ping().await.expect("ping");
+    assert_eq!(texts(&mut subscription, 1).await, ["dear"]);
+    assert!(stays_quiet(&mut subscription).await);
+    assert_eq!(link_to(&first, "b").traffic.messages_forwarded, 1);
+    assert_eq!(second.stats().forwards_received, 1);
+    publisher.close().await;
+    subscriber.close().await;
+    shutdown_all(vec![second, first]).await;
+}
+
+/// Publishes 5 messages at the head of a chain of three without any
+/// subscriber and returns what each link carried: (head to middle, middle
+/// to tail).
+async fn chain_traffic_without_interest(routing: RoutingMode) -> (u64, u64) {
+    let head = node_routed("a", &[], routing).await;
+    let middle = node_routed("b", &[link_addr(&head)], routing).await;
+    let tail = node_routed("c", &[link_addr(&middle)], routing).await;
+    converged(&[&head, &middle, &tail], &["a", "b", "c"]).await;
+    let publisher = client(&head, "feed").await;
+    publish_numbered(&publisher, "nobody.listens", 5).await;
+    if routing == RoutingMode::Flood {
+        eventually("the flood reaches the tail", || tail.stats().forwards_received == 5).await;
+    } else {
+        tokio::time::sleep(crate::common::QUIET).await;
+    }
+    let traffic = (link_to(&head, "b").traffic.messages_forwarded, link_to(&middle, "c").traffic.messages_forwarded);
+    publisher.close().await;
+    shutdown_all(vec![tail, middle, head]).await;
+    traffic
+}
+
+#[tokio::test]
+async fn flood_mode_sends_where_interest_mode_does_not() {
+    assert_eq!(chain_traffic_without_interest(RoutingMode::Flood).await, (5, 5));
+    assert_eq!(chain_traffic_without_interest(RoutingMode::Interest).await, (0, 0));
+}

@@ -538,6 +538,10 @@ impl Session {
             Frame::Ack { delivery_tags } => self.ack(&delivery_tags),
             Frame::Nack { delivery_tag, requeue } => self.nack(delivery_tag, requeue),
             Frame::Flow { sub_id, credit } => self.flow(sub_id, credit),
+            Frame::Admin { request_id, query } => {
+                self.admin(request_id, query);
+                true
+            }
             Frame::Ping { nonce } => {
                 self.conn.send_control(&Frame::Pong { nonce });
                 true
@@ -555,7 +559,8 @@ impl Session {
             | Frame::Welcome(_)
             | Frame::Confirm(_)
             | Frame::Subscribed { .. }
-            | Frame::Deliver(_)) => {
+            | Frame::Deliver(_)
+            | Frame::AdminReply { .. }) => {
                 let message = format!("{} is not allowed from a client after the handshake", other.name());
                 self.refuse(ErrorCode::UnexpectedFrame, 0, message);
                 true

@@ -9,6 +9,7 @@
 //! wait in the outbox until acknowledged and are requeued when late; a
 //! [`report`] tells an await=delivered publisher when all acks are in.
 
+pub mod admin;
 pub mod config;
 pub mod connection;
 pub mod delivery;

@@ -29,6 +29,9 @@ const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 
 type ConfirmSender = oneshot::Sender<Result<Confirm, ClientError>>;
 
+/// Where the JSON text of an `ADMIN_REPLY` goes.
+pub(crate) type AdminReceiver = oneshot::Receiver<Result<String, ClientError>>;
+
 struct PendingPublish {
     sender: ConfirmSender,
     /// The encoded `PUBLISH`, kept to resend after a reconnect (reliable only).
@@ -54,6 +57,8 @@ struct State {
     pending: HashMap<u64, PendingPublish>,
     subs: HashMap<u32, SubEntry>,
     pings: HashMap<u64, oneshot::Sender<()>>,
+    /// `ADMIN` requests waiting for their reply, by request id.
+    admins: HashMap<u64, oneshot::Sender<Result<String, ClientError>>>,
     close_ack: Option<oneshot::Sender<()>>,
     welcome: Option<Welcome>,
 }
@@ -344,6 +349,29 @@ impl Client {
         Ok(started.elapsed())
     }
 
+    /// Sends an `ADMIN` and returns the channel its reply's JSON text will
+    /// arrive on. Not resent after a reconnect: the answer would describe a
+    /// later moment than the one asked about.
+    pub(crate) fn start_admin(&self, query: AdminQuery) -> Result<AdminReceiver, ClientError> {
+        let (sender, receiver) = oneshot::channel();
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        if !state.connected {
+            return Err(ClientError::Disconnected);
+        }
+        let request_id = state.next_request_id;
+        Frame::Admin { request_id, query }
+            .encode(&mut state.out)
+            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        state.next_request_id += 1;
+        state.admins.insert(request_id, sender);
+        drop(state);
+        self.inner.writer_wake.notify_one();
+        Ok(receiver)
+    }
+
     /// Closes cleanly: sends what is buffered, says `CLOSE`, waits for the
     /// broker's `CLOSE` (bounded by the connect timeout), and stops.
     pub async fn close(&self) {
@@ -371,6 +399,9 @@ impl Client {
         }
         state.subs.clear();
         state.pings.clear();
+        for (_, admin) in state.admins.drain() {
+            let _ = admin.send(Err(ClientError::Closed));
+        }
         drop(state);
         self.inner.window.close();
         self.inner.writer_wake.notify_one();
@@ -512,6 +543,9 @@ impl Client {
             }
         }
         state.pings.clear();
+        for (_, admin) in state.admins.drain() {
+            let _ = admin.send(Err(ClientError::Disconnected));
+        }
         if let Some(close_ack) = state.close_ack.take() {
             let _ = close_ack.send(());
         }
@@ -656,6 +690,11 @@ impl Client {
             Frame::Ping { nonce } => {
                 let _ = self.send_frame(&Frame::Pong { nonce });
             }
+            Frame::AdminReply { request_id, json } => {
+                if let Some(waiter) = self.lock().admins.remove(&request_id) {
+                    let _ = waiter.send(Ok(json));
+                }
+            }
             Frame::Error(error) => return self.refused(error),
             Frame::Close => {
                 if let Some(close_ack) = self.lock().close_ack.take() {
@@ -675,6 +714,8 @@ impl Client {
         if error.reference >= REQUEST_ID_BASE {
             if let Some(pending) = state.pending.remove(&error.reference) {
                 let _ = pending.sender.send(Err(failure));
+            } else if let Some(admin) = state.admins.remove(&error.reference) {
+                let _ = admin.send(Err(failure));
             }
         } else if error.reference != 0 {
             let sub_id = error.reference as u32;

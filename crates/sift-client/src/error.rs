@@ -31,6 +31,9 @@ pub enum ClientError {
     /// The broker did not answer in time.
     #[error("no answer from the broker within {0:?}")]
     Timeout(std::time::Duration),
+    /// The broker's answer could not be understood.
+    #[error("invalid reply from the broker: {0}")]
+    InvalidReply(String),
     /// The request could not be encoded (a field too long).
     #[error("cannot encode request: {0}")]
     Encode(String),

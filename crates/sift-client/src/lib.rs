@@ -25,6 +25,7 @@
 //! subscriptions again under the same ids and resends reliable publishes that
 //! were not confirmed (at-least-once).
 
+mod admin;
 mod connection;
 mod error;
 mod options;
@@ -33,5 +34,5 @@ mod subscription;
 pub use connection::Client;
 pub use error::ClientError;
 pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
-pub use sift_proto::{Confirm, ConfirmStatus, FilterKind, QueuePolicy};
+pub use sift_proto::{AdminQuery, Confirm, ConfirmStatus, FilterKind, QueuePolicy};
 pub use subscription::{Delivery, Subscription};

@@ -16,7 +16,7 @@ use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
 use crate::encode::value_type;
 use crate::frame::*;
-use crate::{ErrorCode, LENGTH_PREFIX_BYTES};
+use crate::{AdminQuery, ErrorCode, LENGTH_PREFIX_BYTES};
 
 /// Why bytes could not be decoded into a frame.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -370,12 +370,34 @@ impl<'frame> Reader<'frame, '_> {
             ACK => self.ack()?,
             NACK => Frame::Nack { delivery_tag: self.u64("delivery_tag")?, requeue: self.u8("requeue")? != 0 },
             FLOW => Frame::Flow { sub_id: self.sub_id()?, credit: self.u32("credit")? },
+            ADMIN => self.admin()?,
+            ADMIN_REPLY => self.admin_reply()?,
             ERROR => Frame::Error(self.error()?),
             unknown => {
                 self.offset = self.body.len();
                 return Err((ErrorCode::UnexpectedFrame, format!("unknown frame type 0x{unknown:02x}")));
             }
         })
+    }
+
+    fn request_id(&mut self) -> FieldResult<u64> {
+        let request_id = self.u64("request_id")?;
+        self.reference = request_id;
+        Ok(request_id)
+    }
+
+    fn admin(&mut self) -> FieldResult<Frame> {
+        let request_id = self.request_id()?;
+        let code = self.u8("query")?;
+        let Some(query) = AdminQuery::from_code(code) else {
+            return Err((ErrorCode::InvalidField, format!("query: unknown code {code}, expected 1-3")));
+        };
+        Ok(Frame::Admin { request_id, query })
+    }
+
+    fn admin_reply(&mut self) -> FieldResult<Frame> {
+        let request_id = self.request_id()?;
+        Ok(Frame::AdminReply { request_id, json: self.str32("json")? })
     }
 
     fn sub_id(&mut self) -> FieldResult<u32> {

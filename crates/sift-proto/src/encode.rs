@@ -341,6 +341,14 @@ impl Frame {
                 buf.put_u32(*sub_id);
                 buf.put_u32(*credit);
             }
+            Frame::Admin { request_id, query } => {
+                buf.put_u64(*request_id);
+                buf.put_u8(query.code());
+            }
+            Frame::AdminReply { request_id, json } => {
+                buf.put_u64(*request_id);
+                put_bytes32(buf, "json", json.as_bytes())?;
+            }
             Frame::Error(error) => {
                 buf.put_u16(error.code.code());
                 buf.put_u64(error.reference);

@@ -2,7 +2,7 @@
 
 use sift_core::Message;
 
-use crate::ErrorCode;
+use crate::{AdminQuery, ErrorCode};
 
 /// Frame type codes (the byte after the length prefix).
 pub mod frame_type {
@@ -35,6 +35,10 @@ pub mod frame_type {
     pub const NACK: u8 = 0x32;
     /// Client → server: more delivery credit for a subscription.
     pub const FLOW: u8 = 0x33;
+    /// Client → server: describe the broker (links, routes or counters).
+    pub const ADMIN: u8 = 0x60;
+    /// Server → client: the answer to an `ADMIN`, as JSON.
+    pub const ADMIN_REPLY: u8 = 0x61;
     /// Either way: something was refused.
     pub const ERROR: u8 = 0x7F;
 }
@@ -415,6 +419,20 @@ pub enum Frame {
         /// Additional deliveries allowed.
         credit: u32,
     },
+    /// Ask the broker to describe itself.
+    Admin {
+        /// Client-chosen id that the `ADMIN_REPLY` or `ERROR` will carry.
+        request_id: u64,
+        /// What to describe.
+        query: AdminQuery,
+    },
+    /// The answer to an `ADMIN`.
+    AdminReply {
+        /// The `ADMIN`'s request id.
+        request_id: u64,
+        /// A JSON document; its schema depends on the query (`docs/PROTOCOL.md` §6.16).
+        json: String,
+    },
     /// See [`ErrorFrame`].
     Error(ErrorFrame),
 }
@@ -438,6 +456,8 @@ impl Frame {
             Frame::Ack { .. } => ACK,
             Frame::Nack { .. } => NACK,
             Frame::Flow { .. } => FLOW,
+            Frame::Admin { .. } => ADMIN,
+            Frame::AdminReply { .. } => ADMIN_REPLY,
             Frame::Error(_) => ERROR,
         }
     }
@@ -466,6 +486,8 @@ pub fn frame_name(code: u8) -> &'static str {
         ACK => "ACK",
         NACK => "NACK",
         FLOW => "FLOW",
+        ADMIN => "ADMIN",
+        ADMIN_REPLY => "ADMIN_REPLY",
         ERROR => "ERROR",
         _ => "UNKNOWN",
     }

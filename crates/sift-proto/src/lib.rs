@@ -13,12 +13,14 @@
 //! The [`link`] module holds the broker-to-broker protocol, which frames the
 //! same way with frames of its own.
 
+mod admin;
 mod decode;
 mod encode;
 mod error_code;
 mod frame;
 pub mod link;
 
+pub use admin::AdminQuery;
 pub use decode::{decode_message, DecodeError, Decoder};
 pub use encode::{
     encode_deliver_prefix, encode_message, encode_publish, encode_publish_ref, encode_publish_sequenced,

@@ -88,6 +88,9 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         prop::collection::vec(any::<u64>(), 0..20).prop_map(|delivery_tags| Frame::Ack { delivery_tags }),
         (any::<u64>(), any::<bool>()).prop_map(|(delivery_tag, requeue)| Frame::Nack { delivery_tag, requeue }),
         (any::<u32>(), any::<u32>()).prop_map(|(sub_id, credit)| Frame::Flow { sub_id, credit }),
+        (any::<u64>(), prop::sample::select(AdminQuery::ALL.to_vec()))
+            .prop_map(|(request_id, query)| Frame::Admin { request_id, query }),
+        (any::<u64>(), ".{0,60}").prop_map(|(request_id, json)| Frame::AdminReply { request_id, json }),
         (1u16..=20, any::<u64>(), any::<bool>(), ".{0,30}").prop_map(|(code, reference, fatal, message)| {
             Frame::Error(ErrorFrame { code: ErrorCode::from_code(code), reference, fatal, message })
         }),
@@ -251,4 +254,15 @@ proptest! {
         let decoded = sift_proto::decode_message(&encoded.freeze()).expect("decodable");
         prop_assert_eq!(decoded, message);
     }
+}
+
+#[test]
+fn admin_with_an_unknown_query_is_invalid_field_naming_the_request() {
+    let mut buf = BytesMut::new();
+    Frame::Admin { request_id: 7, query: AdminQuery::Stats }.encode(&mut buf).expect("encodable");
+    let last = buf.len() - 1;
+    buf[last] = 9;
+    let error = Decoder::new(1024).decode(&mut buf).expect_err("query 9 is unknown");
+    assert_eq!((error.code(), error.reference(), error.is_fatal()), (ErrorCode::InvalidField, 7, false));
+    assert!(buf.is_empty(), "the frame is consumed");
 }

@@ -1,6 +1,8 @@
 //! `sift`: the broker, the command-line publisher and subscriber, and the
 //! benchmark driver, in one binary.
 
+mod admin_cmd;
+mod admin_table;
 mod bench;
 mod broker_cmd;
 mod pub_cmd;
@@ -32,6 +34,8 @@ enum Command {
     Sub(sub_cmd::SubArgs),
     /// Measure throughput and latency.
     Bench(bench::BenchArgs),
+    /// Show a running broker's links, routes or counters.
+    Admin(admin_cmd::AdminArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -58,6 +62,7 @@ fn main() -> std::process::ExitCode {
             Command::Pub(args) => pub_cmd::run(args).await,
             Command::Sub(args) => sub_cmd::run(args).await,
             Command::Bench(args) => bench::run(args).await,
+            Command::Admin(args) => admin_cmd::run(args).await,
         }
     });
     match result {

@@ -159,6 +159,7 @@ fn every_subcommand_has_help() {
         &["sub", "--help"],
         &["bench", "--help"],
         &["bench", "pubsub", "--help"],
+        &["admin", "--help"],
     ] {
         let output = Command::new(SIFT).args(args).output().expect("runs");
         assert!(output.status.success(), "{args:?}");
@@ -210,5 +211,28 @@ fn content_filters_on_the_command_line() {
         .output()
         .expect("runs");
     assert!(!two.status.success(), "at most one content filter");
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn admin_stats_as_json_counts_a_publish_and_tables_are_readable() {
+    let data = temp_dir("admin");
+    let (_broker, address) = start_broker(&data);
+    let published =
+        Command::new(SIFT).args(["pub", "--server", &address, "--topic", "admin.check"]).output().expect("runs");
+    assert!(published.status.success());
+    let stats = Command::new(SIFT).args(["admin", "--server", &address, "stats", "--json"]).output().expect("runs");
+    assert!(stats.status.success(), "{}", String::from_utf8_lossy(&stats.stderr));
+    let reply: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stdout is JSON");
+    assert_eq!(reply["query"], "stats");
+    assert!(reply["counters"]["messages_published"].as_u64() >= Some(1), "{reply}");
+    assert!(reply["counters"]["connections_accepted"].as_u64() >= Some(2), "{reply}");
+    let table = Command::new(SIFT).args(["admin", "--server", &address, "links"]).output().expect("runs");
+    assert!(table.status.success());
+    assert!(String::from_utf8_lossy(&table.stdout).contains("no links up"));
+    let routes = Command::new(SIFT).args(["admin", "--server", &address, "routes"]).output().expect("runs");
+    assert!(String::from_utf8_lossy(&routes.stdout).contains("next_hop"));
+    let unknown = Command::new(SIFT).args(["admin", "--server", &address, "queues"]).output().expect("runs");
+    assert!(!unknown.status.success(), "an unknown query is a usage error");
     let _ = std::fs::remove_dir_all(&data);
 }

@@ -28,6 +28,7 @@ mod interest;
 mod interest_wire;
 mod listener;
 mod network;
+mod routes;
 mod session;
 mod topology;
 
@@ -43,6 +44,7 @@ pub use error::LinkError;
 pub use forward::LinkTraffic;
 pub use listener::LINK_CONNECTIONS_MAX;
 pub use network::{AdvertisedInterest, ContentText, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
+pub use routes::RouteInfo;
 pub use session::SILENT_INTERVALS;
 
 /// Runs the link listener (when there is one) and one dialer per configured

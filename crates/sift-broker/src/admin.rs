@@ -1,0 +1,110 @@
+//! `ADMIN`: describes the broker to an operator as JSON (its links, its
+//! routes and interest, its counters).
+//!
+//! Any client may ask: there is no authentication yet (`docs/PROTOCOL.md`
+//! §6.16), so nothing here may reveal more than an operator of the network
+//! would see in the logs.
+
+use serde_json::{json, Map, Value};
+use sift_proto::{AdminQuery, ErrorCode, Frame};
+
+use crate::connection::Session;
+use crate::link::{ContentText, LinkInfo, RouteInfo};
+use crate::server::BrokerShared;
+
+/// Bytes of an `ADMIN_REPLY` besides its JSON: type, request id, length.
+const REPLY_OVERHEAD_BYTES: usize = 1 + 8 + 4;
+
+impl Session {
+    /// Answers an `ADMIN` with an `ADMIN_REPLY`, or an `ERROR` when the
+    /// reply would not fit in one frame.
+    pub(crate) fn admin(&mut self, request_id: u64, query: AdminQuery) {
+        if query == AdminQuery::Stats {
+            // This connection's own counts are batched; publish them first
+            // so that a client sees at least its own traffic.
+            self.counters.flush(&self.shared.stats);
+        }
+        let json = report(&self.shared, query).to_string();
+        let limit = self.shared.config.limits.max_frame_bytes as usize;
+        if json.len() + REPLY_OVERHEAD_BYTES > limit {
+            let message = format!("the {query} report is {} bytes, more than max_frame_bytes = {limit}", json.len());
+            self.refuse(ErrorCode::Internal, request_id, message);
+            return;
+        }
+        self.conn.send_control(&Frame::AdminReply { request_id, json });
+    }
+}
+
+/// The JSON document answering `query`.
+pub fn report(shared: &BrokerShared, query: AdminQuery) -> Value {
+    let mut document = match query {
+        AdminQuery::Links => links_report(shared),
+        AdminQuery::Routes => routes_report(shared),
+        AdminQuery::Stats => stats_report(shared),
+    };
+    document.insert("broker".into(), shared.links.name().to_string().into());
+    document.insert("cluster".into(), shared.config.network.cluster.clone().into());
+    document.insert("query".into(), query.name().into());
+    Value::Object(document)
+}
+
+/// `links`: every link that is up, with its `FORWARD` traffic.
+fn links_report(shared: &BrokerShared) -> Map<String, Value> {
+    let links: Vec<Value> = shared.links.links().iter().map(link_json).collect();
+    Map::from_iter([("links".to_string(), Value::Array(links))])
+}
+
+fn link_json(link: &LinkInfo) -> Value {
+    json!({
+        "neighbour": link.neighbour,
+        "address": link.address,
+        "cost": link.cost,
+        "connected_for_ms": u64::try_from(link.connected_for.as_millis()).unwrap_or(u64::MAX),
+        "messages_forwarded": link.traffic.messages_forwarded,
+        "bytes_forwarded": link.traffic.bytes_forwarded,
+        "messages_received": link.traffic.messages_received,
+        "bytes_received": link.traffic.bytes_received,
+    })
+}
+
+/// `routes`: the reachable brokers, what this broker advertises and what
+/// every other broker advertises.
+fn routes_report(shared: &BrokerShared) -> Map<String, Value> {
+    let routes: Vec<Value> = shared.links.routes().iter().map(route_json).collect();
+    let advertised: Vec<Value> = shared
+        .links
+        .advertised_interest()
+        .into_iter()
+        .map(|(topic, content)| json!({ "topic": topic, "content": content_json(content) }))
+        .collect();
+    let remote: Vec<Value> = shared
+        .links
+        .remote_interest()
+        .into_iter()
+        .map(|(broker, topic, content)| json!({ "broker": broker, "topic": topic, "content": content_json(content) }))
+        .collect();
+    Map::from_iter([
+        ("routes".to_string(), Value::Array(routes)),
+        ("advertised".to_string(), Value::Array(advertised)),
+        ("remote_interest".to_string(), Value::Array(remote)),
+    ])
+}
+
+fn route_json(route: &RouteInfo) -> Value {
+    json!({ "broker": route.broker, "hops": route.hops, "cost": route.cost, "next_hop": route.next_hop })
+}
+
+/// A content filter as `{"language", "filter"}`, or `null` for none.
+fn content_json(content: ContentText) -> Value {
+    match content {
+        Some((language, filter)) => json!({ "language": language, "filter": filter }),
+        None => Value::Null,
+    }
+}
+
+/// `stats`: every broker-wide counter by name.
+fn stats_report(shared: &BrokerShared) -> Map<String, Value> {
+    let counters: Map<String, Value> =
+        shared.stats.snapshot().entries().into_iter().map(|(name, value)| (name.to_string(), value.into())).collect();
+    Map::from_iter([("counters".to_string(), Value::Object(counters))])
+}

@@ -1,0 +1,19 @@
+//! `Client::admin`: asks the broker to describe itself.
+
+use sift_proto::AdminQuery;
+
+use crate::{Client, ClientError};
+
+impl Client {
+    /// Sends an `ADMIN` for `query` and returns the broker's JSON reply,
+    /// parsed (its schema is in `docs/PROTOCOL.md`, `ADMIN_REPLY`).
+    ///
+    /// Fails with [`ClientError::Disconnected`] when the connection is down
+    /// or drops before the reply, and with [`ClientError::InvalidReply`]
+    /// when the reply is not JSON.
+    pub async fn admin(&self, query: AdminQuery) -> Result<serde_json::Value, ClientError> {
+        let receiver = self.start_admin(query)?;
+        let json = receiver.await.map_err(|_| ClientError::Disconnected)??;
+        serde_json::from_str(&json).map_err(|error| ClientError::InvalidReply(format!("{query} reply: {error}")))
+    }
+}

@@ -1,33 +1,18 @@
 //! `ADMIN`: two linked brokers describe their links, routes and counters
 //! to a client, as JSON.
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use serde_json::Value;
-use sift_broker::config::LinkTarget;
+use sift_broker::config::RoutingMode;
 use sift_broker::RunningBroker;
 use sift_client::{AdminQuery, Client, SubscribeOptions};
 use sift_proto::{ErrorCode, Frame};
 
-use crate::common::{broker_with, client, message, texts, Raw, PATIENCE};
+use crate::common::{client, message, texts, Raw, PATIENCE};
+use crate::network_support::{link_addr, linked_broker, POLL};
 
-/// How often a bounded wait looks again.
-const POLL: Duration = Duration::from_millis(20);
-
-/// A broker named `name` in cluster `admin`, accepting links on an
-/// ephemeral port and dialling `dials`, with short timers.
-async fn node(name: &str, dials: &[SocketAddr]) -> RunningBroker {
-    broker_with(|config| {
-        config.network.name = name.to_string();
-        config.network.cluster = "admin".to_string();
-        config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
-        config.network.links = dials.iter().map(|address| LinkTarget::new(address.to_string())).collect();
-        config.network.link_ping_interval_ms = 100;
-        config.network.link_reconnect_delay_min_ms = 20;
-        config.network.link_reconnect_delay_max_ms = 100;
-    })
-    .await
+/// A broker named `name` in cluster `admin`, dialling `dials`.
+async fn node(name: &str, dials: &[std::net::SocketAddr]) -> RunningBroker {
+    linked_broker(name, "admin", None, dials, RoutingMode::Interest).await
 }
 
 /// Asks `client` for `query` until `check` holds on the reply, failing the
@@ -53,7 +38,7 @@ fn find<'a>(list: &'a Value, key: &str, value: &str) -> Option<&'a Value> {
 /// sent three messages to it through the link.
 async fn linked_pair_with_traffic() -> (RunningBroker, RunningBroker, Client) {
     let first = node("a", &[]).await;
-    let second = node("b", &[first.link_addr().expect("broker accepts links")]).await;
+    let second = node("b", &[link_addr(&first)]).await;
     let subscriber = client(&second, "subscriber").await;
     let mut subscription = subscriber.subscribe(SubscribeOptions::new("orders.>")).await.expect("subscribe");
     let publisher = client(&first, "publisher").await;

@@ -3,60 +3,19 @@
 //! there is interest (or everywhere in flood mode).
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use sift_broker::config::{LinkTarget, RoutingMode};
+use sift_broker::config::RoutingMode;
 use sift_broker::{LinkInfo, RunningBroker};
 use sift_client::{Client, SubscribeOptions, Subscription};
 use sift_core::Value;
 use sift_proto::FilterKind;
 
-use crate::common::{broker_with, client, message, stays_quiet, texts, PATIENCE};
+use crate::common::{client, message, stays_quiet, texts};
+use crate::network_support::{converged, eventually, link_addr, linked_broker, node, shutdown_all, CLUSTER};
 
-/// How often a bounded wait looks again.
-const POLL: Duration = Duration::from_millis(20);
-
-/// A broker named `name` accepting links on an ephemeral port, dialling
-/// `dials`, routing by `routing`, with short timers.
+/// A broker named `name` dialling `dials` and routing by `routing`.
 async fn node_routed(name: &str, dials: &[SocketAddr], routing: RoutingMode) -> RunningBroker {
-    broker_with(|config| {
-        config.network.name = name.to_string();
-        config.network.cluster = "forwarding".to_string();
-        config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
-        config.network.links = dials.iter().map(|address| LinkTarget::new(address.to_string())).collect();
-        config.network.link_ping_interval_ms = 100;
-        config.network.link_reconnect_delay_min_ms = 20;
-        config.network.link_reconnect_delay_max_ms = 100;
-        config.network.link_handshake_timeout_ms = 2_000;
-        config.network.routing = routing;
-    })
-    .await
-}
-
-async fn node(name: &str, dials: &[SocketAddr]) -> RunningBroker {
-    node_routed(name, dials, RoutingMode::Interest).await
-}
-
-fn link_addr(broker: &RunningBroker) -> SocketAddr {
-    broker.link_addr().expect("broker accepts links")
-}
-
-/// Polls `check` until it holds, failing the test after [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Waits until every broker reaches exactly `expected`.
-async fn converged(brokers: &[&RunningBroker], expected: &[&str]) {
-    let expected: Vec<String> = expected.iter().map(|name| name.to_string()).collect();
-    eventually("every broker knows the whole topology", || {
-        brokers.iter().all(|broker| broker.topology_brokers() == expected)
-    })
-    .await;
+    linked_broker(name, CLUSTER, None, dials, routing).await
 }
 
 /// Waits until `broker` holds interest of each of `origins`.
@@ -89,12 +48,6 @@ async fn subscribe(broker: &RunningBroker, name: &str, topic: &str) -> (Client, 
     let subscriber = client(broker, name).await;
     let subscription = subscriber.subscribe(SubscribeOptions::new(topic)).await.expect("subscribes");
     (subscriber, subscription)
-}
-
-async fn shutdown_all(brokers: Vec<RunningBroker>) {
-    for broker in brokers {
-        broker.shutdown().await;
-    }
 }
 
 #[tokio::test]

@@ -5,57 +5,15 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
-use sift_broker::config::LinkTarget;
 use sift_broker::RunningBroker;
 use sift_client::SubscribeOptions;
 use sift_proto::FilterKind;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use crate::common::{broker_with, client, PATIENCE, QUIET};
-
-/// How often a bounded wait looks again.
-const POLL: Duration = Duration::from_millis(20);
-
-/// A broker named `name` accepting links on an ephemeral port and dialling
-/// `dials`, with short timers.
-async fn node(name: &str, dials: &[SocketAddr]) -> RunningBroker {
-    broker_with(|config| {
-        config.network.name = name.to_string();
-        config.network.cluster = "interest".to_string();
-        config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
-        config.network.links = dials.iter().map(|address| LinkTarget::new(address.to_string())).collect();
-        config.network.link_ping_interval_ms = 100;
-        config.network.link_reconnect_delay_min_ms = 20;
-        config.network.link_reconnect_delay_max_ms = 100;
-        config.network.link_handshake_timeout_ms = 2_000;
-    })
-    .await
-}
-
-fn link_addr(broker: &RunningBroker) -> SocketAddr {
-    broker.link_addr().expect("broker accepts links")
-}
-
-/// Polls `check` until it holds, failing the test after [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Waits until every broker reaches exactly `expected`.
-async fn converged(brokers: &[&RunningBroker], expected: &[&str]) {
-    let expected: Vec<String> = expected.iter().map(|name| name.to_string()).collect();
-    eventually("every broker knows the whole topology", || {
-        brokers.iter().all(|broker| broker.topology_brokers() == expected)
-    })
-    .await;
-}
+use crate::common::{client, QUIET};
+use crate::network_support::{converged, eventually, link_addr, node, shutdown_all};
 
 /// `broker`'s remote interest as (broker, topic filter) pairs.
 fn remote_topics(broker: &RunningBroker) -> Vec<(String, String)> {
@@ -69,12 +27,6 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 /// `broker`'s advertised topic filters.
 fn advertised_topics(broker: &RunningBroker) -> Vec<String> {
     broker.advertised_interest().into_iter().map(|(topic, _)| topic).collect()
-}
-
-async fn shutdown_all(brokers: Vec<RunningBroker>) {
-    for broker in brokers {
-        broker.shutdown().await;
-    }
 }
 
 #[tokio::test]

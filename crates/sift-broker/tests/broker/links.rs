@@ -2,62 +2,26 @@
 //! ephemeral ports, building and repairing their topology.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::BytesMut;
-use sift_broker::config::LinkTarget;
+use sift_broker::config::RoutingMode;
 use sift_broker::RunningBroker;
 use sift_proto::link::{LinkDecoder, LinkFrame, LinkHello, LINK_PROTOCOL_VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{broker_with, PATIENCE};
-
-/// How often a bounded wait looks again.
-const POLL: Duration = Duration::from_millis(20);
-/// Ping interval of the test brokers: short, so that silence is noticed fast.
-const PING_MS: u64 = 100;
+use crate::common::PATIENCE;
+use crate::network_support::{eventually, link_addr, linked_broker, names, node, shutdown_all};
 
 /// A broker named `name` in `cluster`, accepting links on an ephemeral port
-/// (or on `listen`) and dialling `dials`, with short timers.
+/// (or on `listen`) and dialling `dials`.
 async fn node_at(name: &str, cluster: &str, listen: Option<SocketAddr>, dials: &[SocketAddr]) -> RunningBroker {
-    broker_with(|config| {
-        config.network.name = name.to_string();
-        config.network.cluster = cluster.to_string();
-        config.network.link_listen = Some(listen.unwrap_or_else(|| ([127, 0, 0, 1], 0).into()));
-        config.network.links = dials.iter().map(|address| LinkTarget::new(address.to_string())).collect();
-        config.network.link_ping_interval_ms = PING_MS;
-        config.network.link_reconnect_delay_min_ms = 20;
-        config.network.link_reconnect_delay_max_ms = 200;
-        config.network.link_handshake_timeout_ms = 2_000;
-    })
-    .await
-}
-
-async fn node(name: &str, dials: &[SocketAddr]) -> RunningBroker {
-    node_at(name, "test", None, dials).await
-}
-
-fn link_addr(broker: &RunningBroker) -> SocketAddr {
-    broker.link_addr().expect("broker accepts links")
-}
-
-/// Polls `check` until it holds, failing the test after [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-fn names(list: &[&str]) -> Vec<String> {
-    list.iter().map(|name| name.to_string()).collect()
+    linked_broker(name, cluster, listen, dials, RoutingMode::Interest).await
 }
 
 /// Waits until every broker knows exactly `expected` and the hop counts
 /// `hops` (from, to, links) hold.
-async fn converged(brokers: &[&RunningBroker], expected: &[&str], hops: &[(usize, &str, u32)]) {
+async fn converged_with_hops(brokers: &[&RunningBroker], expected: &[&str], hops: &[(usize, &str, u32)]) {
     let expected = names(expected);
     eventually("every broker knows the whole topology", || {
         brokers.iter().all(|broker| broker.topology_brokers() == expected)
@@ -66,19 +30,13 @@ async fn converged(brokers: &[&RunningBroker], expected: &[&str], hops: &[(usize
     .await;
 }
 
-async fn shutdown_all(brokers: Vec<RunningBroker>) {
-    for broker in brokers {
-        broker.shutdown().await;
-    }
-}
-
 #[tokio::test]
 async fn a_chain_of_three_learns_every_name_and_distance() {
     let first = node("a", &[]).await;
     let second = node("b", &[link_addr(&first)]).await;
     let third = node("c", &[link_addr(&second)]).await;
     let hops = [(0, "b", 1), (0, "c", 2), (1, "a", 1), (1, "c", 1), (2, "a", 2), (2, "b", 1), (0, "a", 0)];
-    converged(&[&first, &second, &third], &["a", "b", "c"], &hops).await;
+    converged_with_hops(&[&first, &second, &third], &["a", "b", "c"], &hops).await;
     let middle: Vec<String> = second.links().into_iter().map(|link| link.neighbour).collect();
     assert_eq!(middle, names(&["a", "c"]));
     assert!(second.links().iter().all(|link| link.cost == 1));
@@ -112,10 +70,10 @@ async fn a_cut_link_is_forgotten_and_a_restarted_broker_relinks() {
     let third = node("c", &[]).await;
     let third_addr = link_addr(&third);
     let second = node("b", &[link_addr(&first), third_addr]).await;
-    converged(&[&first, &second, &third], &["a", "b", "c"], &[(0, "c", 2)]).await;
+    converged_with_hops(&[&first, &second, &third], &["a", "b", "c"], &[(0, "c", 2)]).await;
 
     third.shutdown().await;
-    converged(&[&first, &second], &["a", "b"], &[(0, "b", 1)]).await;
+    converged_with_hops(&[&first, &second], &["a", "b"], &[(0, "b", 1)]).await;
     assert_eq!(first.shortest_path_hops("c"), None);
     let neighbours: Vec<String> = second.links().into_iter().map(|link| link.neighbour).collect();
     assert_eq!(neighbours, names(&["a"]));
@@ -126,7 +84,7 @@ async fn a_cut_link_is_forgotten_and_a_restarted_broker_relinks() {
     .await;
 
     let restarted = node_at("c", "test", Some(third_addr), &[]).await;
-    converged(&[&first, &second, &restarted], &["a", "b", "c"], &[(0, "c", 2), (2, "a", 2)]).await;
+    converged_with_hops(&[&first, &second, &restarted], &["a", "b", "c"], &[(0, "c", 2), (2, "a", 2)]).await;
     assert!(second.link_failures().is_empty(), "{:?}", second.link_failures());
     shutdown_all(vec![restarted, second, first]).await;
 }
@@ -138,7 +96,7 @@ async fn a_ring_of_four_converges() {
     let third = node("c", &[link_addr(&second)]).await;
     let fourth = node("d", &[link_addr(&third), link_addr(&first)]).await;
     let hops = [(0, "b", 1), (0, "c", 2), (0, "d", 1), (1, "d", 2), (2, "a", 2), (3, "b", 2)];
-    converged(&[&first, &second, &third, &fourth], &["a", "b", "c", "d"], &hops).await;
+    converged_with_hops(&[&first, &second, &third, &fourth], &["a", "b", "c", "d"], &hops).await;
     for broker in [&first, &second, &third, &fourth] {
         assert_eq!(broker.links().len(), 2, "{} has two neighbours", broker.network_name());
     }

@@ -10,6 +10,7 @@ mod forwarding;
 mod interest;
 mod limits;
 mod links;
+mod network_support;
 mod policies;
 mod regressions;
 mod reliability;

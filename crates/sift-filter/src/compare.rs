@@ -53,6 +53,19 @@ impl ComparisonOp {
         }
     }
 
+    /// The operator with its operands swapped: `c < x` is `x > c`. Rewrites
+    /// that put the constant on the right (indexing, covering, XPath
+    /// planning) all turn comparisons round with this.
+    pub fn mirrored(self) -> ComparisonOp {
+        match self {
+            ComparisonOp::Less => ComparisonOp::Greater,
+            ComparisonOp::LessOrEqual => ComparisonOp::GreaterOrEqual,
+            ComparisonOp::Greater => ComparisonOp::Less,
+            ComparisonOp::GreaterOrEqual => ComparisonOp::LessOrEqual,
+            symmetric @ (ComparisonOp::Equal | ComparisonOp::NotEqual) => symmetric,
+        }
+    }
+
     /// True for `=` and `!=`/`<>`, the operators an equality index can serve.
     pub fn is_equality(self) -> bool {
         matches!(self, ComparisonOp::Equal | ComparisonOp::NotEqual)

@@ -83,17 +83,6 @@ fn identifier(expr: &Expr) -> Option<Identifier> {
     }
 }
 
-/// The comparison with its operands swapped: `c < x` is `x > c`.
-fn mirrored(op: ComparisonOp) -> ComparisonOp {
-    match op {
-        ComparisonOp::Less => ComparisonOp::Greater,
-        ComparisonOp::LessOrEqual => ComparisonOp::GreaterOrEqual,
-        ComparisonOp::Greater => ComparisonOp::Less,
-        ComparisonOp::GreaterOrEqual => ComparisonOp::LessOrEqual,
-        symmetric => symmetric,
-    }
-}
-
 /// The identifier an atom constrains and its outcomes, when the atom
 /// compares one identifier with constants only.
 fn atom_outcomes(atom: &Expr) -> Option<(Identifier, Outcomes)> {
@@ -104,7 +93,7 @@ fn atom_outcomes(atom: &Expr) -> Option<(Identifier, Outcomes)> {
                 Some((identifier(operand)?, outcomes::comparison(*op, constant, sql)))
             }
             (Expr::Constant(constant), operand) => {
-                Some((identifier(operand)?, outcomes::comparison(mirrored(*op), constant, sql)))
+                Some((identifier(operand)?, outcomes::comparison(op.mirrored(), constant, sql)))
             }
             _ => None,
         },

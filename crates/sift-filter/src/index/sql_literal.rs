@@ -82,17 +82,6 @@ fn constant(expr: &Expr) -> Option<&Value> {
     }
 }
 
-/// `c OP attr` is `attr OP' c` with the operator turned round.
-fn mirrored(op: ComparisonOp) -> ComparisonOp {
-    match op {
-        ComparisonOp::Less => ComparisonOp::Greater,
-        ComparisonOp::LessOrEqual => ComparisonOp::GreaterOrEqual,
-        ComparisonOp::Greater => ComparisonOp::Less,
-        ComparisonOp::GreaterOrEqual => ComparisonOp::LessOrEqual,
-        symmetric @ (ComparisonOp::Equal | ComparisonOp::NotEqual) => symmetric,
-    }
-}
-
 fn comparison(op: ComparisonOp, left: &Expr, right: &Expr, negated: bool) -> Option<LiteralPlan> {
     // NOT (a <> c) is TRUE exactly when a = c is; other negations are not
     // single predicates (NOT (a < c) is also TRUE for NaN).
@@ -103,7 +92,7 @@ fn comparison(op: ComparisonOp, left: &Expr, right: &Expr, negated: bool) -> Opt
     };
     let (attribute, value, op) = match (attribute(left), constant(right)) {
         (Some(attribute), Some(value)) => (attribute, value, op),
-        _ => (attribute(right)?, constant(left)?, mirrored(op)),
+        _ => (attribute(right)?, constant(left)?, op.mirrored()),
     };
     let test = match RangeOp::from_comparison(op) {
         Some(range_op) => ValueTest::range(range_op, value, false)?,

@@ -70,7 +70,7 @@ fn exact(expr: &Expr) -> Option<Formula<AtomSpec>> {
         Expr::Compare { op, left, right } => match (&**left, &**right) {
             (Expr::Path(path), constant) if !constant.mentions_path() => path_against_constant(path, *op, constant),
             (constant, Expr::Path(path)) if !constant.mentions_path() => {
-                path_against_constant(path, flipped(*op), constant)
+                path_against_constant(path, op.mirrored(), constant)
             }
             _ => None,
         },
@@ -142,17 +142,6 @@ fn element_step(step: &Step) -> ElementStep {
         _ => None,
     };
     ElementStep { descendants: step.descendants, name }
-}
-
-/// The operator with its operands swapped: `a < b` is `b > a`.
-pub(crate) fn flipped(op: ComparisonOp) -> ComparisonOp {
-    match op {
-        ComparisonOp::Less => ComparisonOp::Greater,
-        ComparisonOp::LessOrEqual => ComparisonOp::GreaterOrEqual,
-        ComparisonOp::Greater => ComparisonOp::Less,
-        ComparisonOp::GreaterOrEqual => ComparisonOp::LessOrEqual,
-        symmetric => symmetric,
-    }
 }
 
 /// A formula over structural atoms that holds whenever `expr` does: a

@@ -21,7 +21,6 @@ use crate::compare::ComparisonOp;
 use crate::xpath::ast::{Axis, Expr, LocationPath, NodeTest};
 use crate::xpath::document::{XmlDocument, ROOT};
 use crate::xpath::eval::evaluate;
-use crate::xpath::plan::flipped;
 use crate::xpath::relpath::RelPath;
 use crate::xpath::value::{string_to_number, NodeRef, Value};
 
@@ -124,7 +123,7 @@ fn comparison(expr: &Expr) -> Option<TestSpec> {
     let Expr::Compare { op, left, right } = expr else { return None };
     let (path, op, constant) = match (&**left, &**right) {
         (Expr::Path(path), constant) if !constant.mentions_path() => (path, *op, constant),
-        (constant, Expr::Path(path)) if !constant.mentions_path() => (path, flipped(*op), constant),
+        (constant, Expr::Path(path)) if !constant.mentions_path() => (path, op.mirrored(), constant),
         _ => return None,
     };
     let path = RelPath::from_path(path)?;

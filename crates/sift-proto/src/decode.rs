@@ -108,26 +108,49 @@ impl Decoder {
     /// Takes one frame off the front of `buf`, or returns `Ok(None)` when
     /// `buf` does not yet hold a whole frame (reserving room for it).
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, DecodeError> {
-        let Some(total) = whole_frame(buf, self.max_frame_bytes)? else {
-            return Ok(None);
-        };
-        let type_code = buf[LENGTH_PREFIX_BYTES];
-        let body = &buf[BODY_OFFSET..total];
-        let parsed = parse_body(frame_name(type_code), body, &mut self.recent, |reader| reader.frame(type_code));
-        match parsed {
-            Ok((mut frame, carved)) => {
-                let message = match &mut frame {
-                    Frame::Publish(publish) => Some(&mut *publish.message),
-                    Frame::Deliver(deliver) => Some(&mut *deliver.message),
-                    _ => None,
-                };
-                carve(buf, total, carved, message);
-                Ok(Some(frame))
-            }
-            Err(error) => {
-                buf.advance(total);
-                Err(error)
-            }
+        let parse = |reader: &mut Reader<'_, '_>, type_code| reader.frame(type_code);
+        decode_frame(buf, self.max_frame_bytes, &mut self.recent, frame_name, parse, Frame::message_mut)
+    }
+}
+
+/// One frame off the front of `buf`, for any frame set: the length prefix
+/// checked first ([`whole_frame`]), the body parsed by `parse` from a
+/// borrowed slice, then the frame taken off the buffer with the byte fields
+/// of the message `message_of` finds in it carved out ([`carve`]). A body
+/// that does not parse is consumed whole. Shared by the client and the link
+/// decoders, so that both frame, check and report alike.
+pub(crate) fn decode_frame<F>(
+    buf: &mut BytesMut,
+    max_frame_bytes: u32,
+    recent: &mut Recent,
+    name_of: fn(u8) -> &'static str,
+    parse: impl FnOnce(&mut Reader<'_, '_>, u8) -> FieldResult<F>,
+    message_of: impl FnOnce(&mut F) -> Option<&mut Message>,
+) -> Result<Option<F>, DecodeError> {
+    let Some(total) = whole_frame(buf, max_frame_bytes)? else {
+        return Ok(None);
+    };
+    let type_code = buf[LENGTH_PREFIX_BYTES];
+    let body = &buf[BODY_OFFSET..total];
+    match parse_body(name_of(type_code), body, recent, |reader| parse(reader, type_code)) {
+        Ok((mut frame, carved)) => {
+            carve(buf, total, carved, message_of(&mut frame));
+            Ok(Some(frame))
+        }
+        Err(error) => {
+            buf.advance(total);
+            Err(error)
+        }
+    }
+}
+
+impl Frame {
+    /// The message a frame carries, if any: where its byte fields go.
+    fn message_mut(&mut self) -> Option<&mut Message> {
+        match self {
+            Frame::Publish(publish) => Some(&mut publish.message),
+            Frame::Deliver(deliver) => Some(&mut deliver.message),
+            _ => None,
         }
     }
 }
@@ -135,8 +158,8 @@ impl Decoder {
 /// Checks the length prefix at the front of `buf` against `max_frame_bytes`
 /// before anything is buffered, and returns the frame's size on the wire
 /// once `buf` holds all of it (`Ok(None)`, with room reserved, until then).
-/// Shared by every decoder, so that the link protocol frames the same way.
-pub(crate) fn whole_frame(buf: &mut BytesMut, max_frame_bytes: u32) -> Result<Option<usize>, DecodeError> {
+/// Used by [`decode_frame`], so every frame set frames the same way.
+fn whole_frame(buf: &mut BytesMut, max_frame_bytes: u32) -> Result<Option<usize>, DecodeError> {
     if buf.len() < LENGTH_PREFIX_BYTES {
         return Ok(None);
     }
@@ -174,12 +197,12 @@ pub fn decode_message(encoded: &Bytes) -> Result<Message, DecodeError> {
 }
 
 /// Where a frame's body starts in the buffer: after the length and the type.
-pub(crate) const BODY_OFFSET: usize = LENGTH_PREFIX_BYTES + 1;
+const BODY_OFFSET: usize = LENGTH_PREFIX_BYTES + 1;
 
 /// Takes the frame of `total` bytes off `buf`, moving its byte fields
 /// (metadata, payload) into the frame's message, if it has one, as shared
 /// slices of the buffer: one reference count each, no copy.
-pub(crate) fn carve(buf: &mut BytesMut, total: usize, carved: Carved, message: Option<&mut Message>) {
+fn carve(buf: &mut BytesMut, total: usize, carved: Carved, message: Option<&mut Message>) {
     let mut consumed = 0;
     let mut take = |range: Range<usize>| {
         if range.is_empty() {
@@ -211,7 +234,7 @@ pub(crate) struct Carved {
 
 /// Parses one frame body (after the type byte) with `parse`, and reports
 /// failures and left-over bytes as [`DecodeError::Malformed`] naming `frame`.
-pub(crate) fn parse_body<T>(
+fn parse_body<T>(
     frame: &'static str,
     body: &[u8],
     recent: &mut Recent,

@@ -5,10 +5,11 @@
 //! bad prefix is fatal, and a frame whose body does not parse is consumed
 //! whole and reported as a non-fatal [`DecodeError::Malformed`].
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
+use sift_core::Message;
 
-use crate::decode::{carve, malformed, parse_body, whole_frame, FieldResult, Reader, Recent, BODY_OFFSET};
-use crate::{DecodeError, ErrorCode, FilterKind, LENGTH_PREFIX_BYTES};
+use crate::decode::{decode_frame, malformed, FieldResult, Reader, Recent};
+use crate::{DecodeError, ErrorCode, FilterKind};
 
 use super::frame::*;
 use super::LinkErrorCode;
@@ -30,6 +31,16 @@ pub struct LinkDecoder {
     recent: Recent,
 }
 
+impl LinkFrame {
+    /// The message a link frame carries, if any: where its byte fields go.
+    fn message_mut(&mut self) -> Option<&mut Message> {
+        match self {
+            LinkFrame::Forward(forward) => Some(&mut forward.message),
+            _ => None,
+        }
+    }
+}
+
 impl LinkDecoder {
     /// A decoder refusing frames longer than `max_frame_bytes`.
     pub fn new(max_frame_bytes: u32) -> LinkDecoder {
@@ -49,27 +60,8 @@ impl LinkDecoder {
     /// Takes one frame off the front of `buf`, or returns `Ok(None)` when
     /// `buf` does not yet hold a whole frame (reserving room for it).
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<LinkFrame>, DecodeError> {
-        let Some(total) = whole_frame(buf, self.max_frame_bytes)? else {
-            return Ok(None);
-        };
-        let type_code = buf[LENGTH_PREFIX_BYTES];
-        let body = &buf[BODY_OFFSET..total];
-        let parsed =
-            parse_body(link_frame_name(type_code), body, &mut self.recent, |reader| reader.link_frame(type_code));
-        match parsed {
-            Ok((mut frame, carved)) => {
-                let message = match &mut frame {
-                    LinkFrame::Forward(forward) => Some(&mut *forward.message),
-                    _ => None,
-                };
-                carve(buf, total, carved, message);
-                Ok(Some(frame))
-            }
-            Err(error) => {
-                buf.advance(total);
-                Err(error)
-            }
-        }
+        let parse = |reader: &mut Reader<'_, '_>, type_code| reader.link_frame(type_code);
+        decode_frame(buf, self.max_frame_bytes, &mut self.recent, link_frame_name, parse, LinkFrame::message_mut)
     }
 }
 

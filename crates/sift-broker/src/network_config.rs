@@ -28,6 +28,16 @@ pub const DEFAULT_LINK_PING_INTERVAL_MS: u64 = 1_000;
 /// Encoded frames queued towards one link before the link is dropped as
 /// unable to keep up (a reconnection then resends everything it needs).
 pub const DEFAULT_LINK_SEND_QUEUE_FRAMES: usize = 4_096;
+/// Reliable `FORWARD`s kept per neighbour until acknowledged, and reliable
+/// messages stranded by failed links in all (§10.8). At 64 Ki frames of a
+/// few hundred bytes this is tens of MiB at most.
+pub const DEFAULT_LINK_UNACKED_FRAMES_MAX: usize = 65_536;
+/// How long a reliable message stranded by a failed link waits for a path
+/// to its brokers before it is dropped.
+pub const DEFAULT_STRANDED_EXPIRY_MS: u64 = 60_000;
+/// Await=delivered messages this broker forwarded whose remote reports it
+/// is waiting for.
+pub const DEFAULT_AWAITED_REPORTS_MAX: usize = 65_536;
 
 /// How a broker chooses the links a message is forwarded on (§10.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -78,6 +88,13 @@ pub struct NetworkConfig {
     pub link_send_queue_frames: usize,
     /// Interest routing, or flooding every message for comparison.
     pub routing: RoutingMode,
+    /// Reliable frames kept per neighbour until acknowledged, and reliable
+    /// messages stranded by failed links in all.
+    pub link_unacked_frames_max: usize,
+    /// How long a stranded reliable message waits for a path, in milliseconds.
+    pub stranded_expiry_ms: u64,
+    /// Await=delivered messages whose remote delivery reports are awaited.
+    pub awaited_reports_max: usize,
 }
 
 /// One broker to dial.
@@ -115,6 +132,9 @@ impl Default for NetworkConfig {
             link_ping_interval_ms: DEFAULT_LINK_PING_INTERVAL_MS,
             link_send_queue_frames: DEFAULT_LINK_SEND_QUEUE_FRAMES,
             routing: RoutingMode::default(),
+            link_unacked_frames_max: DEFAULT_LINK_UNACKED_FRAMES_MAX,
+            stranded_expiry_ms: DEFAULT_STRANDED_EXPIRY_MS,
+            awaited_reports_max: DEFAULT_AWAITED_REPORTS_MAX,
         }
     }
 }
@@ -129,6 +149,9 @@ impl NetworkConfig {
             ("network.link_handshake_timeout_ms", self.link_handshake_timeout_ms),
             ("network.link_ping_interval_ms", self.link_ping_interval_ms),
             ("network.link_send_queue_frames", self.link_send_queue_frames as u64),
+            ("network.link_unacked_frames_max", self.link_unacked_frames_max as u64),
+            ("network.stranded_expiry_ms", self.stranded_expiry_ms),
+            ("network.awaited_reports_max", self.awaited_reports_max as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

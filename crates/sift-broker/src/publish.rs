@@ -22,8 +22,9 @@ use sift_proto::{
 
 use crate::connection::Session;
 use crate::delivery::{push_batch, push_to, Pushed};
+use crate::link::{Forwarded, LocalForward};
 use crate::outbox::{Entry, Routed};
-use crate::report::DeliveryReport;
+use crate::report::{DeliveryReport, ReportSink};
 use crate::subscription::SubRef;
 
 /// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
@@ -108,7 +109,7 @@ impl Session {
         let Publish { request_id, flags, await_timeout_ms, message } = publish;
         let mut message = *message;
         let limits = &self.shared.config.limits;
-        let (max_payload_bytes, max_frame_bytes) = (limits.max_payload_bytes, limits.max_frame_bytes);
+        let max_payload_bytes = limits.max_payload_bytes;
         if message.payload.len() > max_payload_bytes as usize {
             let text = format!("payload is {} bytes; max_payload_bytes = {max_payload_bytes}", message.payload.len());
             self.refuse(ErrorCode::PayloadTooLarge, request_id, text);
@@ -133,11 +134,6 @@ impl Session {
         message.publisher = self.conn.name.clone();
         message.timestamp_ns = self.read_time();
         self.counters.published += 1;
-        if self.shared.links.forwarding_active() {
-            // Best-effort across links for every delivery mode for now
-            // (docs/ARCHITECTURE.md); the local copies below are unchanged.
-            self.shared.links.forward_local(&message, &self.shared.stats);
-        }
 
         let route = self.shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
         let matches = if route.is_topic_only() {
@@ -146,47 +142,41 @@ impl Session {
             Arc::new(self.shared.router.select(&route, &message, &mut self.index_scratch))
         };
         let matched = (matches.plain.len() + matches.groups.len()) as u32;
-        if matched == 0 {
-            self.counters.unmatched += 1;
-            if wants_confirm {
-                self.confirm(request_id, ConfirmStatus::NoSubscribers, 0);
+        // Encoded (and checked against the frame limit) before anything is
+        // forwarded, so that a refused publish goes nowhere.
+        let encoded = if matched > 0 {
+            match self.encode_checked(&message, request_id) {
+                Some(encoded) => Some(encoded),
+                None => return,
             }
-            return;
-        }
-        let encoded = match self.encode_for_delivery(&message) {
-            Ok(encoded) => encoded,
-            Err(error) => {
-                self.refuse(ErrorCode::InvalidField, request_id, error.to_string());
-                return;
-            }
+        } else {
+            None
         };
-        let deliver_bytes = encoded_deliver_len(encoded.len());
-        if deliver_bytes > max_frame_bytes as usize {
-            let text = format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {max_frame_bytes}");
-            self.refuse(ErrorCode::FrameTooLarge, request_id, text);
+        let group_picks = self.pick_group_members(&matches);
+        let report = await_delivered.then(|| {
+            let sink = ReportSink::Publisher { conn: self.conn.clone(), request_id };
+            let report = DeliveryReport::new(sink, matched);
+            for target in matches.plain.iter().chain(&group_picks) {
+                report.expect(target.key, target.label.clone());
+            }
+            report
+        });
+        let forwarded = self.forward_published(&message, &matches, report.as_ref());
+        let Some(encoded) = encoded else {
+            self.finish_remote_only(forwarded, report, request_id, wants_confirm, await_timeout_ms);
             return;
-        }
+        };
         if !message.delivery_mode.needs_ack() {
             // Best-effort: nothing to wait for and nothing to report; stage
             // the copies and be done.
             let routed = Arc::new(Routed::new(&message, encoded, None));
-            for target in &matches.plain {
+            for target in matches.plain.iter().chain(&group_picks) {
                 self.stage(target.clone(), Entry::new(routed.clone()));
-            }
-            for target in self.pick_group_members(&matches) {
-                self.stage(target, Entry::new(routed.clone()));
             }
             if wants_confirm {
                 self.confirm(request_id, ConfirmStatus::Accepted, matched);
             }
             return;
-        }
-        let report = await_delivered.then(|| DeliveryReport::new(self.conn.clone(), request_id, matched));
-        let group_picks = self.pick_group_members(&matches);
-        if let Some(report) = &report {
-            for target in matches.plain.iter().chain(&group_picks) {
-                report.expect(target.key, target.label.clone());
-            }
         }
         let routed = Arc::new(Routed::new(&message, encoded, report));
         let parked = Parked {
@@ -201,6 +191,68 @@ impl Session {
             await_timeout_ms,
         };
         self.continue_publish(parked);
+    }
+
+    /// Encodes `message` for delivery and checks the `DELIVER` frame's size;
+    /// `None` when the publish was refused.
+    fn encode_checked(&mut self, message: &Message, request_id: u64) -> Option<Bytes> {
+        let encoded = match self.encode_for_delivery(message) {
+            Ok(encoded) => encoded,
+            Err(error) => {
+                self.refuse(ErrorCode::InvalidField, request_id, error.to_string());
+                return None;
+            }
+        };
+        let max_frame_bytes = self.shared.config.limits.max_frame_bytes;
+        let deliver_bytes = encoded_deliver_len(encoded.len());
+        if deliver_bytes > max_frame_bytes as usize {
+            let text = format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {max_frame_bytes}");
+            self.refuse(ErrorCode::FrameTooLarge, request_id, text);
+            return None;
+        }
+        Some(encoded)
+    }
+
+    /// Sends a published message into the broker network when some other
+    /// broker may want it (§10.7): the queue groups that matched here stay
+    /// here, and an await=delivered report waits for the brokers reached.
+    fn forward_published(
+        &self,
+        message: &Message,
+        matches: &MatchResult<SubRef>,
+        report: Option<&Arc<DeliveryReport>>,
+    ) -> Forwarded {
+        if !self.shared.links.forwarding_active() {
+            return Forwarded::default();
+        }
+        let local_groups = matches.groups.iter().map(|(name, _)| &**name).collect();
+        let request = LocalForward { message, local_groups, report };
+        self.shared.links.forward_local(request, &self.shared.stats)
+    }
+
+    /// Confirms a publish that matched nothing here: `no_subscribers` when it
+    /// went nowhere else either; otherwise accepted, or (await=delivered)
+    /// once the brokers it went to have reported.
+    fn finish_remote_only(
+        &mut self,
+        forwarded: Forwarded,
+        report: Option<Arc<DeliveryReport>>,
+        request_id: u64,
+        wants_confirm: bool,
+        await_timeout_ms: u32,
+    ) {
+        if forwarded.receivers == 0 {
+            self.counters.unmatched += 1;
+            if wants_confirm {
+                self.confirm(request_id, ConfirmStatus::NoSubscribers, 0);
+            }
+            return;
+        }
+        match report {
+            Some(report) => self.arm_report_timeout(report, await_timeout_ms),
+            None if wants_confirm => self.confirm(request_id, ConfirmStatus::Accepted, 0),
+            None => {}
+        }
     }
 
     /// The time that stamps messages of the current read.

@@ -1,43 +1,78 @@
 //! Delivery reports: the JBI "sync" mode, where a publisher's confirm waits
-//! until every subscription the message matched has acknowledged it.
+//! until every subscription the message matched has acknowledged it, on this
+//! broker and on every other broker the message was forwarded to.
 //!
-//! A report is shared by all copies of one message. Each subscription that
-//! owes an acknowledgement is listed by its key; an ack crosses it off, a
-//! loss (dropped, subscriber gone) marks it failed, and a move to another
-//! queue-group member renames it. When nothing is owed any more, or when the
-//! timeout fires first, the publisher gets one `CONFIRM` and the report is
-//! finished; later events are ignored.
+//! A report is shared by all local copies of one message. Each local
+//! subscription that owes an acknowledgement is listed by its key; an ack
+//! crosses it off, a loss (dropped, subscriber gone) marks it failed, and a
+//! move to another queue-group member renames it. Each other broker the
+//! message reaches owes one `DELIVERY_REPORT` (`docs/PROTOCOL.md` §10.8)
+//! that brings its own matched, acked and pending figures. When nothing is
+//! owed any more, or when the timeout fires first, the report is finished
+//! and goes to its [`ReportSink`] once; later events are ignored.
+//!
+//! The same type serves both ends: at the origin the sink is the
+//! publisher's `CONFIRM`; at a broker that received a forwarded message the
+//! sink is a `DELIVERY_REPORT` towards the origin.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, Weak};
 
+use sift_net::BrokerName;
+use sift_proto::link::DeliveryReportFrame;
 use sift_proto::{Confirm, ConfirmStatus, Frame};
 
 use crate::connection::ConnShared;
+use crate::server::BrokerShared;
 
-/// One await=delivered publish waiting for acknowledgements.
+/// Where a finished report goes.
+#[derive(Debug)]
+pub enum ReportSink {
+    /// The publisher's `CONFIRM` for its request.
+    Publisher {
+        /// The publishing connection.
+        conn: Arc<ConnShared>,
+        /// The publish's request id.
+        request_id: u64,
+    },
+    /// A `DELIVERY_REPORT` towards the broker the message was published at.
+    Origin {
+        /// The broker, held weakly: a report left in a queue must not keep
+        /// a stopped broker alive.
+        shared: Weak<BrokerShared>,
+        /// The message's origin.
+        origin: BrokerName,
+        /// The origin's number for the message.
+        origin_sequence: u64,
+    },
+}
+
+/// One await=delivered message waiting for acknowledgements.
 #[derive(Debug)]
 pub struct DeliveryReport {
-    publisher: Arc<ConnShared>,
-    request_id: u64,
-    matched: u32,
+    sink: ReportSink,
     state: Mutex<ReportState>,
 }
 
 #[derive(Debug, Default)]
 struct ReportState {
-    /// Subscription key → label of subscriptions that still owe an ack.
+    /// Subscription key → label of local subscriptions that still owe an ack.
     outstanding: HashMap<u64, String>,
-    /// Labels of subscriptions that lost the message.
+    /// Other brokers that still owe a `DELIVERY_REPORT`.
+    brokers: BTreeSet<BrokerName>,
+    /// Labels of subscriptions that lost the message (remote ones with `@broker`).
     failed: Vec<String>,
+    matched: u32,
     acked: u32,
     finished: bool,
 }
 
 impl DeliveryReport {
-    /// A report for `matched` subscriptions, to be filled with [`Self::expect`].
-    pub fn new(publisher: Arc<ConnShared>, request_id: u64, matched: u32) -> Arc<DeliveryReport> {
-        Arc::new(DeliveryReport { publisher, request_id, matched, state: Mutex::new(ReportState::default()) })
+    /// A report for `matched` local subscriptions, to be filled with
+    /// [`Self::expect`] and [`Self::expect_broker`].
+    pub fn new(sink: ReportSink, matched: u32) -> Arc<DeliveryReport> {
+        let state = ReportState { matched, ..ReportState::default() };
+        Arc::new(DeliveryReport { sink, state: Mutex::new(state) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ReportState> {
@@ -49,6 +84,11 @@ impl DeliveryReport {
     /// Records that subscription `key` (named `label`) owes an ack.
     pub fn expect(&self, key: u64, label: String) {
         self.lock().outstanding.insert(key, label);
+    }
+
+    /// Records that `broker` owes a `DELIVERY_REPORT`.
+    pub fn expect_broker(&self, broker: BrokerName) {
+        self.lock().brokers.insert(broker);
     }
 
     /// Subscription `key` acknowledged the message.
@@ -77,7 +117,23 @@ impl DeliveryReport {
         }
     }
 
-    /// The await timed out: report whoever has not acknowledged.
+    /// `broker` reported how the message fared there. A report from a
+    /// broker not expected (one the origin's view did not include) still
+    /// adds its figures.
+    pub fn broker_reported(&self, report: &DeliveryReportFrame) {
+        let mut state = self.lock();
+        if state.finished {
+            return;
+        }
+        state.brokers.remove(report.reporter.as_str());
+        state.matched = state.matched.saturating_add(report.matched);
+        state.acked = state.acked.saturating_add(report.acked);
+        state.failed.extend(report.pending.iter().cloned());
+        self.finish_if_settled(state);
+    }
+
+    /// The await timed out: report whoever has not acknowledged, and each
+    /// broker that sent no report as `@broker`.
     pub fn time_out(&self) {
         let mut state = self.lock();
         if state.finished {
@@ -86,31 +142,59 @@ impl DeliveryReport {
         let mut pending: Vec<String> = state.outstanding.drain().map(|(_, label)| label).collect();
         pending.sort();
         pending.append(&mut state.failed);
+        pending.extend(std::mem::take(&mut state.brokers).into_iter().map(|broker| format!("@{broker}")));
         state.finished = true;
-        let acked = state.acked;
+        let (matched, acked) = (state.matched, state.acked);
         drop(state);
-        self.send(ConfirmStatus::Incomplete, acked, pending);
+        self.send(ConfirmStatus::Incomplete, matched, acked, pending);
     }
 
-    /// True once the confirm has been sent.
+    /// True once the report has gone to its sink.
     pub fn is_finished(&self) -> bool {
         self.lock().finished
     }
 
+    /// Sends the report now if nothing is owed (a report that expects nothing).
+    pub fn finish_if_empty(&self) {
+        let state = self.lock();
+        self.finish_if_settled(state);
+    }
+
     fn finish_if_settled(&self, mut state: std::sync::MutexGuard<'_, ReportState>) {
-        if state.finished || !state.outstanding.is_empty() {
+        if state.finished || !state.outstanding.is_empty() || !state.brokers.is_empty() {
             return;
         }
         state.finished = true;
         let failed = std::mem::take(&mut state.failed);
-        let acked = state.acked;
+        let (matched, acked) = (state.matched, state.acked);
         drop(state);
         let status = if failed.is_empty() { ConfirmStatus::Delivered } else { ConfirmStatus::Incomplete };
-        self.send(status, acked, failed);
+        self.send(status, matched, acked, failed);
     }
 
-    fn send(&self, status: ConfirmStatus, acked: u32, pending: Vec<String>) {
-        let confirm = Confirm { request_id: self.request_id, status, matched: self.matched, acked, pending };
-        self.publisher.send_control(&Frame::Confirm(confirm));
+    fn send(&self, status: ConfirmStatus, matched: u32, acked: u32, pending: Vec<String>) {
+        match &self.sink {
+            ReportSink::Publisher { conn, request_id } => {
+                let confirm = Confirm { request_id: *request_id, status, matched, acked, pending };
+                conn.send_control(&Frame::Confirm(confirm));
+            }
+            ReportSink::Origin { shared, origin, origin_sequence } => {
+                let Some(shared) = shared.upgrade() else { return };
+                let reporter = shared.links.name().clone();
+                let pending = pending
+                    .into_iter()
+                    .map(|label| if label.starts_with('@') { label } else { format!("{label}@{reporter}") })
+                    .collect();
+                let frame = DeliveryReportFrame {
+                    origin: origin.to_string(),
+                    origin_sequence: *origin_sequence,
+                    reporter: reporter.to_string(),
+                    matched,
+                    acked,
+                    pending,
+                };
+                shared.links.route_report(frame, &shared.stats);
+            }
+        }
     }
 }

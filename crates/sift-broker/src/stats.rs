@@ -105,6 +105,28 @@ counters! {
     forward_hop_limit_dropped,
     /// `FORWARD`s not queued because the link's send queue was full (best-effort).
     forward_queue_full_dropped,
+    /// Gauge: reliable `FORWARD`s kept until acknowledged, plus reliable messages stranded by failed links.
+    forward_frames_kept,
+    /// Re-routed `FORWARD`s sent: stranded messages sent again over the paths that remain.
+    forwards_rerouted,
+    /// Reliable `FORWARD`s not kept because `network.link_unacked_frames_max` was reached.
+    forward_unacked_full_dropped,
+    /// Stranded reliable messages dropped after `network.stranded_expiry_ms` without a path.
+    forward_stranded_expired,
+    /// `LINK_ACK`s sent.
+    link_acks_sent,
+    /// `LINK_ACK`s received.
+    link_acks_received,
+    /// `DELIVERY_REPORT`s this broker originated (for messages forwarded to it).
+    delivery_reports_sent,
+    /// `DELIVERY_REPORT`s received from neighbours (to apply or pass on).
+    delivery_reports_received,
+    /// `DELIVERY_REPORT`s dropped: nobody awaits them, no path to the origin, or a full link queue.
+    delivery_reports_dropped,
+    /// Await=delivered publishes whose remote reports were not awaited: `network.awaited_reports_max` reached.
+    awaited_reports_full,
+    /// Messages whose queue group was served by another broker (one per group).
+    group_forwards,
 }
 
 /// Adds one to a counter.

@@ -63,6 +63,29 @@ impl SpTree {
     pub fn next_hops_flood(&self, local: &str) -> Vec<BrokerName> {
         self.children(local).to_vec()
     }
+
+    /// The brokers below `local` that a message sent on by
+    /// [`SpTree::next_hops`] at every broker reaches: each one with an
+    /// interested broker in its subtree, in name order. `local` is not
+    /// included.
+    pub fn reached_below(&self, local: &str, interested: impl Fn(&str) -> bool) -> Vec<BrokerName> {
+        let mut reached = Vec::new();
+        let mut pending = self.next_hops(local, &interested);
+        while let Some(broker) = pending.pop() {
+            pending.extend(self.next_hops(&broker, &interested));
+            reached.push(broker);
+        }
+        reached.sort();
+        reached
+    }
+
+    /// The neighbour of the source on the tree path to `broker`: where the
+    /// source sends something addressed to `broker`. `None` for the source
+    /// itself and for brokers outside the tree.
+    pub fn first_hop(&self, broker: &str) -> Option<BrokerName> {
+        let path = self.path(broker);
+        path.get(1).cloned()
+    }
 }
 
 impl Topology {
@@ -116,6 +139,27 @@ mod tests {
         assert_eq!(names(&ring.next_hops("r0", "r0", |broker| broker == "r4")), ["r5"]);
         // A broker that receives from the wrong side (inconsistent views) forwards nothing extra.
         assert!(ring.next_hops("r3", "r0", everyone).is_empty());
+    }
+
+    #[test]
+    fn reached_below_is_the_union_of_paths_to_interest() {
+        // b1 - b2 - b3 - b4, and b2 - side.
+        let tree = topology(&[("b1", "b2", 1), ("b2", "b3", 1), ("b3", "b4", 1), ("b2", "side", 1)]).tree("b1");
+        assert_eq!(names(&tree.reached_below("b1", |broker| broker == "b4")), ["b2", "b3", "b4"]);
+        assert_eq!(names(&tree.reached_below("b3", |broker| broker == "b4")), ["b4"]);
+        assert_eq!(names(&tree.reached_below("b1", |broker| broker == "side" || broker == "b3")), ["b2", "b3", "side"]);
+        assert!(tree.reached_below("b1", |broker| broker == "b1").is_empty());
+    }
+
+    #[test]
+    fn first_hop_leads_toward_the_broker() {
+        let ring = topology(&[("r0", "r1", 1), ("r1", "r2", 1), ("r2", "r3", 1), ("r3", "r0", 1)]).tree("r0");
+        assert_eq!(ring.first_hop("r1").as_deref(), Some("r1"));
+        assert_eq!(ring.first_hop("r3").as_deref(), Some("r3"));
+        // r2 is two hops either way; the parent whose name sorts first wins.
+        assert_eq!(ring.first_hop("r2").as_deref(), Some("r1"));
+        assert_eq!(ring.first_hop("r0"), None);
+        assert_eq!(ring.first_hop("nobody"), None);
     }
 
     #[test]

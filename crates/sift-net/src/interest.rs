@@ -85,6 +85,21 @@ impl<K: Clone + Eq + Hash> BrokerInterest<K> {
             entry.content.as_ref().is_none_or(|filter| filter.matches(message))
         })
     }
+
+    /// The queue groups of the entries that want `message`, sorted, each once.
+    fn matching_groups(&self, message: &Message) -> Vec<&str> {
+        let found = self.trie.matches(&message.topic);
+        let mut groups: Vec<&str> = found
+            .plain
+            .iter()
+            .filter_map(|key| self.entries.get(key))
+            .filter(|entry| entry.content.as_ref().is_none_or(|filter| filter.matches(message)))
+            .filter_map(|entry| entry.group.as_deref())
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
 }
 
 /// Per-broker interest tables, keyed by `K` within each broker (a
@@ -144,6 +159,20 @@ impl<K: Clone + Eq + Hash> Interest<K> {
     /// `message`: for a caller that serves queue groups on its own.
     pub fn wants_outside_groups(&self, broker: &str, message: &Message) -> bool {
         self.brokers.get(broker).is_some_and(|table| table.matches(message, false))
+    }
+
+    /// Every (queue group, broker) pair where an entry of the broker in that
+    /// group wants `message`, sorted by group then broker.
+    pub fn group_candidates(&self, message: &Message) -> Vec<(String, BrokerName)> {
+        let mut found: Vec<(String, BrokerName)> = self
+            .brokers
+            .iter()
+            .flat_map(|(broker, table)| {
+                table.matching_groups(message).into_iter().map(move |group| (group.to_string(), broker.clone()))
+            })
+            .collect();
+        found.sort();
+        found
     }
 
     /// Number of entries held for `broker`.
@@ -221,6 +250,32 @@ mod tests {
             content: content.map(|(language, text)| ContentFilter::parse(language, text).expect("valid filter")),
             group: None,
         }
+    }
+
+    #[test]
+    fn group_candidates_list_each_group_and_broker_once() {
+        let mut interest: Interest<u64> = Interest::new();
+        let mut workers = entry("jobs.>", None);
+        workers.group = Some("workers".to_string());
+        let mut cheap = entry("jobs.>", Some((FilterLanguage::Sql, "price < 10")));
+        cheap.group = Some("cheap".to_string());
+        interest.add("b2", 1, workers.clone());
+        interest.add("b2", 2, workers.clone());
+        interest.add("b3", 1, workers);
+        interest.add("b3", 2, cheap);
+        interest.add("b4", 1, entry("jobs.>", None));
+        let pairs = |price| -> Vec<(String, String)> {
+            interest
+                .group_candidates(&message("jobs.a", price))
+                .into_iter()
+                .map(|(group, broker)| (group, broker.to_string()))
+                .collect()
+        };
+        let expected = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(group, broker)| (group.to_string(), broker.to_string())).collect()
+        };
+        assert_eq!(pairs(5), expected(&[("cheap", "b3"), ("workers", "b2"), ("workers", "b3")]));
+        assert_eq!(pairs(50), expected(&[("workers", "b2"), ("workers", "b3")]));
     }
 
     fn message(topic: &str, price: i64) -> Message {

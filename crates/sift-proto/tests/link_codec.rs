@@ -69,19 +69,45 @@ fn routing_strategy() -> impl Strategy<Value = LinkFrame> {
 
 fn forwarding_strategy() -> impl Strategy<Value = LinkFrame> {
     prop_oneof![
-        (".{0,12}", any::<u64>(), any::<u64>(), any::<u8>(), message_strategy()).prop_map(
-            |(origin, origin_sequence, link_sequence, flags, message)| {
+        (
+            (".{0,12}", any::<u64>(), any::<u64>(), any::<u8>()),
+            group_assignments_strategy(),
+            prop::collection::vec(".{0,8}", 0..3),
+            message_strategy()
+        )
+            .prop_map(|((origin, origin_sequence, link_sequence, flags), groups, targets, message)| {
                 LinkFrame::Forward(Forward {
                     origin,
                     origin_sequence,
                     link_sequence,
-                    flags,
+                    // The encoder sets GROUPS and TARGETS from the lists; the decoder clears them.
+                    flags: flags & !(forward_flags::GROUPS | forward_flags::TARGETS),
+                    groups,
+                    targets,
                     message: Box::new(message),
                 })
-            }
-        ),
+            }),
         any::<u64>().prop_map(|up_to_link_sequence| LinkFrame::Ack { up_to_link_sequence }),
+        (".{0,12}", any::<u64>(), ".{0,12}", any::<u32>(), any::<u32>(), prop::collection::vec(".{0,16}", 0..4))
+            .prop_map(|(origin, origin_sequence, reporter, matched, acked, pending)| {
+                LinkFrame::DeliveryReport(DeliveryReportFrame {
+                    origin,
+                    origin_sequence,
+                    reporter,
+                    matched,
+                    acked,
+                    pending,
+                })
+            }),
     ]
+}
+
+fn group_assignments_strategy() -> impl Strategy<Value = Vec<GroupAssignment>> {
+    prop::collection::vec((".{0,8}", ".{0,8}").prop_map(|(group, broker)| GroupAssignment { group, broker }), 0..3)
+}
+
+fn header<'a>(origin: &'a str, origin_sequence: u64, link_sequence: u64, flags: u8) -> ForwardHeader<'a> {
+    ForwardHeader { origin, origin_sequence, link_sequence, flags, groups: &[], targets: &[] }
 }
 
 fn link_frame_strategy() -> impl Strategy<Value = LinkFrame> {
@@ -165,7 +191,7 @@ proptest! {
     #[test]
     fn forward_carries_the_message_encoding_unchanged(message in message_strategy(), link_sequence in any::<u64>()) {
         let mut frame = BytesMut::new();
-        encode_forward_ref(&mut frame, "b1", 7, link_sequence, forward_flags::NEEDS_LINK_ACK, MessageRef::of(&message))
+        encode_forward_ref(&mut frame, header("b1", 7, link_sequence, forward_flags::NEEDS_LINK_ACK), MessageRef::of(&message))
             .expect("encodable");
         let mut alone = BytesMut::new();
         encode_message(&mut alone, &message).expect("encodable");
@@ -204,7 +230,7 @@ fn malformed_link_frames_name_the_frame_and_field() {
 fn invalid_topic_in_forward_names_the_link_sequence() {
     let message = Message::new(TopicName::new("a.b").expect("valid"), "x");
     let mut buf = BytesMut::new();
-    encode_forward_ref(&mut buf, "o", 1, 42, 0, MessageRef::of(&message)).expect("encodable");
+    encode_forward_ref(&mut buf, header("o", 1, 42, 0), MessageRef::of(&message)).expect("encodable");
     // length(4) type(1) origin(2 + 1) origin_sequence(8) link_sequence(8) flags(1), then the topic's u16 length.
     let topic_start = 4 + 1 + 3 + 8 + 8 + 1 + 2;
     buf[topic_start + 2] = b'*';

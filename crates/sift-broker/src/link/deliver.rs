@@ -2,25 +2,35 @@
 //! subscribers, through the same router, match cache and content index as a
 //! local publish.
 //!
+//! It goes to every matching plain subscription, and to one member of each
+//! queue group the origin assigned to this broker ([`super::groups`]); other
+//! groups are served elsewhere. When the origin awaits a report, the copies
+//! share a [`DeliveryReport`] whose sink is a `DELIVERY_REPORT` to the
+//! origin.
+//!
 //! Like the local publish path it never waits: a `block` queue that is full
-//! drops the copy (counted in `dropped_queue_full`), since a link session
-//! cannot park the way a publisher's connection does and forwarding is
-//! best-effort for now. Queue groups are not served here: a group is served
-//! by the broker the message was published to (see [`super::forward`]).
+//! drops the copy (counted in `dropped_queue_full`, and reported as lost),
+//! since a link session cannot park the way a publisher's connection does.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
-use sift_core::{MatchCache, Message};
+use sift_core::{MatchCache, MatchResult};
 use sift_filter::IndexScratch;
 use sift_proto::{encode_message, encoded_deliver_len};
 
 use crate::connection::LocalCounters;
 use crate::delivery::{push_to, Pushed};
 use crate::outbox::{Entry, Routed};
+use crate::report::{DeliveryReport, ReportSink};
 use crate::router::Route;
 use crate::server::BrokerShared;
 use crate::stats::bump;
+use crate::subscription::SubRef;
+
+use super::forward::Travelling;
 
 /// A link session's matching state, kept across the messages it receives.
 #[derive(Debug)]
@@ -28,6 +38,8 @@ pub(crate) struct RemoteDelivery {
     cache: MatchCache<Route>,
     scratch: IndexScratch,
     counters: LocalCounters,
+    /// Turns among the members of each queue group served here.
+    group_turns: HashMap<String, usize>,
 }
 
 impl RemoteDelivery {
@@ -36,39 +48,108 @@ impl RemoteDelivery {
             cache: MatchCache::new(shared.config.delivery.match_cache_entries_max),
             scratch: IndexScratch::default(),
             counters: LocalCounters::default(),
+            group_turns: HashMap::new(),
         }
     }
 
-    /// Queues `message` for every local plain subscription it matches.
-    pub(crate) fn deliver(&mut self, shared: &BrokerShared, message: &Message) {
+    /// Queues `travelling` for every local subscription it goes to, and
+    /// starts its delivery report when the origin awaits one.
+    pub(crate) fn deliver(&mut self, shared: &Arc<BrokerShared>, travelling: &Travelling) {
+        let message = &travelling.message;
         let route = shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
         let matches = if route.is_topic_only() {
             route.matches.clone()
         } else {
             Arc::new(shared.router.select(&route, message, &mut self.scratch))
         };
-        if matches.plain.is_empty() {
+        let targets = self.targets(&matches, travelling, shared.links.name());
+        let report = travelling.awaits_report().then(|| self.start_report(shared, travelling, &targets));
+        if targets.is_empty() {
             self.counters.flush(&shared.stats);
             return;
         }
         let mut encoded = BytesMut::new();
-        if let Err(error) = encode_message(&mut encoded, message) {
-            tracing::warn!(%error, "forwarded message cannot be encoded for delivery");
-            return;
-        }
         let max_frame_bytes = shared.config.limits.max_frame_bytes as usize;
-        if encoded_deliver_len(encoded.len()) > max_frame_bytes {
-            tracing::warn!(bytes = encoded.len(), "forwarded message over max_frame_bytes not delivered");
+        let encodable = encode_message(&mut encoded, message).is_ok();
+        if !encodable || encoded_deliver_len(encoded.len()) > max_frame_bytes {
+            tracing::warn!(
+                bytes = encoded.len(),
+                "forwarded message cannot be delivered: not encodable or over max_frame_bytes"
+            );
+            for target in &targets {
+                if let Some(report) = &report {
+                    report.failed(target.key);
+                }
+            }
             return;
         }
-        let routed = Arc::new(Routed::new(message, encoded.freeze(), None));
-        for target in &matches.plain {
+        let routed = Arc::new(Routed::new(message, encoded.freeze(), report));
+        for target in &targets {
             match push_to(shared, target, Entry::new(routed.clone())) {
                 Pushed::Done => {}
-                Pushed::Full => bump(&shared.stats.dropped_queue_full),
-                Pushed::Gone => self.counters.subscriber_gone += 1,
+                Pushed::Full => {
+                    bump(&shared.stats.dropped_queue_full);
+                    routed.report_lost(target.key);
+                }
+                Pushed::Gone => {
+                    self.counters.subscriber_gone += 1;
+                    routed.report_lost(target.key);
+                }
             }
         }
         self.counters.flush(&shared.stats);
+    }
+
+    /// The plain subscriptions of `matches`, then one member of each queue
+    /// group assigned to this broker (`own`).
+    fn targets(&mut self, matches: &MatchResult<SubRef>, travelling: &Travelling, own: &str) -> Vec<SubRef> {
+        let mut targets = matches.plain.clone();
+        for assignment in travelling.groups.iter().filter(|assignment| assignment.broker == own) {
+            let members =
+                matches.groups.iter().find(|(name, _)| **name == *assignment.group).map(|(_, members)| members);
+            match members.filter(|members| !members.is_empty()) {
+                Some(members) => {
+                    let turn = self.group_turns.entry(assignment.group.clone()).or_insert(0);
+                    *turn = turn.wrapping_add(1);
+                    targets.push(members[*turn % members.len()].clone());
+                }
+                // The member left after the origin chose this broker.
+                None => self.counters.subscriber_gone += 1,
+            }
+        }
+        targets
+    }
+
+    /// The report of this broker's copies, sent to the origin when settled
+    /// or after `await_timeout_ms_max`.
+    fn start_report(
+        &self,
+        shared: &Arc<BrokerShared>,
+        travelling: &Travelling,
+        targets: &[SubRef],
+    ) -> Arc<DeliveryReport> {
+        let sink = ReportSink::Origin {
+            shared: Arc::downgrade(shared),
+            origin: travelling.origin.clone(),
+            origin_sequence: travelling.origin_sequence,
+        };
+        let report = DeliveryReport::new(sink, targets.len() as u32);
+        for target in targets {
+            report.expect(target.key, target.label.clone());
+        }
+        report.finish_if_empty();
+        if !report.is_finished() {
+            let timeout = Duration::from_millis(u64::from(shared.config.delivery.await_timeout_ms_max));
+            let mut shutdown = shared.shutdown_watch();
+            let waiting = report.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(timeout) => {}
+                    _ = shutdown.changed() => {}
+                }
+                waiting.time_out();
+            });
+        }
+        report
     }
 }

@@ -1,29 +1,32 @@
-//! Best-effort message forwarding (§10.7): numbering the messages this
-//! broker sends into the network, choosing next hops in the origin's
-//! shortest-path tree, dropping duplicates and looping messages, and counting
-//! traffic per neighbour.
+//! Message forwarding (§10.7): numbering the messages this broker sends into
+//! the network, choosing next hops in the origin's shortest-path tree (or
+//! towards explicit targets for a re-routed message), dropping duplicates
+//! and looping messages, and counting traffic per neighbour.
 //!
-//! Every `FORWARD` is best-effort for now: `NEEDS_LINK_ACK` is never set and
-//! no frame is kept for retransmission (§10.8 comes with reliable delivery
-//! across links). Queue groups are served by the broker a message is
-//! published to only: group entries of other brokers attract no forwarding,
-//! and a forwarded message is delivered to plain subscriptions only.
+//! Reliable messages travel in `FORWARD`s with `NEEDS_LINK_ACK`; keeping
+//! them until acknowledged and re-routing them when a link goes down is
+//! [`super::retransmit`]'s part. Queue groups spanning brokers are assigned
+//! by the origin ([`super::groups`]); delivery reports travel back by
+//! [`super::report_route`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sift_core::Message;
 use sift_net::{within_hop_limit, BrokerName, DuplicateFilter, HOP_LIMIT_DEFAULT};
-use sift_proto::link::{Forward, LinkFrame};
+use sift_proto::link::{encode_forward_ref, forward_flags, Forward, ForwardHeader, GroupAssignment};
+use sift_proto::MessageRef;
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::config::RoutingMode;
-use crate::stats::{bump, Stats};
+use crate::config::{NetworkConfig, RoutingMode};
+use crate::report::DeliveryReport;
+use crate::stats::{add, bump, Stats};
 
-use super::frames::encode;
 use super::network::NetState;
+use super::report_route::ReportRegistry;
+use super::retransmit::Retransmission;
 
 /// Bytes of a frame's length prefix, which `max_frame_bytes` does not count.
 const LENGTH_PREFIX_BYTES: usize = 4;
@@ -42,34 +45,95 @@ pub struct LinkTraffic {
     pub bytes_received: u64,
 }
 
+/// A message on its way through the network, as this broker holds it: what
+/// sending it on, keeping it and re-routing it need.
+#[derive(Debug)]
+pub(crate) struct Travelling {
+    /// The broker it was published at.
+    pub(crate) origin: BrokerName,
+    /// The origin's number for it.
+    pub(crate) origin_sequence: u64,
+    /// `NEEDS_LINK_ACK` and `AWAITS_REPORT`, as the origin set them.
+    pub(crate) flags: u8,
+    /// Queue groups the origin assigned to other brokers.
+    pub(crate) groups: Vec<GroupAssignment>,
+    /// The message, with the hop count it arrived with (0 at the origin).
+    pub(crate) message: Message,
+}
+
+impl Travelling {
+    /// True for messages sent with `NEEDS_LINK_ACK`: kept until acknowledged.
+    pub(crate) fn is_reliable(&self) -> bool {
+        self.flags & forward_flags::NEEDS_LINK_ACK != 0
+    }
+
+    /// True when the origin awaits a `DELIVERY_REPORT` from every receiver.
+    pub(crate) fn awaits_report(&self) -> bool {
+        self.flags & forward_flags::AWAITS_REPORT != 0
+    }
+
+    /// True when some queue group of the message is `broker`'s to serve.
+    pub(crate) fn assigned_to(&self, broker: &str) -> bool {
+        self.groups.iter().any(|assignment| assignment.broker == broker)
+    }
+}
+
+/// What the origin asks of [`NetState::forward_local`].
+#[derive(Debug)]
+pub(crate) struct LocalForward<'a> {
+    /// The message as stamped.
+    pub(crate) message: &'a Message,
+    /// Queue groups a local member serves: not assigned to other brokers.
+    pub(crate) local_groups: Vec<&'a str>,
+    /// The publisher's await=delivered report, which then waits for every
+    /// broker the message reaches.
+    pub(crate) report: Option<&'a Arc<DeliveryReport>>,
+}
+
+/// What [`NetState::forward_local`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Forwarded {
+    /// Brokers the message is on its way to.
+    pub(crate) receivers: usize,
+}
+
 /// Forwarding state, behind the network's lock with the topology it reads.
 #[derive(Debug)]
 pub(crate) struct ForwardState {
-    mode: RoutingMode,
+    pub(crate) mode: RoutingMode,
     hop_limit: u8,
     /// Where numbering starts (§10.5: the start time), for origin and link sequences.
     start_sequence: u64,
     /// The number of the next message this broker sends into the network.
     next_origin_sequence: u64,
-    /// The next link sequence per neighbour name (§10.8: per pair of names).
+    /// The next link sequence per neighbour (§10.8: per pair of names).
     next_link_sequences: BTreeMap<BrokerName, u64>,
     duplicates: DuplicateFilter,
     traffic: BTreeMap<BrokerName, LinkTraffic>,
+    /// Reliable frames kept until acknowledged, and stranded ones.
+    pub(crate) retransmission: Retransmission,
+    /// Await=delivered reports of messages published here.
+    pub(crate) reports: ReportRegistry,
+    /// Turns among equally near brokers of one queue group.
+    pub(crate) group_turn: usize,
     /// True when a published message may have somewhere to go; read without
     /// the lock on every local publish.
     active: Arc<AtomicBool>,
 }
 
 impl ForwardState {
-    pub(crate) fn new(mode: RoutingMode, start_sequence: u64, active: Arc<AtomicBool>) -> ForwardState {
+    pub(crate) fn new(config: &NetworkConfig, start_sequence: u64, active: Arc<AtomicBool>) -> ForwardState {
         ForwardState {
-            mode,
+            mode: config.routing,
             hop_limit: HOP_LIMIT_DEFAULT,
             start_sequence,
             next_origin_sequence: start_sequence,
             next_link_sequences: BTreeMap::new(),
             duplicates: DuplicateFilter::default(),
             traffic: BTreeMap::new(),
+            retransmission: Retransmission::new(config),
+            reports: ReportRegistry::new(config.awaited_reports_max),
+            group_turn: 0,
             active,
         }
     }
@@ -96,92 +160,163 @@ impl NetState {
     }
 
     /// Sends a message a local client published into the network, numbered
-    /// with this broker's next origin sequence.
-    pub(crate) fn forward_local(&mut self, message: &Message, stats: &Stats) {
+    /// with this broker's next origin sequence; assigns the queue groups no
+    /// local member serves and registers the await=delivered report.
+    pub(crate) fn forward_local(&mut self, request: LocalForward<'_>, stats: &Stats) -> Forwarded {
         let sequence = self.forward.next_origin_sequence;
         self.forward.next_origin_sequence += 1;
-        let origin = self.own_name.clone();
-        self.send_forward(&origin, sequence, message, stats);
+        let message = request.message;
+        let groups = self.assign_groups(message, &request.local_groups);
+        let mut flags = 0;
+        if message.delivery_mode.needs_ack() {
+            flags |= forward_flags::NEEDS_LINK_ACK;
+        }
+        if request.report.is_some() {
+            flags |= forward_flags::AWAITS_REPORT;
+        }
+        let travelling = Arc::new(Travelling {
+            origin: self.own_name.clone(),
+            origin_sequence: sequence,
+            flags,
+            groups,
+            message: message.clone(),
+        });
+        let receivers = self.receivers(&travelling);
+        if let Some(report) = request.report.filter(|_| !receivers.is_empty()) {
+            if self.forward.reports.insert(sequence, report.clone(), stats) {
+                for broker in &receivers {
+                    report.expect_broker(broker.clone());
+                }
+            }
+        }
+        add(&stats.group_forwards, travelling.groups.len() as u64);
+        self.send_down_tree(&travelling, stats);
+        Forwarded { receivers: receivers.len() }
+    }
+
+    /// The brokers a message this broker originates reaches.
+    fn receivers(&self, travelling: &Travelling) -> Vec<BrokerName> {
+        let tree = self.topology.tree(&self.own_name);
+        tree.reached_below(&self.own_name, |broker| self.wants(broker, travelling))
+    }
+
+    /// True when `broker` is to receive `travelling`: its interest outside
+    /// queue groups matches (every broker in flood mode), or the origin
+    /// assigned it one of the message's groups.
+    pub(crate) fn wants(&self, broker: &str, travelling: &Travelling) -> bool {
+        self.forward.mode == RoutingMode::Flood
+            || travelling.assigned_to(broker)
+            || self.interest.remote.wants_outside_groups(broker, &travelling.message)
     }
 
     /// Takes a `FORWARD` received from `from` (`frame_bytes` long): counts
-    /// it, drops a duplicate, sends it on down the origin's tree unless its
-    /// hop count reached the limit, and returns the message to deliver here.
+    /// it, drops a duplicate, sends it on unless its hop count reached the
+    /// limit, and returns it when it is to be delivered here.
+    ///
+    /// A re-routed frame (with targets) is sent on towards its other targets
+    /// even when it is a duplicate here, since brokers beyond may not have
+    /// it; it is delivered here only when this broker is one of its targets.
     pub(crate) fn receive_forward(
         &mut self,
         forward: Forward,
         from: &str,
         frame_bytes: usize,
         stats: &Stats,
-    ) -> Option<Message> {
+    ) -> Option<Arc<Travelling>> {
         let traffic = self.forward.traffic.entry(BrokerName::from(from)).or_default();
         traffic.messages_received += 1;
         traffic.bytes_received += frame_bytes as u64;
+        let Forward { origin, origin_sequence, flags, groups, targets, message, .. } = forward;
+        let rerouted = !targets.is_empty();
+        let targeted_here = targets.iter().any(|target| *target == *self.own_name);
         // A message of this broker's own coming back went round a loop of
         // inconsistent views: it is a duplicate too.
-        let own = forward.origin == *self.own_name;
-        if own || !self.forward.duplicates.accept(&forward.origin, forward.origin_sequence) {
+        let own = origin == *self.own_name;
+        let first_time =
+            !own && (!rerouted || targeted_here) && self.forward.duplicates.accept(&origin, origin_sequence);
+        if !first_time && (!rerouted || targeted_here) {
             bump(&stats.forward_duplicates_dropped);
+        }
+        if !first_time && !rerouted {
             return None;
         }
-        bump(&stats.forwards_received);
-        let message = *forward.message;
-        if within_hop_limit(message.hop_count, self.forward.hop_limit) {
-            self.send_forward(&forward.origin, forward.origin_sequence, &message, stats);
-        } else {
+        let origin = BrokerName::from(origin.as_str());
+        let travelling = Arc::new(Travelling { origin, origin_sequence, flags, groups, message: *message });
+        if !within_hop_limit(travelling.message.hop_count, self.forward.hop_limit) {
             bump(&stats.forward_hop_limit_dropped);
+        } else if rerouted {
+            let onward: Vec<BrokerName> = targets
+                .iter()
+                .filter(|target| **target != *self.own_name)
+                .map(|target| BrokerName::from(target.as_str()))
+                .collect();
+            self.send_to_targets(&travelling, onward, stats);
+        } else {
+            self.send_down_tree(&travelling, stats);
         }
-        Some(message)
+        if first_time {
+            bump(&stats.forwards_received);
+            return Some(travelling);
+        }
+        None
     }
 
-    /// Queues one `FORWARD` of `origin`'s message on each next hop: the
-    /// children of this broker in `origin`'s tree with interest below them
-    /// (every child in flood mode), the hop count one more than received.
-    fn send_forward(&mut self, origin: &str, origin_sequence: u64, message: &Message, stats: &Stats) {
-        let hops = self.next_hops(origin, message);
-        if hops.is_empty() {
-            return;
-        }
-        let mut onward = message.clone();
-        onward.hop_count = message.hop_count.saturating_add(1);
-        let mut onward = Box::new(onward);
-        for hop in hops {
-            if !self.links.contains_key(&hop) {
-                // The tree still lists a link that just went down.
-                continue;
-            }
-            let link_sequence = self.forward.next_link_sequence(&hop);
-            let frame =
-                Forward { origin: origin.to_string(), origin_sequence, link_sequence, flags: 0, message: onward };
-            let frame = LinkFrame::Forward(frame);
-            if let Some(bytes) = encode(&frame) {
-                self.queue_forward(&hop, bytes, stats);
-            }
-            let LinkFrame::Forward(frame) = frame else { return };
-            onward = frame.message;
-        }
-    }
-
-    /// The next hops of `origin`'s message from this broker.
-    fn next_hops(&self, origin: &str, message: &Message) -> Vec<BrokerName> {
-        let tree = self.topology.tree(origin);
-        match self.forward.mode {
+    /// Sends `travelling` to this broker's children in the origin's tree
+    /// that lead to a broker that wants it (every child in flood mode).
+    pub(crate) fn send_down_tree(&mut self, travelling: &Arc<Travelling>, stats: &Stats) {
+        let tree = self.topology.tree(&travelling.origin);
+        let hops = match self.forward.mode {
             RoutingMode::Flood => tree.next_hops_flood(&self.own_name),
-            RoutingMode::Interest => {
-                let remote = &self.interest.remote;
-                tree.next_hops(&self.own_name, |broker| remote.wants_outside_groups(broker, message))
-            }
+            RoutingMode::Interest => tree.next_hops(&self.own_name, |broker| self.wants(broker, travelling)),
+        };
+        for hop in hops {
+            self.send_one(travelling, &hop, Vec::new(), stats);
         }
     }
 
-    /// Queues one encoded `FORWARD` on the link to `hop`. Best-effort: a
-    /// full send queue drops the frame (counted) instead of closing the link.
-    fn queue_forward(&mut self, hop: &BrokerName, bytes: Bytes, stats: &Stats) {
+    /// Sends a re-routed `travelling` towards `targets` along this broker's
+    /// own shortest paths, one frame per first hop carrying the targets
+    /// behind it. Targets no path reaches are left out.
+    pub(crate) fn send_to_targets(&mut self, travelling: &Arc<Travelling>, targets: Vec<BrokerName>, stats: &Stats) {
+        let tree = self.topology.tree(&self.own_name);
+        let mut by_hop: BTreeMap<BrokerName, Vec<BrokerName>> = BTreeMap::new();
+        for target in targets {
+            if let Some(hop) = tree.first_hop(&target) {
+                by_hop.entry(hop).or_default().push(target);
+            }
+        }
+        for (hop, targets) in by_hop {
+            bump(&stats.forwards_rerouted);
+            self.send_one(travelling, &hop, targets, stats);
+        }
+    }
+
+    /// Encodes one `FORWARD` of `travelling` for `hop` (with `targets` when
+    /// re-routed), keeps it when reliable, and queues it.
+    fn send_one(&mut self, travelling: &Arc<Travelling>, hop: &BrokerName, targets: Vec<BrokerName>, stats: &Stats) {
+        let link_sequence = self.forward.next_link_sequence(hop);
+        let target_names: Vec<String> = targets.iter().map(|target| target.to_string()).collect();
+        let Some(bytes) = encode_forward(travelling, link_sequence, &target_names) else { return };
         if bytes.len() - LENGTH_PREFIX_BYTES > self.frame_bytes_max {
             bump(&stats.link_errors);
             tracing::warn!(neighbour = %hop, bytes = bytes.len(), "FORWARD over max_frame_bytes not sent");
             return;
         }
+        if travelling.is_reliable() {
+            // A frame for a link that is down is stranded instead; one that
+            // cannot be kept is still sent, best-effort.
+            self.keep_or_strand(hop, link_sequence, travelling, targets, stats);
+            if !self.links.contains_key(hop) {
+                return;
+            }
+        }
+        self.queue_forward(hop, bytes, travelling.is_reliable(), stats);
+    }
+
+    /// Queues one encoded `FORWARD` on the link to `hop`. A full send queue
+    /// drops a best-effort frame (counted); for a reliable one, which is
+    /// kept, it closes the link so that the frame is re-routed.
+    fn queue_forward(&mut self, hop: &BrokerName, bytes: Bytes, reliable: bool, stats: &Stats) {
         let Some(live) = self.links.get(hop) else { return };
         let length = bytes.len() as u64;
         match live.sender.try_send(bytes) {
@@ -191,8 +326,36 @@ impl NetState {
                 traffic.messages_forwarded += 1;
                 traffic.bytes_forwarded += length;
             }
+            Err(TrySendError::Full(_)) if reliable => {
+                if !live.close.send_replace(true) {
+                    bump(&stats.link_errors);
+                    tracing::warn!(neighbour = %hop, "link send queue full with reliable messages: closing the link");
+                }
+            }
             Err(TrySendError::Full(_)) => bump(&stats.forward_queue_full_dropped),
             Err(TrySendError::Closed(_)) => {}
+        }
+    }
+}
+
+/// The `FORWARD` frame of `travelling` with the next hop count.
+fn encode_forward(travelling: &Travelling, link_sequence: u64, targets: &[String]) -> Option<Bytes> {
+    let header = ForwardHeader {
+        origin: &travelling.origin,
+        origin_sequence: travelling.origin_sequence,
+        link_sequence,
+        flags: travelling.flags,
+        groups: &travelling.groups,
+        targets,
+    };
+    let mut message = MessageRef::of(&travelling.message);
+    message.hop_count = travelling.message.hop_count.saturating_add(1);
+    let mut buf = BytesMut::new();
+    match encode_forward_ref(&mut buf, header, message) {
+        Ok(()) => Some(buf.freeze()),
+        Err(error) => {
+            tracing::error!(%error, "cannot encode FORWARD");
+            None
         }
     }
 }

@@ -14,8 +14,11 @@
 //!   subscriptions and applies, floods and resyncs everyone's
 //!   ([`interest_wire`] is its wire form, [`bracket`] reads resyncs);
 //! - [`forward`] sends published messages down the origin's tree to the
-//!   brokers that want them, best-effort, and [`deliver`] hands received
-//!   ones to local subscribers.
+//!   brokers that want them, and [`deliver`] hands received ones to local
+//!   subscribers; [`retransmit`] keeps reliable ones until acknowledged and
+//!   re-routes them when a link goes down; [`groups`] assigns queue groups
+//!   spanning brokers; [`report_route`] carries delivery reports back to
+//!   the origin.
 
 mod bracket;
 mod deliver;
@@ -23,11 +26,14 @@ mod dialer;
 mod error;
 mod forward;
 mod frames;
+mod groups;
 mod handshake;
 mod interest;
 mod interest_wire;
 mod listener;
 mod network;
+mod report_route;
+mod retransmit;
 mod routes;
 mod session;
 mod topology;
@@ -42,6 +48,7 @@ use crate::server::BrokerShared;
 
 pub use error::LinkError;
 pub use forward::LinkTraffic;
+pub(crate) use forward::{Forwarded, LocalForward};
 pub use listener::LINK_CONNECTIONS_MAX;
 pub use network::{AdvertisedInterest, ContentText, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 pub use routes::RouteInfo;

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use sift_core::Message;
 use sift_net::{BrokerName, Topology};
 use sift_proto::link::Forward;
 use tokio::sync::{mpsc, watch};
@@ -22,7 +21,7 @@ use crate::stats::{bump, Stats};
 use crate::subscription::Subscription;
 
 use super::error::LinkError;
-use super::forward::{ForwardState, LinkTraffic};
+use super::forward::{ForwardState, Forwarded, LinkTraffic, LocalForward, Travelling};
 use super::interest::{entry_of, InterestState};
 
 /// One link that is up, as [`crate::RunningBroker::links`] reports it.
@@ -126,7 +125,7 @@ impl LinkNetwork {
             next_sequence: start_ns,
             interest: InterestState::new(start_ns),
             frame_bytes_max,
-            forward: ForwardState::new(config.routing, start_ns, forwarding.clone()),
+            forward: ForwardState::new(config, start_ns, forwarding.clone()),
             next_link_id: 1,
         };
         // The broker is in its own topology from the start, so that its
@@ -193,6 +192,7 @@ impl LinkNetwork {
         state.send_all_records(&name, stats);
         state.send_interest_resync(&name, stats);
         state.refresh_forwarding();
+        state.reroute_stranded(stats);
         Ok(Registered { id, sender, receiver, close: close_watch })
     }
 
@@ -204,12 +204,16 @@ impl LinkNetwork {
         if state.links.get(peer).is_none_or(|live| live.id != id) {
             return;
         }
+        // Before the topology forgets the link: the origins' trees still
+        // show which brokers the kept frames were to reach.
+        state.strand_link(peer, stats);
         state.links.remove(peer);
         stats.links_up.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         state.announce(stats);
         state.forget_unreachable();
         state.forget_unreachable_interest(stats);
         state.refresh_forwarding();
+        state.reroute_stranded(stats);
     }
 
     /// True when a locally published message may have to be forwarded: a
@@ -221,8 +225,8 @@ impl LinkNetwork {
 
     /// Forwards a message a local client published to the brokers that
     /// want it (§10.7).
-    pub(crate) fn forward_local(&self, message: &Message, stats: &Stats) {
-        self.lock().forward_local(message, stats);
+    pub(crate) fn forward_local(&self, request: LocalForward<'_>, stats: &Stats) -> Forwarded {
+        self.lock().forward_local(request, stats)
     }
 
     /// Takes a `FORWARD` received from `from`: sends it on and returns the
@@ -233,8 +237,13 @@ impl LinkNetwork {
         from: &str,
         frame_bytes: usize,
         stats: &Stats,
-    ) -> Option<Message> {
+    ) -> Option<Arc<Travelling>> {
         self.lock().receive_forward(forward, from, frame_bytes, stats)
+    }
+
+    /// `LINK_ACK` from `peer` (§10.8).
+    pub(crate) fn acked(&self, peer: &str, up_to_link_sequence: u64, stats: &Stats) {
+        self.lock().acked(peer, up_to_link_sequence, stats);
     }
 
     /// A local subscription was added to the router: updates this broker's

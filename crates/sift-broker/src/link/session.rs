@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sift_net::BrokerName;
-use sift_proto::link::{LinkErrorFrame, LinkFrame};
+use sift_proto::link::{forward_flags, LinkErrorFrame, LinkFrame};
 use sift_proto::DecodeError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -45,6 +45,7 @@ pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
         nonce: 0,
         bracket: BracketReader::default(),
         delivery: RemoteDelivery::new(&shared),
+        ack_due: None,
     };
     let mut close = registered.close;
     let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder, &mut close).await;
@@ -75,6 +76,9 @@ struct Session {
     bracket: BracketReader,
     /// Local delivery of forwarded messages.
     delivery: RemoteDelivery,
+    /// The link sequence of the last `FORWARD` read that needs a `LINK_ACK`,
+    /// acknowledged (with everything before it) once the read is handled.
+    ack_due: Option<u64>,
 }
 
 impl Session {
@@ -99,6 +103,12 @@ impl Session {
             while let Some((frame, frame_bytes)) = self.next_frame(decoder, buf)? {
                 last_heard = Instant::now();
                 self.handle(frame, frame_bytes)?;
+            }
+            if let Some(up_to_link_sequence) = self.ack_due.take() {
+                // Everything read so far is queued locally and on the
+                // outgoing links: taken over (§10.8).
+                bump(&self.shared.stats.link_acks_sent);
+                self.send_frame(&LinkFrame::Ack { up_to_link_sequence });
             }
             tokio::select! {
                 read = reader.read_buf(buf) => {
@@ -169,13 +179,19 @@ impl Session {
             }
             LinkFrame::Forward(forward) => {
                 let shared = &self.shared;
-                if let Some(message) = shared.links.receive_forward(forward, &self.peer, frame_bytes, &shared.stats) {
-                    self.delivery.deliver(shared, &message);
+                if forward.flags & forward_flags::NEEDS_LINK_ACK != 0 {
+                    self.ack_due = Some(forward.link_sequence);
+                }
+                if let Some(travelling) = shared.links.receive_forward(forward, &self.peer, frame_bytes, &shared.stats)
+                {
+                    self.delivery.deliver(shared, &travelling);
                 }
             }
-            // Link acknowledgements come with reliable forwarding; this
-            // broker sends only best-effort FORWARDs, which need none.
-            other => tracing::trace!(neighbour = %self.peer, "{} not used by this broker", other.name()),
+            LinkFrame::Ack { up_to_link_sequence } => {
+                bump(&self.shared.stats.link_acks_received);
+                self.shared.links.acked(&self.peer, up_to_link_sequence, &self.shared.stats);
+            }
+            LinkFrame::DeliveryReport(report) => self.shared.links.receive_report(report, &self.shared.stats),
         }
         Ok(())
     }

@@ -83,6 +83,7 @@ impl NetState {
                     self.flood(&bytes, Some(from), stats);
                 }
                 self.forget_unreachable_interest(stats);
+                self.reroute_stranded(stats);
             }
             Ok(_) => {}
             Err(error) => {

@@ -21,6 +21,12 @@ const MIN_LINK_ENTRY_BYTES: usize = 2 + 4;
 /// Fewest bytes one `INTEREST` change takes (a tag and a key).
 const MIN_CHANGE_BYTES: usize = 1 + 8;
 
+/// Fewest bytes one queue-group assignment takes (two empty strings).
+const MIN_ASSIGNMENT_BYTES: usize = 2 + 2;
+
+/// Fewest bytes one pending label or target takes (an empty string).
+const MIN_LABEL_BYTES: usize = 2;
+
 /// A streaming link frame decoder with a frame size limit.
 ///
 /// One decoder serves one link. Like [`crate::Decoder`], it shares the topic
@@ -83,6 +89,7 @@ impl Reader<'_, '_> {
             }
             FORWARD => LinkFrame::Forward(self.forward()?),
             LINK_ACK => LinkFrame::Ack { up_to_link_sequence: self.u64("up_to_link_sequence")? },
+            DELIVERY_REPORT => LinkFrame::DeliveryReport(self.delivery_report()?),
             LINK_ERROR => LinkFrame::Error(self.link_error()?),
             unknown => {
                 self.offset = self.body.len();
@@ -156,13 +163,44 @@ impl Reader<'_, '_> {
         let link_sequence = self.u64("link_sequence")?;
         // Errors in the message refer to the frame the sender will look for.
         self.reference = link_sequence;
-        Ok(Forward {
-            origin,
-            origin_sequence,
-            link_sequence,
-            flags: self.u8("flags")?,
-            message: Box::new(self.message()?),
-        })
+        let flags = self.u8("flags")?;
+        let groups = if flags & forward_flags::GROUPS != 0 { self.group_assignments()? } else { Vec::new() };
+        let targets = if flags & forward_flags::TARGETS != 0 { self.targets()? } else { Vec::new() };
+        let message = Box::new(self.message()?);
+        let flags = flags & !(forward_flags::GROUPS | forward_flags::TARGETS);
+        Ok(Forward { origin, origin_sequence, link_sequence, flags, groups, targets, message })
+    }
+
+    fn targets(&mut self) -> FieldResult<Vec<String>> {
+        let count = usize::from(self.u16("target count")?);
+        let mut targets = Vec::with_capacity(count.min(self.remaining() / MIN_LABEL_BYTES));
+        for _ in 0..count {
+            targets.push(self.str16("target")?);
+        }
+        Ok(targets)
+    }
+
+    fn group_assignments(&mut self) -> FieldResult<Vec<GroupAssignment>> {
+        let count = usize::from(self.u16("queue group count")?);
+        let mut groups = Vec::with_capacity(count.min(self.remaining() / MIN_ASSIGNMENT_BYTES));
+        for _ in 0..count {
+            groups.push(GroupAssignment { group: self.str16("queue_group")?, broker: self.str16("broker")? });
+        }
+        Ok(groups)
+    }
+
+    fn delivery_report(&mut self) -> FieldResult<DeliveryReportFrame> {
+        let origin = self.str16("origin")?;
+        let origin_sequence = self.u64("origin_sequence")?;
+        let reporter = self.str16("reporter")?;
+        let matched = self.u32("matched")?;
+        let acked = self.u32("acked")?;
+        let count = usize::from(self.u16("pending count")?);
+        let mut pending = Vec::with_capacity(count.min(self.remaining() / MIN_LABEL_BYTES));
+        for _ in 0..count {
+            pending.push(self.str16("pending label")?);
+        }
+        Ok(DeliveryReportFrame { origin, origin_sequence, reporter, matched, acked, pending })
     }
 
     fn link_error(&mut self) -> FieldResult<LinkErrorFrame> {

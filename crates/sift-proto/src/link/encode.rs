@@ -8,22 +8,57 @@ use crate::{EncodeError, MessageRef};
 
 use super::frame::*;
 
+/// The fields of a `FORWARD` before its message, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct ForwardHeader<'a> {
+    /// The broker where the message was published.
+    pub origin: &'a str,
+    /// The origin's number for the message.
+    pub origin_sequence: u64,
+    /// The sender's number for this frame on this link.
+    pub link_sequence: u64,
+    /// [`forward_flags`]; `GROUPS` and `TARGETS` are set from `groups` and
+    /// `targets`, whatever is given.
+    pub flags: u8,
+    /// Queue-group assignments.
+    pub groups: &'a [GroupAssignment],
+    /// Target brokers of a re-routed message; empty for the origin's tree.
+    pub targets: &'a [String],
+}
+
 /// Appends a `FORWARD` frame for borrowed message fields, so that a broker
 /// can forward a message without cloning it. The caller sets the message's
 /// hop count (one more than it arrived with).
 pub fn encode_forward_ref(
     buf: &mut BytesMut,
-    origin: &str,
-    origin_sequence: u64,
-    link_sequence: u64,
-    flags: u8,
+    header: ForwardHeader<'_>,
     message: MessageRef<'_>,
 ) -> Result<(), EncodeError> {
     framed(buf, link_frame_type::FORWARD, |buf| {
-        put_str16(buf, "origin", origin)?;
-        buf.put_u64(origin_sequence);
-        buf.put_u64(link_sequence);
+        put_str16(buf, "origin", header.origin)?;
+        buf.put_u64(header.origin_sequence);
+        buf.put_u64(header.link_sequence);
+        let mut flags = header.flags & !(forward_flags::GROUPS | forward_flags::TARGETS);
+        if !header.groups.is_empty() {
+            flags |= forward_flags::GROUPS;
+        }
+        if !header.targets.is_empty() {
+            flags |= forward_flags::TARGETS;
+        }
         buf.put_u8(flags);
+        if !header.groups.is_empty() {
+            buf.put_u16(count16("queue groups", header.groups.len())?);
+            for assignment in header.groups {
+                put_str16(buf, "queue_group", &assignment.group)?;
+                put_str16(buf, "broker", &assignment.broker)?;
+            }
+        }
+        if !header.targets.is_empty() {
+            buf.put_u16(count16("targets", header.targets.len())?);
+            for target in header.targets {
+                put_str16(buf, "target", target)?;
+            }
+        }
         encode_message_ref(buf, message)
     })
 }
@@ -33,8 +68,15 @@ impl LinkFrame {
     pub fn encode(&self, buf: &mut BytesMut) -> Result<(), EncodeError> {
         if let LinkFrame::Forward(forward) = self {
             let message = MessageRef::of(&forward.message);
-            let Forward { origin, origin_sequence, link_sequence, flags, .. } = forward;
-            return encode_forward_ref(buf, origin, *origin_sequence, *link_sequence, *flags, message);
+            let header = ForwardHeader {
+                origin: &forward.origin,
+                origin_sequence: forward.origin_sequence,
+                link_sequence: forward.link_sequence,
+                flags: forward.flags,
+                groups: &forward.groups,
+                targets: &forward.targets,
+            };
+            return encode_forward_ref(buf, header, message);
         }
         framed(buf, self.type_code(), |buf| self.encode_body(buf))
     }
@@ -59,6 +101,7 @@ impl LinkFrame {
             }
             LinkFrame::Forward(_) => unreachable!("FORWARD is encoded by encode_forward_ref"),
             LinkFrame::Ack { up_to_link_sequence } => buf.put_u64(*up_to_link_sequence),
+            LinkFrame::DeliveryReport(report) => encode_delivery_report(buf, report)?,
             LinkFrame::Error(error) => {
                 buf.put_u16(error.code.code());
                 buf.put_u8(u8::from(error.fatal));
@@ -107,6 +150,19 @@ fn encode_interest(buf: &mut BytesMut, interest: &Interest) -> Result<(), Encode
                 buf.put_u64(*key);
             }
         }
+    }
+    Ok(())
+}
+
+fn encode_delivery_report(buf: &mut BytesMut, report: &DeliveryReportFrame) -> Result<(), EncodeError> {
+    put_str16(buf, "origin", &report.origin)?;
+    buf.put_u64(report.origin_sequence);
+    put_str16(buf, "reporter", &report.reporter)?;
+    buf.put_u32(report.matched);
+    buf.put_u32(report.acked);
+    buf.put_u16(count16("pending", report.pending.len())?);
+    for label in &report.pending {
+        put_str16(buf, "pending label", label)?;
     }
     Ok(())
 }

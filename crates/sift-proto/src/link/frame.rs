@@ -30,6 +30,8 @@ pub mod link_frame_type {
     pub const FORWARD: u8 = 0x50;
     /// Either way: forwarded messages taken over, cumulatively.
     pub const LINK_ACK: u8 = 0x51;
+    /// Towards a message's origin: how its copies fared at one broker.
+    pub const DELIVERY_REPORT: u8 = 0x52;
     /// Either way: something was refused.
     pub const LINK_ERROR: u8 = 0x5F;
 }
@@ -135,6 +137,26 @@ pub mod forward_flags {
     /// The receiver must acknowledge this frame with `LINK_ACK`; the sender
     /// keeps it for retransmission until then.
     pub const NEEDS_LINK_ACK: u8 = 0x01;
+    /// Queue-group assignments follow the flags. The encoder sets this bit
+    /// from [`super::Forward::groups`] and the decoder clears it again, so
+    /// that `Forward::flags` never carries it.
+    pub const GROUPS: u8 = 0x02;
+    /// The origin awaits a `DELIVERY_REPORT` from every broker that receives
+    /// the message (the publisher asked for await=delivered).
+    pub const AWAITS_REPORT: u8 = 0x04;
+    /// Target brokers follow the queue groups: the message is re-routed to
+    /// these brokers along each broker's own shortest paths, not down the
+    /// origin's tree. Set from [`super::Forward::targets`] like `GROUPS`.
+    pub const TARGETS: u8 = 0x08;
+}
+
+/// One queue group of a forwarded message and the broker chosen to serve it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupAssignment {
+    /// The queue group.
+    pub group: String,
+    /// The broker that delivers the message to one member of the group.
+    pub broker: String,
 }
 
 /// `FORWARD`: a message on its way to interested brokers.
@@ -148,10 +170,33 @@ pub struct Forward {
     /// The sender's number for this frame on this link, acknowledged by
     /// `LINK_ACK`.
     pub link_sequence: u64,
-    /// [`forward_flags`].
+    /// [`forward_flags`], without [`forward_flags::GROUPS`] and
+    /// [`forward_flags::TARGETS`].
     pub flags: u8,
+    /// Queue groups the origin assigned to brokers other than itself.
+    pub groups: Vec<GroupAssignment>,
+    /// When not empty, the brokers a re-routed message still has to reach.
+    pub targets: Vec<String>,
     /// The message, with its hop count.
     pub message: Box<Message>,
+}
+
+/// `DELIVERY_REPORT`: how the copies of one forwarded message fared at one
+/// broker, sent towards the message's origin when the origin awaits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryReportFrame {
+    /// The message's origin, where the report goes.
+    pub origin: String,
+    /// The origin's number for the message.
+    pub origin_sequence: u64,
+    /// The broker reporting.
+    pub reporter: String,
+    /// Subscriptions of the reporter the message matched.
+    pub matched: u32,
+    /// Of those, how many acknowledged it.
+    pub acked: u32,
+    /// Labels of those that did not, each suffixed with `@reporter`.
+    pub pending: Vec<String>,
 }
 
 /// `LINK_ERROR`: a refusal.
@@ -208,6 +253,8 @@ pub enum LinkFrame {
         /// The highest link sequence covered.
         up_to_link_sequence: u64,
     },
+    /// See [`DeliveryReportFrame`].
+    DeliveryReport(DeliveryReportFrame),
     /// See [`LinkErrorFrame`].
     Error(LinkErrorFrame),
 }
@@ -227,6 +274,7 @@ impl LinkFrame {
             LinkFrame::InterestSyncEnd { .. } => INTEREST_SYNC_END,
             LinkFrame::Forward(_) => FORWARD,
             LinkFrame::Ack { .. } => LINK_ACK,
+            LinkFrame::DeliveryReport(_) => DELIVERY_REPORT,
             LinkFrame::Error(_) => LINK_ERROR,
         }
     }
@@ -251,6 +299,7 @@ pub fn link_frame_name(code: u8) -> &'static str {
         INTEREST_SYNC_END => "INTEREST_SYNC_END",
         FORWARD => "FORWARD",
         LINK_ACK => "LINK_ACK",
+        DELIVERY_REPORT => "DELIVERY_REPORT",
         LINK_ERROR => "LINK_ERROR",
         _ => "UNKNOWN",
     }

@@ -15,7 +15,7 @@ mod error_code;
 mod frame;
 
 pub use decode::LinkDecoder;
-pub use encode::encode_forward_ref;
+pub use encode::{encode_forward_ref, ForwardHeader};
 pub use error_code::{LinkErrorCode, LINK_ERROR_CODE_BASE};
 pub use frame::*;
 

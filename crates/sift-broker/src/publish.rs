@@ -161,7 +161,7 @@ impl Session {
             }
             report
         });
-        let forwarded = self.forward_published(&message, &matches, report.as_ref());
+        let forwarded = self.forward_published(&message, &matches, report.as_ref(), await_timeout_ms);
         let Some(encoded) = encoded else {
             self.finish_remote_only(forwarded, report, request_id, wants_confirm, await_timeout_ms);
             return;
@@ -221,12 +221,14 @@ impl Session {
         message: &Message,
         matches: &MatchResult<SubRef>,
         report: Option<&Arc<DeliveryReport>>,
+        requested_timeout_ms: u32,
     ) -> Forwarded {
         if !self.shared.links.forwarding_active() {
             return Forwarded::default();
         }
         let local_groups = matches.groups.iter().map(|(name, _)| &**name).collect();
-        let request = LocalForward { message, local_groups, report };
+        let await_timeout_ms = self.await_timeout_ms(requested_timeout_ms);
+        let request = LocalForward { message, local_groups, report, await_timeout_ms };
         self.shared.links.forward_local(request, &self.shared.stats)
     }
 
@@ -382,12 +384,17 @@ impl Session {
         }
     }
 
-    fn arm_report_timeout(&self, report: Arc<DeliveryReport>, requested_ms: u32) {
+    /// How long an await=delivered publish waits, from what it asked for.
+    fn await_timeout_ms(&self, requested_ms: u32) -> u32 {
         let delivery = &self.shared.config.delivery;
-        let timeout_ms = match requested_ms {
+        match requested_ms {
             0 => delivery.await_timeout_ms_default,
             requested => requested.min(delivery.await_timeout_ms_max),
-        };
+        }
+    }
+
+    fn arm_report_timeout(&self, report: Arc<DeliveryReport>, requested_ms: u32) {
+        let timeout_ms = self.await_timeout_ms(requested_ms);
         if report.is_finished() {
             return;
         }

@@ -70,23 +70,27 @@ fn routing_strategy() -> impl Strategy<Value = LinkFrame> {
 fn forwarding_strategy() -> impl Strategy<Value = LinkFrame> {
     prop_oneof![
         (
-            (".{0,12}", any::<u64>(), any::<u64>(), any::<u8>()),
+            (".{0,12}", any::<u64>(), any::<u64>(), any::<u8>(), any::<u32>()),
             group_assignments_strategy(),
             prop::collection::vec(".{0,8}", 0..3),
             message_strategy()
         )
-            .prop_map(|((origin, origin_sequence, link_sequence, flags), groups, targets, message)| {
-                LinkFrame::Forward(Forward {
-                    origin,
-                    origin_sequence,
-                    link_sequence,
-                    // The encoder sets GROUPS and TARGETS from the lists; the decoder clears them.
-                    flags: flags & !(forward_flags::GROUPS | forward_flags::TARGETS),
-                    groups,
-                    targets,
-                    message: Box::new(message),
-                })
-            }),
+            .prop_map(
+                |((origin, origin_sequence, link_sequence, flags, timeout_ms), groups, targets, message)| {
+                    let awaits = flags & forward_flags::AWAITS_REPORT != 0;
+                    LinkFrame::Forward(Forward {
+                        origin,
+                        origin_sequence,
+                        link_sequence,
+                        // The encoder sets GROUPS and TARGETS from the lists; the decoder clears them.
+                        flags: flags & !(forward_flags::GROUPS | forward_flags::TARGETS),
+                        groups,
+                        targets,
+                        await_timeout_ms: if awaits { timeout_ms } else { 0 },
+                        message: Box::new(message),
+                    })
+                }
+            ),
         any::<u64>().prop_map(|up_to_link_sequence| LinkFrame::Ack { up_to_link_sequence }),
         (".{0,12}", any::<u64>(), ".{0,12}", any::<u32>(), any::<u32>(), prop::collection::vec(".{0,16}", 0..4))
             .prop_map(|(origin, origin_sequence, reporter, matched, acked, pending)| {
@@ -107,7 +111,7 @@ fn group_assignments_strategy() -> impl Strategy<Value = Vec<GroupAssignment>> {
 }
 
 fn header<'a>(origin: &'a str, origin_sequence: u64, link_sequence: u64, flags: u8) -> ForwardHeader<'a> {
-    ForwardHeader { origin, origin_sequence, link_sequence, flags, groups: &[], targets: &[] }
+    ForwardHeader { origin, origin_sequence, link_sequence, flags, groups: &[], targets: &[], await_timeout_ms: 0 }
 }
 
 fn link_frame_strategy() -> impl Strategy<Value = LinkFrame> {

@@ -121,7 +121,9 @@ impl RemoteDelivery {
     }
 
     /// The report of this broker's copies, sent to the origin when settled
-    /// or after `await_timeout_ms_max`.
+    /// or, at the latest, after three quarters of the origin's wait (so
+    /// that it arrives while the origin still waits), and never later than
+    /// `await_timeout_ms_max`.
     fn start_report(
         &self,
         shared: &Arc<BrokerShared>,
@@ -139,7 +141,9 @@ impl RemoteDelivery {
         }
         report.finish_if_empty();
         if !report.is_finished() {
-            let timeout = Duration::from_millis(u64::from(shared.config.delivery.await_timeout_ms_max));
+            let timeout_ms =
+                (travelling.await_timeout_ms / 4 * 3).clamp(1, shared.config.delivery.await_timeout_ms_max);
+            let timeout = Duration::from_millis(u64::from(timeout_ms));
             let mut shutdown = shared.shutdown_watch();
             let waiting = report.clone();
             tokio::spawn(async move {

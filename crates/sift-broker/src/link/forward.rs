@@ -57,6 +57,8 @@ pub(crate) struct Travelling {
     pub(crate) flags: u8,
     /// Queue groups the origin assigned to other brokers.
     pub(crate) groups: Vec<GroupAssignment>,
+    /// With `AWAITS_REPORT`, how long the origin waits for reports.
+    pub(crate) await_timeout_ms: u32,
     /// The message, with the hop count it arrived with (0 at the origin).
     pub(crate) message: Message,
 }
@@ -86,8 +88,10 @@ pub(crate) struct LocalForward<'a> {
     /// Queue groups a local member serves: not assigned to other brokers.
     pub(crate) local_groups: Vec<&'a str>,
     /// The publisher's await=delivered report, which then waits for every
-    /// broker the message reaches.
+    /// broker the message reaches, for `await_timeout_ms`.
     pub(crate) report: Option<&'a Arc<DeliveryReport>>,
+    /// How long the publisher's report waits.
+    pub(crate) await_timeout_ms: u32,
 }
 
 /// What [`NetState::forward_local`] did.
@@ -167,28 +171,28 @@ impl NetState {
         self.forward.next_origin_sequence += 1;
         let message = request.message;
         let groups = self.assign_groups(message, &request.local_groups);
-        let mut flags = 0;
-        if message.delivery_mode.needs_ack() {
-            flags |= forward_flags::NEEDS_LINK_ACK;
-        }
-        if request.report.is_some() {
-            flags |= forward_flags::AWAITS_REPORT;
-        }
-        let travelling = Arc::new(Travelling {
+        let flags = if message.delivery_mode.needs_ack() { forward_flags::NEEDS_LINK_ACK } else { 0 };
+        let mut travelling = Travelling {
             origin: self.own_name.clone(),
             origin_sequence: sequence,
             flags,
             groups,
+            await_timeout_ms: 0,
             message: message.clone(),
-        });
+        };
         let receivers = self.receivers(&travelling);
+        // Reports are asked for only when somebody will send one and the
+        // origin has room to wait for it.
         if let Some(report) = request.report.filter(|_| !receivers.is_empty()) {
             if self.forward.reports.insert(sequence, report.clone(), stats) {
                 for broker in &receivers {
                     report.expect_broker(broker.clone());
                 }
+                travelling.flags |= forward_flags::AWAITS_REPORT;
+                travelling.await_timeout_ms = request.await_timeout_ms;
             }
         }
+        let travelling = Arc::new(travelling);
         add(&stats.group_forwards, travelling.groups.len() as u64);
         self.send_down_tree(&travelling, stats);
         Forwarded { receivers: receivers.len() }
@@ -226,7 +230,7 @@ impl NetState {
         let traffic = self.forward.traffic.entry(BrokerName::from(from)).or_default();
         traffic.messages_received += 1;
         traffic.bytes_received += frame_bytes as u64;
-        let Forward { origin, origin_sequence, flags, groups, targets, message, .. } = forward;
+        let Forward { origin, origin_sequence, flags, groups, targets, await_timeout_ms, message, .. } = forward;
         let rerouted = !targets.is_empty();
         let targeted_here = targets.iter().any(|target| *target == *self.own_name);
         // A message of this broker's own coming back went round a loop of
@@ -241,7 +245,8 @@ impl NetState {
             return None;
         }
         let origin = BrokerName::from(origin.as_str());
-        let travelling = Arc::new(Travelling { origin, origin_sequence, flags, groups, message: *message });
+        let travelling =
+            Arc::new(Travelling { origin, origin_sequence, flags, groups, await_timeout_ms, message: *message });
         if !within_hop_limit(travelling.message.hop_count, self.forward.hop_limit) {
             bump(&stats.forward_hop_limit_dropped);
         } else if rerouted {
@@ -347,6 +352,7 @@ fn encode_forward(travelling: &Travelling, link_sequence: u64, targets: &[String
         flags: travelling.flags,
         groups: &travelling.groups,
         targets,
+        await_timeout_ms: travelling.await_timeout_ms,
     };
     let mut message = MessageRef::of(&travelling.message);
     message.hop_count = travelling.message.hop_count.saturating_add(1);

@@ -5,11 +5,13 @@
 mod admin;
 mod common;
 mod content;
+mod cut_proxy;
 mod delivery;
 mod forwarding;
 mod interest;
 mod limits;
 mod links;
+mod network_delivery;
 mod network_support;
 mod policies;
 mod regressions;

@@ -166,9 +166,11 @@ impl Reader<'_, '_> {
         let flags = self.u8("flags")?;
         let groups = if flags & forward_flags::GROUPS != 0 { self.group_assignments()? } else { Vec::new() };
         let targets = if flags & forward_flags::TARGETS != 0 { self.targets()? } else { Vec::new() };
+        let await_timeout_ms =
+            if flags & forward_flags::AWAITS_REPORT != 0 { self.u32("await_timeout_ms")? } else { 0 };
         let message = Box::new(self.message()?);
         let flags = flags & !(forward_flags::GROUPS | forward_flags::TARGETS);
-        Ok(Forward { origin, origin_sequence, link_sequence, flags, groups, targets, message })
+        Ok(Forward { origin, origin_sequence, link_sequence, flags, groups, targets, await_timeout_ms, message })
     }
 
     fn targets(&mut self) -> FieldResult<Vec<String>> {

@@ -24,6 +24,8 @@ pub struct ForwardHeader<'a> {
     pub groups: &'a [GroupAssignment],
     /// Target brokers of a re-routed message; empty for the origin's tree.
     pub targets: &'a [String],
+    /// Written when `flags` has `AWAITS_REPORT`.
+    pub await_timeout_ms: u32,
 }
 
 /// Appends a `FORWARD` frame for borrowed message fields, so that a broker
@@ -59,6 +61,9 @@ pub fn encode_forward_ref(
                 put_str16(buf, "target", target)?;
             }
         }
+        if flags & forward_flags::AWAITS_REPORT != 0 {
+            buf.put_u32(header.await_timeout_ms);
+        }
         encode_message_ref(buf, message)
     })
 }
@@ -75,6 +80,7 @@ impl LinkFrame {
                 flags: forward.flags,
                 groups: &forward.groups,
                 targets: &forward.targets,
+                await_timeout_ms: forward.await_timeout_ms,
             };
             return encode_forward_ref(buf, header, message);
         }

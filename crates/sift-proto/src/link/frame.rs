@@ -142,7 +142,8 @@ pub mod forward_flags {
     /// that `Forward::flags` never carries it.
     pub const GROUPS: u8 = 0x02;
     /// The origin awaits a `DELIVERY_REPORT` from every broker that receives
-    /// the message (the publisher asked for await=delivered).
+    /// the message (the publisher asked for await=delivered); the frame
+    /// carries how long the origin waits.
     pub const AWAITS_REPORT: u8 = 0x04;
     /// Target brokers follow the queue groups: the message is re-routed to
     /// these brokers along each broker's own shortest paths, not down the
@@ -177,6 +178,9 @@ pub struct Forward {
     pub groups: Vec<GroupAssignment>,
     /// When not empty, the brokers a re-routed message still has to reach.
     pub targets: Vec<String>,
+    /// With `AWAITS_REPORT`, how long the origin waits for reports, in
+    /// milliseconds; 0 otherwise (and not on the wire).
+    pub await_timeout_ms: u32,
     /// The message, with its hop count.
     pub message: Box<Message>,
 }

@@ -268,6 +268,18 @@ fn documented_examples_encode_as_written() {
         ),
         (LinkFrame::Ack { up_to_link_sequence: 5 }, "00 00 00 09 51 00 00 00 00 00 00 00 05"),
         (
+            LinkFrame::DeliveryReport(DeliveryReportFrame {
+                origin: "o".into(),
+                origin_sequence: 1,
+                reporter: "b".into(),
+                matched: 2,
+                acked: 1,
+                pending: vec!["s#1@b".into()],
+            }),
+            "00 00 00 20 52 00 01 6f 00 00 00 00 00 00 00 01 00 01 62 \
+             00 00 00 02 00 00 00 01 00 01 00 05 73 23 31 40 62",
+        ),
+        (
             LinkFrame::Interest(Interest {
                 origin: "b1".into(),
                 sequence: 2,

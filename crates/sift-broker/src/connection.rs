@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use sift_core::MatchCache;
 use sift_filter::IndexScratch;
 use sift_proto::{Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
@@ -427,12 +427,20 @@ impl Session {
             if buf.capacity() - buf.len() < read_size / 4 {
                 buf.reserve(read_size);
             }
+            // A publisher whose messages fill a broker link waits (boundedly)
+            // before reading more, as it would for a slow subscriber.
+            self.shared.links.wait_while_congested(&self.shared.stats).await;
             let blocked_on = self.parked.as_ref().and_then(Parked::blocked_on).map(|target| target.conn.clone());
             let read = match blocked_on {
-                None => tokio::select! {
-                    read = reader.read_buf(buf) => read?,
-                    _ = close_watch.changed() => return Ok(()),
-                },
+                None => {
+                    // At most one read buffer per read: the link congestion
+                    // wait above counts on it.
+                    let mut limited = (&mut *buf).limit(read_size);
+                    tokio::select! {
+                        read = reader.read_buf(&mut limited) => read?,
+                        _ = close_watch.changed() => return Ok(()),
+                    }
+                }
                 Some(blocked_conn) => {
                     let space = blocked_conn.space.notified();
                     tokio::pin!(space);
@@ -441,8 +449,9 @@ impl Session {
                         continue;
                     }
                     let may_read = self.deferred_bytes < read_ahead_max;
+                    let mut limited = (&mut *buf).limit(read_size);
                     tokio::select! {
-                        read = reader.read_buf(buf), if may_read => read?,
+                        read = reader.read_buf(&mut limited), if may_read => read?,
                         _ = &mut space => continue,
                         _ = tokio::time::sleep(BLOCKED_RECHECK) => continue,
                         _ = close_watch.changed() => return Ok(()),

@@ -27,7 +27,7 @@ pub const DEFAULT_LINK_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
 pub const DEFAULT_LINK_PING_INTERVAL_MS: u64 = 1_000;
 /// Encoded frames queued towards one link before the link is dropped as
 /// unable to keep up (a reconnection then resends everything it needs).
-pub const DEFAULT_LINK_SEND_QUEUE_FRAMES: usize = 4_096;
+pub const DEFAULT_LINK_SEND_QUEUE_FRAMES: usize = 8_192;
 /// Reliable `FORWARD`s kept per neighbour until acknowledged, and reliable
 /// messages stranded by failed links in all (§10.8). At 64 Ki frames of a
 /// few hundred bytes this is tens of MiB at most.
@@ -35,6 +35,9 @@ pub const DEFAULT_LINK_UNACKED_FRAMES_MAX: usize = 65_536;
 /// How long a reliable message stranded by a failed link waits for a path
 /// to its brokers before it is dropped.
 pub const DEFAULT_STRANDED_EXPIRY_MS: u64 = 60_000;
+/// Longest a reader feeding the broker links waits, per read, while a link
+/// send queue is nearly full (see `link::congestion`); 0 never waits.
+pub const DEFAULT_LINK_STALL_MS_MAX: u64 = 100;
 /// Await=delivered messages this broker forwarded whose remote reports it
 /// is waiting for.
 pub const DEFAULT_AWAITED_REPORTS_MAX: usize = 65_536;
@@ -95,6 +98,9 @@ pub struct NetworkConfig {
     pub stranded_expiry_ms: u64,
     /// Await=delivered messages whose remote delivery reports are awaited.
     pub awaited_reports_max: usize,
+    /// Longest wait per read of a reader feeding a nearly full link queue,
+    /// in milliseconds; 0 never waits (best-effort frames are then dropped).
+    pub link_stall_ms_max: u64,
 }
 
 /// One broker to dial.
@@ -135,6 +141,7 @@ impl Default for NetworkConfig {
             link_unacked_frames_max: DEFAULT_LINK_UNACKED_FRAMES_MAX,
             stranded_expiry_ms: DEFAULT_STRANDED_EXPIRY_MS,
             awaited_reports_max: DEFAULT_AWAITED_REPORTS_MAX,
+            link_stall_ms_max: DEFAULT_LINK_STALL_MS_MAX,
         }
     }
 }

@@ -76,7 +76,7 @@ impl BrokerShared {
             next_message_id: AtomicU64::new(first_id),
             next_subscription_key: AtomicU64::new(1),
             // Link-state sequences start at the start time too (§10.5).
-            links: LinkNetwork::new(&config.network, config.limits.max_frame_bytes as usize, first_id),
+            links: LinkNetwork::new(&config, first_id),
             connections: Mutex::new(HashMap::new()),
             shutdown,
             config,

@@ -127,6 +127,8 @@ counters! {
     awaited_reports_full,
     /// Messages whose queue group was served by another broker (one per group).
     group_forwards,
+    /// Reads held back because a broker link's send queue was nearly full.
+    link_congestion_stalls,
 }
 
 /// Adds one to a counter.

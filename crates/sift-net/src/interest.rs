@@ -19,7 +19,7 @@
 use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
-use sift_core::{Message, SubjectTrie, TopicFilter};
+use sift_core::{Message, SubjectTrie, TopicFilter, TopicName};
 use sift_filter::{subscription_covers, ContentFilter};
 
 use crate::topology::BrokerName;
@@ -72,6 +72,9 @@ impl InterestEntry {
 struct BrokerInterest<K> {
     entries: FxHashMap<K, InterestEntry>,
     trie: SubjectTrie<K>,
+    /// Entries with a queue group, so that a broker without any costs
+    /// nothing when a message's groups are looked for.
+    grouped: usize,
 }
 
 impl<K: Clone + Eq + Hash> BrokerInterest<K> {
@@ -102,16 +105,45 @@ impl<K: Clone + Eq + Hash> BrokerInterest<K> {
     }
 }
 
+/// What the brokers' entries outside queue groups say about one topic: the
+/// brokers that want every message on it, and the content filters that
+/// decide for the others. A forwarding broker caches it per topic (valid
+/// for one [`Interest::generation`]), so that a message costs a few filter
+/// evaluations instead of a trie walk per broker.
+#[derive(Debug, Clone, Default)]
+pub struct TopicInterest {
+    /// Brokers with an entry for the topic and no content filter, sorted.
+    pub plain: Vec<BrokerName>,
+    /// Brokers with an entry for the topic and a content filter, with it.
+    pub filtered: Vec<(BrokerName, ContentFilter)>,
+}
+
+impl TopicInterest {
+    /// The brokers that want `message` (on this topic), sorted, each once.
+    pub fn wanting(&self, message: &Message) -> Vec<BrokerName> {
+        let mut wanting = self.plain.clone();
+        for (broker, filter) in &self.filtered {
+            if wanting.binary_search(broker).is_err() && filter.matches(message) {
+                let at = wanting.partition_point(|held| held < broker);
+                wanting.insert(at, broker.clone());
+            }
+        }
+        wanting
+    }
+}
+
 /// Per-broker interest tables, keyed by `K` within each broker (a
 /// subscription id, say).
 #[derive(Debug)]
 pub struct Interest<K> {
     brokers: FxHashMap<BrokerName, BrokerInterest<K>>,
+    /// Moves on with every change, for caches of [`TopicInterest`].
+    generation: u64,
 }
 
 impl<K> Default for Interest<K> {
     fn default() -> Self {
-        Interest { brokers: FxHashMap::default() }
+        Interest { brokers: FxHashMap::default(), generation: 0 }
     }
 }
 
@@ -125,11 +157,14 @@ impl<K: Clone + Eq + Hash> Interest<K> {
     /// entry held under that key.
     pub fn add(&mut self, broker: &str, key: K, entry: InterestEntry) -> Option<InterestEntry> {
         let replaced = self.remove(broker, &key);
-        let table = self
-            .brokers
-            .entry(broker.into())
-            .or_insert_with(|| BrokerInterest { entries: FxHashMap::default(), trie: SubjectTrie::new() });
+        self.generation += 1;
+        let table = self.brokers.entry(broker.into()).or_insert_with(|| BrokerInterest {
+            entries: FxHashMap::default(),
+            trie: SubjectTrie::new(),
+            grouped: 0,
+        });
         table.trie.insert(&entry.topic, None, key.clone());
+        table.grouped += usize::from(entry.group.is_some());
         table.entries.insert(key, entry);
         replaced
     }
@@ -138,7 +173,9 @@ impl<K: Clone + Eq + Hash> Interest<K> {
     pub fn remove(&mut self, broker: &str, key: &K) -> Option<InterestEntry> {
         let table = self.brokers.get_mut(broker)?;
         let entry = table.entries.remove(key)?;
+        self.generation += 1;
         table.trie.remove(&entry.topic, None, key);
+        table.grouped -= usize::from(entry.group.is_some());
         if table.entries.is_empty() {
             self.brokers.remove(broker);
         }
@@ -147,7 +184,35 @@ impl<K: Clone + Eq + Hash> Interest<K> {
 
     /// Forgets everything about `broker` (it left the network).
     pub fn remove_broker(&mut self, broker: &str) -> bool {
+        self.generation += 1;
         self.brokers.remove(broker).is_some()
+    }
+
+    /// Moves on with every change to any table.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// What the entries outside queue groups say about `topic`.
+    pub fn topic_interest(&self, topic: &TopicName) -> TopicInterest {
+        let mut found = TopicInterest::default();
+        for (broker, table) in &self.brokers {
+            let mut plain = false;
+            for entry in table.trie.matches(topic).plain.iter().filter_map(|key| table.entries.get(key)) {
+                match (&entry.group, &entry.content) {
+                    (Some(_), _) => {}
+                    (None, None) => plain = true,
+                    (None, Some(filter)) => found.filtered.push((broker.clone(), filter.clone())),
+                }
+            }
+            if plain {
+                found.plain.push(broker.clone());
+            }
+        }
+        found.plain.sort();
+        // A broker that wants the whole topic needs no filter evaluated.
+        found.filtered.retain(|(broker, _)| found.plain.binary_search(broker).is_err());
+        found
     }
 
     /// True when some entry of `broker` wants `message`.
@@ -167,6 +232,7 @@ impl<K: Clone + Eq + Hash> Interest<K> {
         let mut found: Vec<(String, BrokerName)> = self
             .brokers
             .iter()
+            .filter(|(_, table)| table.grouped > 0)
             .flat_map(|(broker, table)| {
                 table.matching_groups(message).into_iter().map(move |group| (group.to_string(), broker.clone()))
             })
@@ -250,6 +316,34 @@ mod tests {
             content: content.map(|(language, text)| ContentFilter::parse(language, text).expect("valid filter")),
             group: None,
         }
+    }
+
+    #[test]
+    fn topic_interest_agrees_with_wants_outside_groups() {
+        let mut interest: Interest<u64> = Interest::new();
+        interest.add("b1", 1, entry("a.>", None));
+        interest.add("b2", 1, entry("a.b", Some((FilterLanguage::Sql, "price > 100"))));
+        interest.add("b3", 1, entry("a.*", Some((FilterLanguage::Sql, "price < 10"))));
+        interest.add("b3", 2, entry("a.b", None));
+        let mut grouped = entry("a.b", None);
+        grouped.group = Some("g".to_string());
+        interest.add("b4", 1, grouped);
+        let before = interest.generation();
+        let topic = TopicName::new("a.b").expect("valid topic");
+        let route = interest.topic_interest(&topic);
+        assert_eq!(route.plain.iter().map(|name| &**name).collect::<Vec<_>>(), ["b1", "b3"]);
+        assert_eq!(route.filtered.len(), 1, "b3's filter is not needed: it wants the whole topic");
+        for price in [5, 50, 500] {
+            let message = message("a.b", price);
+            let expected: Vec<&str> = ["b1", "b2", "b3", "b4"]
+                .into_iter()
+                .filter(|broker| interest.wants_outside_groups(broker, &message))
+                .collect();
+            let wanting = route.wanting(&message);
+            assert_eq!(wanting.iter().map(|name| &**name).collect::<Vec<_>>(), expected, "price {price}");
+        }
+        interest.remove("b1", &1);
+        assert!(interest.generation() > before);
     }
 
     #[test]

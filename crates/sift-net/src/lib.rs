@@ -53,7 +53,7 @@ mod tree;
 pub use advertise::{Advertiser, InterestUpdate};
 pub use duplicates::{DuplicateFilter, DUPLICATE_ORIGINS_MAX_DEFAULT, DUPLICATE_WINDOW};
 pub use forward::{within_hop_limit, HOP_LIMIT_DEFAULT};
-pub use interest::{Interest, InterestEntry};
+pub use interest::{Interest, InterestEntry, TopicInterest};
 pub use topology::{
     Applied, BrokerName, LinkState, LinkStateError, Topology, BROKER_NAME_BYTES_MAX, LINKS_PER_BROKER_MAX,
 };

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, BytesMut};
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
+use sift_broker::config::LinkTarget;
 use sift_broker::{Config, RunningBroker};
 use sift_client::{AckPolicy, Client, ClientOptions, PublishOptions, SubscribeOptions};
 use sift_core::{DeliveryMode, Message, TopicName};
@@ -59,6 +60,19 @@ pub struct PubsubArgs {
     /// One message in flight at a time: measures latency, not throughput.
     #[arg(long)]
     latency: bool,
+    /// Publish at this many messages per second in all (each message then
+    /// carries its send time), instead of as fast as possible.
+    #[arg(long)]
+    rate: Option<u64>,
+    /// Embedded brokers linked in a chain: publishers connect to the first,
+    /// subscribers to the last, so that every message crosses `chain - 1`
+    /// broker links. Not with `--server`.
+    #[arg(long, default_value_t = 1)]
+    chain: usize,
+    /// With `--server`: where subscribers connect (another broker of the
+    /// same network); publishers stay on `--server`.
+    #[arg(long, requires = "server")]
+    sub_server: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -79,6 +93,10 @@ struct PubsubResult {
     size: usize,
     mode: String,
     latency_mode: bool,
+    /// Brokers the messages crossed (1 without links).
+    chain: usize,
+    /// Paced publish rate in messages per second, when one was set.
+    rate: Option<u64>,
     published: u64,
     delivered: u64,
     seconds: f64,
@@ -100,24 +118,101 @@ async fn pubsub(args: PubsubArgs) -> Result<(), CliError> {
     if mode == DeliveryMode::Persistent {
         return Err(CliError::Usage("--mode persistent is not available yet".into()));
     }
-    let (address, embedded) = match &args.server {
-        Some(address) => (address.clone(), None),
-        None => {
-            let config = Config { listen: ([127, 0, 0, 1], 0).into(), ..Config::default() };
-            let broker = RunningBroker::start(config).await?;
-            (broker.local_addr().to_string(), Some(broker))
+    if args.rate == Some(0) {
+        return Err(CliError::Usage("--rate must be at least 1 message per second".into()));
+    }
+    let endpoints = match &args.server {
+        Some(address) if args.chain == 1 => Endpoints::remote(address, args.sub_server.as_deref()),
+        Some(_) => {
+            return Err(CliError::Usage("--chain starts its own brokers; it cannot be used with --server".into()))
         }
+        None => Endpoints::chain(args.chain).await?,
     };
     let result = if args.latency {
-        latency_run(&args, &address, mode).await?
+        latency_run(&args, &endpoints, mode).await
     } else {
-        throughput_run(&args, &address, mode).await?
+        throughput_run(&args, &endpoints, mode).await
     };
-    if let Some(broker) = embedded {
-        broker.shutdown().await;
-    }
-    print_result(&result, args.json);
+    endpoints.shutdown().await;
+    print_result(&result?, args.json);
     Ok(())
+}
+
+/// Where publishers and subscribers connect, and the brokers the bench
+/// started itself.
+struct Endpoints {
+    publish: String,
+    subscribe: String,
+    embedded: Vec<RunningBroker>,
+}
+
+/// How long embedded brokers may take to link up and share interest.
+const NETWORK_READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Endpoints {
+    fn remote(publish: &str, subscribe: Option<&str>) -> Endpoints {
+        let subscribe = subscribe.unwrap_or(publish).to_string();
+        Endpoints { publish: publish.to_string(), subscribe, embedded: Vec::new() }
+    }
+
+    /// `length` embedded brokers, each linked to the previous one, once
+    /// every one of them knows the whole chain.
+    async fn chain(length: usize) -> Result<Endpoints, CliError> {
+        if length == 0 {
+            return Err(CliError::Usage("--chain must be at least 1".into()));
+        }
+        let mut embedded: Vec<RunningBroker> = Vec::with_capacity(length);
+        for index in 0..length {
+            let mut config = Config { listen: ([127, 0, 0, 1], 0).into(), ..Config::default() };
+            if length > 1 {
+                config.network.name = format!("bench-{index}");
+                config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
+                let previous = embedded.last().and_then(RunningBroker::link_addr);
+                config.network.links =
+                    previous.map(|address| LinkTarget::new(address.to_string())).into_iter().collect();
+            }
+            embedded.push(RunningBroker::start(config).await?);
+        }
+        let endpoints = Endpoints {
+            publish: embedded[0].local_addr().to_string(),
+            subscribe: embedded[length - 1].local_addr().to_string(),
+            embedded,
+        };
+        endpoints
+            .wait_until("the chain's brokers know each other", |first| first.topology_brokers().len() == length)
+            .await?;
+        Ok(endpoints)
+    }
+
+    /// Waits until the first embedded broker holds the subscribers' interest
+    /// (nothing to wait for with one broker or a running network).
+    async fn interest_ready(&self) -> Result<(), CliError> {
+        if self.embedded.len() < 2 {
+            return Ok(());
+        }
+        self.wait_until("the subscribers' interest reaches the publishers' broker", |first| {
+            !first.remote_interest().is_empty()
+        })
+        .await
+    }
+
+    async fn wait_until(&self, what: &str, ready: impl Fn(&RunningBroker) -> bool) -> Result<(), CliError> {
+        let Some(first) = self.embedded.first() else { return Ok(()) };
+        let deadline = Instant::now() + NETWORK_READY_TIMEOUT;
+        while !ready(first) {
+            if Instant::now() > deadline {
+                return Err(CliError::Usage(format!("timed out waiting until {what}")));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    async fn shutdown(self) {
+        for broker in self.embedded.into_iter().rev() {
+            broker.shutdown().await;
+        }
+    }
 }
 
 fn client_options(name: String) -> ClientOptions {
@@ -191,8 +286,13 @@ async fn subscribe_all(
     Ok(subscribers)
 }
 
-async fn throughput_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) -> Result<PubsubResult, CliError> {
-    let subscribers = subscribe_all(args, address, mode).await?;
+async fn throughput_run(
+    args: &PubsubArgs,
+    endpoints: &Endpoints,
+    mode: DeliveryMode,
+) -> Result<PubsubResult, CliError> {
+    let subscribers = subscribe_all(args, &endpoints.subscribe, mode).await?;
+    endpoints.interest_ready().await?;
     let epoch = Instant::now();
     let expected = args.count;
     let delivered = Arc::new(AtomicU64::new(0));
@@ -231,9 +331,9 @@ async fn throughput_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) ->
     let mut publishers = Vec::new();
     for index in 0..args.pubs {
         let share = args.count / args.pubs as u64 + u64::from((index as u64) < args.count % args.pubs as u64);
-        let client = Client::connect(address, client_options(format!("bench-pub-{index}"))).await?;
-        let size = args.size;
-        publishers.push(tokio::spawn(async move { publish_share(client, share, mode, size, epoch).await }));
+        let client = Client::connect(&endpoints.publish, client_options(format!("bench-pub-{index}"))).await?;
+        let pace = Pace { size: args.size, rate: args.rate.map(|rate| (rate / args.pubs as u64).max(1)) };
+        publishers.push(tokio::spawn(async move { publish_share(client, share, mode, pace, epoch).await }));
     }
     let mut published = 0;
     for publisher in publishers {
@@ -251,21 +351,45 @@ async fn throughput_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) ->
     Ok(summarize(args, published, delivered, publish_seconds, seconds, &histogram))
 }
 
+/// Payload size and, for a paced run, one publisher's messages per second.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    size: usize,
+    rate: Option<u64>,
+}
+
+impl Pace {
+    /// Waits until message `sent` is due (paced runs only).
+    async fn wait_turn(&self, sent: u64, started: tokio::time::Instant) {
+        let Some(rate) = self.rate else { return };
+        let due = started + Duration::from_nanos(sent.saturating_mul(1_000_000_000) / rate);
+        // Sleeping has millisecond granularity: publish what is due and
+        // sleep only when a whole millisecond ahead.
+        if due > tokio::time::Instant::now() + Duration::from_millis(1) {
+            tokio::time::sleep_until(due).await;
+        }
+    }
+}
+
 async fn publish_share(
     client: Client,
     share: u64,
     mode: DeliveryMode,
-    size: usize,
+    pace: Pace,
     epoch: Instant,
 ) -> Result<u64, CliError> {
     let mut confirms = std::collections::VecDeque::new();
     let topic = bench_topic();
     let mut arena = BytesMut::new();
+    let size = pace.size;
     // Best-effort messages go out through `publish_payload`, from one
     // payload buffer whose first eight bytes are rewritten per message.
     let mut payload = vec![b'x'; size];
+    let started = tokio::time::Instant::now();
     for sent in 0..share {
-        let stamp = sent.is_multiple_of(THROUGHPUT_LATENCY_SAMPLE);
+        pace.wait_turn(sent, started).await;
+        // A paced run stamps every message: its latencies are the point.
+        let stamp = pace.rate.is_some() || sent.is_multiple_of(THROUGHPUT_LATENCY_SAMPLE);
         if !mode.needs_ack() {
             let sent_ns = if stamp { (epoch.elapsed().as_nanos() as u64).max(1) } else { 0 };
             payload[..8].copy_from_slice(&sent_ns.to_be_bytes());
@@ -289,9 +413,10 @@ async fn publish_share(
     Ok(share)
 }
 
-async fn latency_run(args: &PubsubArgs, address: &str, mode: DeliveryMode) -> Result<PubsubResult, CliError> {
-    let mut subscribers = subscribe_all(args, address, mode).await?;
-    let publisher = Client::connect(address, client_options("bench-pub-latency".into())).await?;
+async fn latency_run(args: &PubsubArgs, endpoints: &Endpoints, mode: DeliveryMode) -> Result<PubsubResult, CliError> {
+    let mut subscribers = subscribe_all(args, &endpoints.subscribe, mode).await?;
+    endpoints.interest_ready().await?;
+    let publisher = Client::connect(&endpoints.publish, client_options("bench-pub-latency".into())).await?;
     let epoch = Instant::now();
     let mut histogram = new_histogram();
     let started = Instant::now();
@@ -338,6 +463,8 @@ fn summarize(
         size: args.size,
         mode: args.mode.clone(),
         latency_mode: args.latency,
+        chain: args.chain,
+        rate: args.rate,
         published,
         delivered,
         seconds,
@@ -357,8 +484,10 @@ fn print_result(result: &PubsubResult, json: bool) {
         println!("{}", serde_json::to_string(result).unwrap_or_default());
         return;
     }
+    let chain = if result.chain > 1 { format!(", through {} brokers", result.chain) } else { String::new() };
+    let rate = result.rate.map(|rate| format!(", paced at {rate} msgs/s")).unwrap_or_default();
     println!(
-        "pubsub {} pub → {} sub, {} B, {}{}",
+        "pubsub {} pub → {} sub, {} B, {}{}{chain}{rate}",
         result.pubs,
         result.subs,
         result.size,

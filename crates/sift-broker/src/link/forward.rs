@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use sift_core::Message;
-use sift_net::{within_hop_limit, BrokerName, DuplicateFilter, HOP_LIMIT_DEFAULT};
+use sift_core::{MatchCache, Message};
+use sift_net::{within_hop_limit, BrokerName, DuplicateFilter, TopicInterest, HOP_LIMIT_DEFAULT};
 use sift_proto::link::{encode_forward_ref, forward_flags, Forward, ForwardHeader, GroupAssignment};
 use sift_proto::MessageRef;
 use tokio::sync::mpsc::error::TrySendError;
 
-use crate::config::{NetworkConfig, RoutingMode};
+use crate::config::{Config, RoutingMode};
 use crate::report::DeliveryReport;
 use crate::stats::{add, bump, Stats};
 
@@ -30,6 +30,11 @@ use super::retransmit::Retransmission;
 
 /// Bytes of a frame's length prefix, which `max_frame_bytes` does not count.
 const LENGTH_PREFIX_BYTES: usize = 4;
+
+/// Room reserved per `FORWARD` beyond its topic, metadata and payload: the
+/// header, names, assignments and properties of a typical message. A frame
+/// that needs more grows the arena chunk, which stays correct.
+const FORWARD_OVERHEAD_BYTES: usize = 512;
 
 /// Messages and bytes of `FORWARD` frames exchanged with one neighbour,
 /// kept across reconnections to the same broker name.
@@ -97,7 +102,8 @@ pub(crate) struct LocalForward<'a> {
 /// What [`NetState::forward_local`] did.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Forwarded {
-    /// Brokers the message is on its way to.
+    /// Brokers the message is on its way to when a report was asked for;
+    /// otherwise the links it was sent on. Zero when it went nowhere.
     pub(crate) receivers: usize,
 }
 
@@ -120,13 +126,21 @@ pub(crate) struct ForwardState {
     pub(crate) reports: ReportRegistry,
     /// Turns among equally near brokers of one queue group.
     pub(crate) group_turn: usize,
+    /// What other brokers' interest says per topic, for one interest
+    /// generation; bounded by `delivery.match_cache_entries_max`.
+    remote_cache: MatchCache<TopicInterest>,
+    /// Where `FORWARD`s are encoded: chunks of `delivery.encode_arena_bytes`,
+    /// each freed with the last frame encoded in it.
+    arena: BytesMut,
+    arena_bytes: usize,
     /// True when a published message may have somewhere to go; read without
     /// the lock on every local publish.
     active: Arc<AtomicBool>,
 }
 
 impl ForwardState {
-    pub(crate) fn new(config: &NetworkConfig, start_sequence: u64, active: Arc<AtomicBool>) -> ForwardState {
+    pub(crate) fn new(broker_config: &Config, start_sequence: u64, active: Arc<AtomicBool>) -> ForwardState {
+        let config = &broker_config.network;
         ForwardState {
             mode: config.routing,
             hop_limit: HOP_LIMIT_DEFAULT,
@@ -138,6 +152,9 @@ impl ForwardState {
             retransmission: Retransmission::new(config),
             reports: ReportRegistry::new(config.awaited_reports_max),
             group_turn: 0,
+            remote_cache: MatchCache::new(broker_config.delivery.match_cache_entries_max),
+            arena: BytesMut::new(),
+            arena_bytes: broker_config.delivery.encode_arena_bytes,
             active,
         }
     }
@@ -180,7 +197,9 @@ impl NetState {
             await_timeout_ms: 0,
             message: message.clone(),
         };
-        let receivers = self.receivers(&travelling);
+        // The receivers are computed only for a report, which waits for
+        // each of them; otherwise whether any link was used is enough.
+        let receivers = if request.report.is_some() { self.receivers(&travelling) } else { Vec::new() };
         // Reports are asked for only when somebody will send one and the
         // origin has room to wait for it.
         if let Some(report) = request.report.filter(|_| !receivers.is_empty()) {
@@ -194,23 +213,41 @@ impl NetState {
         }
         let travelling = Arc::new(travelling);
         add(&stats.group_forwards, travelling.groups.len() as u64);
-        self.send_down_tree(&travelling, stats);
-        Forwarded { receivers: receivers.len() }
+        let hops = self.send_down_tree(&travelling, stats);
+        Forwarded { receivers: if request.report.is_some() { receivers.len() } else { hops } }
     }
 
     /// The brokers a message this broker originates reaches.
-    fn receivers(&self, travelling: &Travelling) -> Vec<BrokerName> {
+    fn receivers(&mut self, travelling: &Travelling) -> Vec<BrokerName> {
+        let wanting = self.wanting(&travelling.message);
         let tree = self.topology.tree(&self.own_name);
-        tree.reached_below(&self.own_name, |broker| self.wants(broker, travelling))
+        tree.reached_below(&self.own_name, |broker| self.wants(broker, travelling, &wanting))
     }
 
-    /// True when `broker` is to receive `travelling`: its interest outside
-    /// queue groups matches (every broker in flood mode), or the origin
+    /// The brokers whose interest outside queue groups wants `message`,
+    /// sorted: from the per-topic cache of what their entries say, then the
+    /// content filters that topic leaves to decide.
+    pub(crate) fn wanting(&mut self, message: &Message) -> Vec<BrokerName> {
+        let generation = self.interest.remote.generation();
+        let topic = message.topic.as_str();
+        let route = match self.forward.remote_cache.get(topic, generation) {
+            Some(route) => route,
+            None => {
+                let route = Arc::new(self.interest.remote.topic_interest(&message.topic));
+                self.forward.remote_cache.insert(topic, generation, route.clone());
+                route
+            }
+        };
+        route.wanting(message)
+    }
+
+    /// True when `broker` is to receive `travelling`: it is among the
+    /// `wanting` brokers (every broker is, in flood mode), or the origin
     /// assigned it one of the message's groups.
-    pub(crate) fn wants(&self, broker: &str, travelling: &Travelling) -> bool {
+    pub(crate) fn wants(&self, broker: &str, travelling: &Travelling, wanting: &[BrokerName]) -> bool {
         self.forward.mode == RoutingMode::Flood
             || travelling.assigned_to(broker)
-            || self.interest.remote.wants_outside_groups(broker, &travelling.message)
+            || wanting.binary_search_by(|held| (**held).cmp(broker)).is_ok()
     }
 
     /// Takes a `FORWARD` received from `from` (`frame_bytes` long): counts
@@ -227,7 +264,11 @@ impl NetState {
         frame_bytes: usize,
         stats: &Stats,
     ) -> Option<Arc<Travelling>> {
-        let traffic = self.forward.traffic.entry(BrokerName::from(from)).or_default();
+        // Looked up before inserting, so that a message costs no name allocation.
+        let traffic = match self.forward.traffic.get_mut(from) {
+            Some(traffic) => traffic,
+            None => self.forward.traffic.entry(BrokerName::from(from)).or_default(),
+        };
         traffic.messages_received += 1;
         traffic.bytes_received += frame_bytes as u64;
         let Forward { origin, origin_sequence, flags, groups, targets, await_timeout_ms, message, .. } = forward;
@@ -267,16 +308,21 @@ impl NetState {
     }
 
     /// Sends `travelling` to this broker's children in the origin's tree
-    /// that lead to a broker that wants it (every child in flood mode).
-    pub(crate) fn send_down_tree(&mut self, travelling: &Arc<Travelling>, stats: &Stats) {
+    /// that lead to a broker that wants it (every child in flood mode);
+    /// returns how many.
+    pub(crate) fn send_down_tree(&mut self, travelling: &Arc<Travelling>, stats: &Stats) -> usize {
         let tree = self.topology.tree(&travelling.origin);
         let hops = match self.forward.mode {
             RoutingMode::Flood => tree.next_hops_flood(&self.own_name),
-            RoutingMode::Interest => tree.next_hops(&self.own_name, |broker| self.wants(broker, travelling)),
+            RoutingMode::Interest => {
+                let wanting = self.wanting(&travelling.message);
+                tree.next_hops(&self.own_name, |broker| self.wants(broker, travelling, &wanting))
+            }
         };
-        for hop in hops {
-            self.send_one(travelling, &hop, Vec::new(), stats);
+        for hop in &hops {
+            self.send_one(travelling, hop, Vec::new(), stats);
         }
+        hops.len()
     }
 
     /// Sends a re-routed `travelling` towards `targets` along this broker's
@@ -301,7 +347,7 @@ impl NetState {
     fn send_one(&mut self, travelling: &Arc<Travelling>, hop: &BrokerName, targets: Vec<BrokerName>, stats: &Stats) {
         let link_sequence = self.forward.next_link_sequence(hop);
         let target_names: Vec<String> = targets.iter().map(|target| target.to_string()).collect();
-        let Some(bytes) = encode_forward(travelling, link_sequence, &target_names) else { return };
+        let Some(bytes) = self.forward.encode(travelling, link_sequence, &target_names) else { return };
         if bytes.len() - LENGTH_PREFIX_BYTES > self.frame_bytes_max {
             bump(&stats.link_errors);
             tracing::warn!(neighbour = %hop, bytes = bytes.len(), "FORWARD over max_frame_bytes not sent");
@@ -326,6 +372,7 @@ impl NetState {
         let length = bytes.len() as u64;
         match live.sender.try_send(bytes) {
             Ok(()) => {
+                self.congestion.after_send(live.sender.capacity(), self.queue_frames);
                 bump(&stats.messages_forwarded);
                 let traffic = self.forward.traffic.entry(hop.clone()).or_default();
                 traffic.messages_forwarded += 1;
@@ -343,25 +390,36 @@ impl NetState {
     }
 }
 
-/// The `FORWARD` frame of `travelling` with the next hop count.
-fn encode_forward(travelling: &Travelling, link_sequence: u64, targets: &[String]) -> Option<Bytes> {
-    let header = ForwardHeader {
-        origin: &travelling.origin,
-        origin_sequence: travelling.origin_sequence,
-        link_sequence,
-        flags: travelling.flags,
-        groups: &travelling.groups,
-        targets,
-        await_timeout_ms: travelling.await_timeout_ms,
-    };
-    let mut message = MessageRef::of(&travelling.message);
-    message.hop_count = travelling.message.hop_count.saturating_add(1);
-    let mut buf = BytesMut::new();
-    match encode_forward_ref(&mut buf, header, message) {
-        Ok(()) => Some(buf.freeze()),
-        Err(error) => {
-            tracing::error!(%error, "cannot encode FORWARD");
-            None
+impl ForwardState {
+    /// The `FORWARD` frame of `travelling` with the next hop count, in the
+    /// next slice of the arena (a fresh chunk when the current one is full),
+    /// so that a frame costs no allocation of its own.
+    fn encode(&mut self, travelling: &Travelling, link_sequence: u64, targets: &[String]) -> Option<Bytes> {
+        let header = ForwardHeader {
+            origin: &travelling.origin,
+            origin_sequence: travelling.origin_sequence,
+            link_sequence,
+            flags: travelling.flags,
+            groups: &travelling.groups,
+            targets,
+            await_timeout_ms: travelling.await_timeout_ms,
+        };
+        let mut message = MessageRef::of(&travelling.message);
+        message.hop_count = travelling.message.hop_count.saturating_add(1);
+        let message_bytes = travelling.message.payload.len()
+            + travelling.message.metadata.as_ref().map_or(0, |metadata| metadata.len())
+            + travelling.message.topic.as_str().len();
+        let needed = message_bytes + FORWARD_OVERHEAD_BYTES;
+        if self.arena.capacity() < needed {
+            self.arena = BytesMut::with_capacity(self.arena_bytes.max(needed));
+        }
+        match encode_forward_ref(&mut self.arena, header, message) {
+            Ok(()) => Some(self.arena.split().freeze()),
+            Err(error) => {
+                self.arena.clear();
+                tracing::error!(%error, "cannot encode FORWARD");
+                None
+            }
         }
     }
 }

@@ -21,6 +21,7 @@
 //!   the origin.
 
 mod bracket;
+mod congestion;
 mod deliver;
 mod dialer;
 mod error;

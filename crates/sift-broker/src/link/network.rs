@@ -16,10 +16,11 @@ use sift_net::{BrokerName, Topology};
 use sift_proto::link::Forward;
 use tokio::sync::{mpsc, watch};
 
-use crate::config::NetworkConfig;
+use crate::config::Config;
 use crate::stats::{bump, Stats};
 use crate::subscription::Subscription;
 
+use super::congestion::LinkCongestion;
 use super::error::LinkError;
 use super::forward::{ForwardState, Forwarded, LinkTraffic, LocalForward, Travelling};
 use super::interest::{entry_of, InterestState};
@@ -96,6 +97,10 @@ pub(crate) struct NetState {
     pub(crate) frame_bytes_max: usize,
     /// Message forwarding (§10.7).
     pub(crate) forward: ForwardState,
+    /// Set when a link queue fills up; shared with the link writers.
+    pub(crate) congestion: Arc<LinkCongestion>,
+    /// Capacity of each link's send queue.
+    pub(crate) queue_frames: usize,
     next_link_id: u64,
 }
 
@@ -108,16 +113,23 @@ pub struct LinkNetwork {
     state: Mutex<NetState>,
     /// [`NetState::refresh_forwarding`]'s flag, read without the lock.
     forwarding: Arc<AtomicBool>,
+    /// Link queues filling up: readers that feed links wait on it.
+    congestion: Arc<LinkCongestion>,
+    /// Longest such wait.
+    stall_max: Duration,
     failures: Mutex<HashMap<String, String>>,
 }
 
 impl LinkNetwork {
     /// No links yet; the topology holds only this broker's own empty state.
-    /// Frames are kept within `frame_bytes_max`, the cluster's shared
-    /// `max_frame_bytes`.
-    pub fn new(config: &NetworkConfig, frame_bytes_max: usize, start_ns: u64) -> LinkNetwork {
+    /// Frames are kept within `limits.max_frame_bytes`, which the cluster
+    /// shares.
+    pub fn new(broker_config: &Config, start_ns: u64) -> LinkNetwork {
+        let config = &broker_config.network;
+        let frame_bytes_max = broker_config.limits.max_frame_bytes as usize;
         let name = BrokerName::from(config.name.as_str());
         let forwarding = Arc::new(AtomicBool::new(false));
+        let congestion = Arc::new(LinkCongestion::default());
         let mut state = NetState {
             own_name: name.clone(),
             topology: Topology::new(),
@@ -125,7 +137,9 @@ impl LinkNetwork {
             next_sequence: start_ns,
             interest: InterestState::new(start_ns),
             frame_bytes_max,
-            forward: ForwardState::new(config, start_ns, forwarding.clone()),
+            forward: ForwardState::new(broker_config, start_ns, forwarding.clone()),
+            congestion: congestion.clone(),
+            queue_frames: config.link_send_queue_frames,
             next_link_id: 1,
         };
         // The broker is in its own topology from the start, so that its
@@ -136,6 +150,8 @@ impl LinkNetwork {
             queue_frames: config.link_send_queue_frames,
             state: Mutex::new(state),
             forwarding,
+            congestion,
+            stall_max: Duration::from_millis(config.link_stall_ms_max),
             failures: Mutex::default(),
         }
     }
@@ -214,6 +230,17 @@ impl LinkNetwork {
         state.forget_unreachable_interest(stats);
         state.refresh_forwarding();
         state.reroute_stranded(stats);
+    }
+
+    /// Waits, boundedly, while some link's send queue is nearly full
+    /// (see [`super::congestion`]); returns at once otherwise.
+    pub(crate) async fn wait_while_congested(&self, stats: &Stats) {
+        self.congestion.wait(self.stall_max, stats).await;
+    }
+
+    /// The flag link writers clear once their queue drained.
+    pub(crate) fn congestion(&self) -> Arc<LinkCongestion> {
+        self.congestion.clone()
     }
 
     /// True when a locally published message may have to be forwarded: a

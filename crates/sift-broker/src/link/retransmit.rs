@@ -166,9 +166,10 @@ impl NetState {
 
     /// The brokers of `hop`'s subtree in the origin's tree that are to
     /// receive `travelling`.
-    fn tree_targets(&self, hop: &BrokerName, travelling: &Travelling) -> Vec<BrokerName> {
+    fn tree_targets(&mut self, hop: &BrokerName, travelling: &Travelling) -> Vec<BrokerName> {
+        let wanting = self.wanting(&travelling.message);
         let tree = self.topology.tree(&travelling.origin);
-        tree.subtree(hop).iter().filter(|broker| self.wants(broker, travelling)).cloned().collect()
+        tree.subtree(hop).iter().filter(|broker| self.wants(broker, travelling, &wanting)).cloned().collect()
     }
 
     fn strand(&mut self, travelling: Arc<Travelling>, targets: Vec<BrokerName>, stats: &Stats) -> bool {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use sift_net::BrokerName;
 use sift_proto::link::{forward_flags, LinkErrorFrame, LinkFrame};
 use sift_proto::DecodeError;
@@ -17,6 +17,7 @@ use crate::server::BrokerShared;
 use crate::stats::bump;
 
 use super::bracket::BracketReader;
+use super::congestion::LinkCongestion;
 use super::deliver::RemoteDelivery;
 use super::error::LinkError;
 use super::frames::{encode, error_frame};
@@ -36,7 +37,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
     let Established { peer, stream, registered } = link;
     let LinkStream { mut reader, writer, mut buf, mut decoder } = stream;
-    let writer_task = tokio::spawn(write_loop(writer, registered.receiver));
+    let congestion = shared.links.congestion();
+    let capacity = shared.config.network.link_send_queue_frames;
+    let writer_task = tokio::spawn(write_loop(writer, registered.receiver, congestion, capacity));
     tracing::info!(neighbour = %peer, "link up");
     let mut session = Session {
         peer,
@@ -110,8 +113,17 @@ impl Session {
                 bump(&self.shared.stats.link_acks_sent);
                 self.send_frame(&LinkFrame::Ack { up_to_link_sequence });
             }
+            // Forwarding into a congested link waits here, so that the
+            // peer meets TCP flow control instead of drops further on.
+            self.shared.links.wait_while_congested(&self.shared.stats).await;
+            // Read up to a whole read buffer, not just the rest of the frame
+            // the decoder is waiting for, and no more: what one read holds
+            // must fit the link queues' headroom (see `congestion`).
+            let read_size = self.shared.config.delivery.read_buffer_bytes;
+            buf.reserve(read_size);
+            let mut limited = (&mut *buf).limit(read_size);
             tokio::select! {
-                read = reader.read_buf(buf) => {
+                read = reader.read_buf(&mut limited) => {
                     if read? == 0 {
                         return Err(LinkError::Closed);
                     }
@@ -242,7 +254,12 @@ impl Session {
 
 /// Writes queued frames, a batch per system call, until every sender is
 /// gone; then closes the socket's write side.
-async fn write_loop(mut writer: OwnedWriteHalf, mut receiver: mpsc::Receiver<Bytes>) {
+async fn write_loop(
+    mut writer: OwnedWriteHalf,
+    mut receiver: mpsc::Receiver<Bytes>,
+    congestion: Arc<LinkCongestion>,
+    capacity: usize,
+) {
     let mut batch: Vec<Bytes> = Vec::with_capacity(WRITE_BATCH_FRAMES);
     let mut out = BytesMut::new();
     while receiver.recv_many(&mut batch, WRITE_BATCH_FRAMES).await > 0 {
@@ -253,6 +270,7 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut receiver: mpsc::Receiver<Byt
         if writer.write_all(&out).await.is_err() {
             return;
         }
+        congestion.after_write(receiver.len(), capacity);
     }
     let _ = writer.shutdown().await;
 }

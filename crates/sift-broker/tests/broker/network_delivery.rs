@@ -9,7 +9,8 @@ use sift_client::{AckPolicy, Client, ConfirmStatus, PublishOptions, SubscribeOpt
 
 use crate::common::{client, message, next, reliable, stays_quiet, text, texts};
 use crate::cut_proxy::CutProxy;
-use crate::network_support::{converged, eventually, link_addr, node, shutdown_all};
+use crate::network_support::{converged, eventually, link_addr, linked_broker_with, node, shutdown_all, CLUSTER};
+use sift_broker::config::RoutingMode;
 
 /// Waits until `broker` holds interest of `origin` on `topic`.
 async fn sees_interest_on(broker: &RunningBroker, origin: &str, topic: &str) {
@@ -195,4 +196,41 @@ async fn a_publish_that_matches_only_remotely_is_accepted_not_unmatched() {
     let nowhere = publisher.publish_confirmed(message("nowhere", "y"), PublishOptions::default()).await.expect("ok");
     assert_eq!(nowhere.status, ConfirmStatus::NoSubscribers);
     shutdown_all(vec![second, first]).await;
+}
+
+/// A broker whose link send queues hold only 512 frames. Reads are cut to
+/// 4 KiB, so that one read (under two hundred small messages) fits half the
+/// queue: the wait happens between reads.
+async fn narrow_node(name: &str, dials: &[std::net::SocketAddr]) -> RunningBroker {
+    linked_broker_with(name, CLUSTER, None, dials, RoutingMode::Interest, |config| {
+        config.network.link_send_queue_frames = 512;
+        config.delivery.read_buffer_bytes = 4096;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_fast_publisher_is_held_back_by_a_full_link_instead_of_losing_messages() {
+    let first = narrow_node("n1", &[]).await;
+    let second = narrow_node("n2", &[link_addr(&first)]).await;
+    let third = narrow_node("n3", &[link_addr(&second)]).await;
+    converged(&[&first, &second, &third], &["n1", "n2", "n3"]).await;
+    let subscriber = client(&third, "sub").await;
+    let mut subscription = subscriber.subscribe(SubscribeOptions::new("burst")).await.expect("subscribe");
+    sees_interest_on(&first, "n3", "burst").await;
+    let publisher = client(&first, "pub").await;
+    let count = 20_000;
+    for index in 0..count {
+        publisher
+            .publish_payload(&sift_core::TopicName::new("burst").expect("valid"), index.to_string().as_bytes())
+            .await
+            .expect("publish");
+    }
+    publisher.ping().await.expect("ping");
+    let received = texts(&mut subscription, count).await;
+    assert_eq!(received, (0..count).map(|index| index.to_string()).collect::<Vec<_>>(), "all, in order");
+    let stats = first.stats();
+    assert_eq!(stats.forward_queue_full_dropped, 0, "{stats:?}");
+    assert!(stats.link_congestion_stalls > 0, "the 512-frame queue filled and the publisher waited: {stats:?}");
+    shutdown_all(vec![third, second, first]).await;
 }

@@ -26,6 +26,18 @@ pub async fn linked_broker(
     dials: &[SocketAddr],
     routing: RoutingMode,
 ) -> RunningBroker {
+    linked_broker_with(name, cluster, listen, dials, routing, |_| {}).await
+}
+
+/// [`linked_broker`], with `adjust` applied to the configuration last.
+pub async fn linked_broker_with(
+    name: &str,
+    cluster: &str,
+    listen: Option<SocketAddr>,
+    dials: &[SocketAddr],
+    routing: RoutingMode,
+    adjust: impl FnOnce(&mut sift_broker::Config),
+) -> RunningBroker {
     broker_with(|config| {
         config.network.name = name.to_string();
         config.network.cluster = cluster.to_string();
@@ -36,6 +48,7 @@ pub async fn linked_broker(
         config.network.link_reconnect_delay_max_ms = 100;
         config.network.link_handshake_timeout_ms = 2_000;
         config.network.routing = routing;
+        adjust(config);
     })
     .await
 }

@@ -7,6 +7,7 @@ mod common;
 mod content;
 mod delivery;
 mod forwarding;
+mod ges22;
 mod interest;
 mod limits;
 mod links;

@@ -23,6 +23,7 @@ pub mod server;
 pub mod stats;
 mod subscribe;
 pub mod subscription;
+pub mod topology_file;
 pub mod writer;
 
 pub use config::{Config, ConfigError};

@@ -105,9 +105,17 @@ impl BrokerShared {
         *self.shutdown.borrow()
     }
 
-    /// A receiver that turns true when shutdown begins.
+    /// A receiver that turns true when shutdown begins. One taken after
+    /// shutdown began reports a change at once: a fresh receiver counts the
+    /// current value as seen, so a task spawned just before
+    /// [`RunningBroker::shutdown`] but first run after it would otherwise
+    /// wait for a change that never comes.
     pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
+        let mut receiver = self.shutdown.subscribe();
+        if *receiver.borrow() {
+            receiver.mark_changed();
+        }
+        receiver
     }
 }
 

@@ -8,6 +8,7 @@ mod content;
 mod cut_proxy;
 mod delivery;
 mod forwarding;
+mod ges22;
 mod interest;
 mod limits;
 mod links;

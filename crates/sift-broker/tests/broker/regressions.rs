@@ -163,3 +163,12 @@ async fn a_blocked_publisher_that_disconnects_is_noticed() {
     }
     broker.shutdown().await;
 }
+
+/// A broker shut down before its tasks first ran (here on the test's single
+/// thread, right after `start`) must still stop: its accept loop subscribed
+/// to the shutdown signal only after it was sent, and waited for ever.
+#[tokio::test]
+async fn a_broker_shut_down_at_once_after_starting_stops() {
+    let started = broker().await;
+    tokio::time::timeout(PATIENCE, started.shutdown()).await.expect("the broker stops in time");
+}

@@ -1,0 +1,144 @@
+//! A disposable lab of network namespaces joined by veth pairs, and the
+//! processes started inside them. Dropping the lab kills every process by
+//! its PID, deletes every namespace (which removes the veth ends in it) and
+//! removes the brokers' data directory, whether the test passed or not.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+
+/// Names of namespaces and interfaces start with this and the test's PID,
+/// so that concurrent runs never collide. With a PID of at most 7 digits
+/// and two letters after it, an interface name stays within the kernel's
+/// 15 bytes.
+const NAME_PREFIX: &str = "sft";
+
+/// Why the lab cannot run here: not root, no `ip`, or namespaces refused.
+pub fn unavailable_reason() -> Option<String> {
+    if !is_root() {
+        return Some("the test is not running as root".into());
+    }
+    match Command::new("ip").arg("-V").output() {
+        Ok(output) if output.status.success() => {}
+        _ => return Some("the `ip` command (iproute2) is missing".into()),
+    }
+    let probe = format!("{NAME_PREFIX}{}p", std::process::id());
+    if let Err(error) = ip(&["netns", "add", &probe]) {
+        return Some(format!("network namespaces cannot be created: {error}"));
+    }
+    let _ = ip(&["netns", "del", &probe]);
+    None
+}
+
+/// True when the effective user is root, read from `/proc/self/status`.
+fn is_root() -> bool {
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status.lines().find_map(|line| line.strip_prefix("Uid:")?.split_whitespace().nth(1));
+    effective == Some("0")
+}
+
+/// Runs `ip` with `args`; the error is its standard error.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let output = Command::new("ip").args(args).output().map_err(|error| format!("cannot run ip: {error}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim()))
+}
+
+/// Namespaces, veth pairs and processes, all removed on drop.
+pub struct Lab {
+    prefix: String,
+    namespaces: Vec<String>,
+    processes: Vec<Child>,
+    data_dir: PathBuf,
+}
+
+impl Lab {
+    /// An empty lab named after this process.
+    pub fn new() -> Lab {
+        let prefix = format!("{NAME_PREFIX}{}", std::process::id());
+        let data_dir = std::env::temp_dir().join(format!("sift-netns-{}", std::process::id()));
+        Lab { prefix, namespaces: Vec::new(), processes: Vec::new(), data_dir }
+    }
+
+    /// Creates namespace `<prefix><letter>` with its loopback up and
+    /// returns its name.
+    pub fn namespace(&mut self, letter: char) -> String {
+        let name = format!("{}{letter}", self.prefix);
+        // A namespace left by a killed run whose PID was reused goes first.
+        let _ = ip(&["netns", "del", &name]);
+        ip(&["netns", "add", &name]).expect("the namespace is created");
+        self.namespaces.push(name.clone());
+        ip(&["-n", &name, "link", "set", "lo", "up"]).expect("loopback comes up");
+        name
+    }
+
+    /// Joins namespaces `left` and `right` with a veth pair whose ends get
+    /// the /30 addresses `left_address` and `right_address`, and brings both
+    /// up. Each end is created directly in its namespace.
+    pub fn connect(&mut self, left: &str, left_address: &str, right: &str, right_address: &str) {
+        let end_in = |namespace: &str, peer: &str| format!("{namespace}{}", peer.chars().last().unwrap_or('x'));
+        let (left_end, right_end) = (end_in(left, right), end_in(right, left));
+        let add = ["link", "add", &left_end, "netns", left, "type", "veth", "peer", "name", &right_end, "netns", right];
+        ip(&add).expect("the veth pair is created");
+        for (namespace, end, address) in [(left, &left_end, left_address), (right, &right_end, right_address)] {
+            let cidr = format!("{address}/30");
+            ip(&["-n", namespace, "addr", "add", &cidr, "dev", end]).expect("the address is set");
+            ip(&["-n", namespace, "link", "set", end, "up"]).expect("the veth end comes up");
+        }
+    }
+
+    /// The directory for broker `name`'s data, inside the lab's.
+    pub fn data_dir(&self, name: &str) -> PathBuf {
+        self.data_dir.join(name)
+    }
+
+    /// Starts `program args` in `namespace` with its standard output piped
+    /// and standard error as given; the lab kills it on drop. Returns its
+    /// index for [`Lab::process`].
+    pub fn spawn(&mut self, namespace: &str, program: &str, args: &[&str], stderr: Stdio) -> usize {
+        let child = Command::new("ip")
+            .args(["netns", "exec", namespace, program])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("the process starts");
+        self.processes.push(child);
+        self.processes.len() - 1
+    }
+
+    /// The process started as `index`.
+    pub fn process(&mut self, index: usize) -> &mut Child {
+        &mut self.processes[index]
+    }
+
+    /// The standard output of process `index`, taken once.
+    pub fn stdout(&mut self, index: usize) -> ChildStdout {
+        self.processes[index].stdout.take().expect("standard output is piped and not taken yet")
+    }
+
+    /// Runs `program args` in `namespace` to completion.
+    pub fn run(&self, namespace: &str, program: &str, args: &[&str]) -> Output {
+        Command::new("ip").args(["netns", "exec", namespace, program]).args(args).output().expect("the command runs")
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // `ip netns exec` replaces itself with the program, so each PID is
+        // the program's own.
+        for process in &mut self.processes {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+        for namespace in &self.namespaces {
+            if let Err(error) = ip(&["netns", "del", namespace]) {
+                eprintln!("netns test: could not delete namespace {namespace}: {error}");
+            }
+        }
+        let _ = fs::remove_dir_all(&self.data_dir);
+    }
+}

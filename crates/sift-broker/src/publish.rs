@@ -11,7 +11,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sift_core::{DeliveryMode, MatchResult, Message};
@@ -394,18 +393,7 @@ impl Session {
     }
 
     fn arm_report_timeout(&self, report: Arc<DeliveryReport>, requested_ms: u32) {
-        let timeout_ms = self.await_timeout_ms(requested_ms);
-        if report.is_finished() {
-            return;
-        }
-        let mut shutdown = self.shared.shutdown_watch();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(u64::from(timeout_ms))) => {}
-                _ = shutdown.changed() => {}
-            }
-            report.time_out();
-        });
+        report.time_out_after(self.await_timeout_ms(requested_ms), self.shared.shutdown_watch());
     }
 
     fn confirm(&self, request_id: u64, status: ConfirmStatus, matched: u32) {

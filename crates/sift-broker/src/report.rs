@@ -149,6 +149,22 @@ impl DeliveryReport {
         self.send(ConfirmStatus::Incomplete, matched, acked, pending);
     }
 
+    /// Times the report out after `timeout_ms`, or at once when the broker
+    /// shuts down (`shutdown`); nothing when it is already finished.
+    pub fn time_out_after(self: &Arc<Self>, timeout_ms: u32, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        if self.is_finished() {
+            return;
+        }
+        let report = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(u64::from(timeout_ms))) => {}
+                _ = shutdown.changed() => {}
+            }
+            report.time_out();
+        });
+    }
+
     /// True once the report has gone to its sink.
     pub fn is_finished(&self) -> bool {
         self.lock().finished

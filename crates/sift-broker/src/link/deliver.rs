@@ -14,7 +14,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::BytesMut;
 use sift_core::{MatchCache, MatchResult};
@@ -140,20 +139,8 @@ impl RemoteDelivery {
             report.expect(target.key, target.label.clone());
         }
         report.finish_if_empty();
-        if !report.is_finished() {
-            let timeout_ms =
-                (travelling.await_timeout_ms / 4 * 3).clamp(1, shared.config.delivery.await_timeout_ms_max);
-            let timeout = Duration::from_millis(u64::from(timeout_ms));
-            let mut shutdown = shared.shutdown_watch();
-            let waiting = report.clone();
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = tokio::time::sleep(timeout) => {}
-                    _ = shutdown.changed() => {}
-                }
-                waiting.time_out();
-            });
-        }
+        let timeout_ms = (travelling.await_timeout_ms / 4 * 3).clamp(1, shared.config.delivery.await_timeout_ms_max);
+        report.time_out_after(timeout_ms, shared.shutdown_watch());
         report
     }
 }

@@ -5,6 +5,7 @@
 mod admin;
 mod common;
 mod content;
+mod delay;
 mod delivery;
 mod forwarding;
 mod ges22;
@@ -16,3 +17,4 @@ mod policies;
 mod regressions;
 mod reliability;
 mod routing;
+mod toxiproxy;

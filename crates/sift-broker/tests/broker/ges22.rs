@@ -288,7 +288,22 @@ async fn every_subscriber_gets_exactly_its_matches_and_links_follow_interest() {
     // all of them; lower rates spare links whose subtrees want less.
     assert_eq!(sent_per_rate[0], 21 * EVENTS_PER_RATE);
     assert!(sent_per_rate.windows(2).all(|pair| pair[1] < pair[0]), "{sent_per_rate:?}");
+    print_link_traffic(&sent_per_rate);
     network.shutdown().await;
+}
+
+/// The link traffic table of docs/BENCHMARKS.md ("Broker networks"): what
+/// interest routing sent over all links at each rate, against the 21 tree
+/// links × events that flooding sends (checked by the flood test below).
+/// Shown with `--nocapture`.
+fn print_link_traffic(sent_per_rate: &[u64]) {
+    let flooded = 21 * EVENTS_PER_RATE;
+    println!("| matching rate | FORWARDs (interest) | FORWARDs (flood) | interest / flood |");
+    println!("| ---: | ---: | ---: | ---: |");
+    for (rate_percent, sent) in sift_core::workload::ges::SEED_MATCHING_RATES.iter().zip(sent_per_rate) {
+        let share = *sent as f64 / flooded as f64;
+        println!("| {rate_percent} % | {sent} | {flooded} | {share:.2} |");
+    }
 }
 
 #[tokio::test]

@@ -32,6 +32,7 @@ fn link_error_code_strategy() -> impl Strategy<Value = LinkErrorCode> {
         (1u16..=20).prop_map(|code| LinkErrorCode::Common(ErrorCode::from_code(code))),
         Just(LinkErrorCode::ClusterMismatch),
         Just(LinkErrorCode::DuplicateBrokerName),
+        Just(LinkErrorCode::AlreadyLinked),
     ]
 }
 

@@ -56,6 +56,9 @@ pub(crate) async fn run(target: LinkTarget, shared: Arc<BrokerShared>) {
                 session::run(link, shared.clone()).await;
                 backoff.reset();
             }
+            // Both brokers dial each other and the other connection was
+            // kept: routine, and the back-off spaces the next look.
+            Err(error) if error.is_already_linked() => already_linked(&target.address, &error, &shared),
             Err(error) => failed(&target.address, &error, &shared),
         }
         let wait = backoff.step();
@@ -64,6 +67,13 @@ pub(crate) async fn run(target: LinkTarget, shared: Arc<BrokerShared>) {
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Remembers and logs quietly an attempt that found the link already up.
+fn already_linked(address: &str, error: &LinkError, shared: &BrokerShared) {
+    bump(&shared.stats.link_connect_failures);
+    shared.links.record_failure(address, error);
+    tracing::debug!(address, %error, "link already up (dialled by the peer); will look again later");
 }
 
 /// Counts, remembers and logs a failed attempt. Configuration errors (a

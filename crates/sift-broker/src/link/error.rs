@@ -65,9 +65,13 @@ pub enum LinkError {
         /// The peer's cluster.
         theirs: String,
     },
-    /// The peer has this broker's name, or that of a broker already linked.
+    /// The peer has this broker's own name.
     #[error("duplicate broker name: {0}")]
     DuplicateName(String),
+    /// A link to a broker of the peer's name is already up (the two brokers
+    /// dialled each other, or two brokers share a name).
+    #[error("already linked: {0}")]
+    AlreadyLinked(String),
     /// The peer sent a fatal `LINK_ERROR`.
     #[error("refused by the peer: {code}: {message}")]
     Refused {
@@ -82,6 +86,9 @@ pub enum LinkError {
     /// Frames for the peer piled up past `link_send_queue_frames`.
     #[error("send queue full: the peer does not keep up")]
     Overflow,
+    /// Another link to the same broker won the tie-break of two links.
+    #[error("replaced by another link to the same broker (the one dialled by the broker whose name sorts first)")]
+    Replaced,
     /// This broker is shutting down.
     #[error("broker is shutting down")]
     ShuttingDown,
@@ -102,6 +109,7 @@ impl LinkError {
             LinkError::UnsupportedVersion { .. } => (ErrorCode::UnsupportedVersion.into(), self.to_string()),
             LinkError::ClusterMismatch { .. } => (LinkErrorCode::ClusterMismatch, self.to_string()),
             LinkError::DuplicateName(_) => (LinkErrorCode::DuplicateBrokerName, self.to_string()),
+            LinkError::AlreadyLinked(_) | LinkError::Replaced => (LinkErrorCode::AlreadyLinked, self.to_string()),
             LinkError::Overflow => (ErrorCode::SlowConsumer.into(), self.to_string()),
             LinkError::ShuttingDown => (ErrorCode::ShuttingDown.into(), self.to_string()),
         };
@@ -118,5 +126,13 @@ impl LinkError {
             }
             _ => false,
         }
+    }
+
+    /// True when one end already has a link up to the other's name, found by
+    /// either end, or a link was replaced by a newer one: the normal outcome
+    /// of two brokers that dial each other.
+    pub fn is_already_linked(&self) -> bool {
+        matches!(self, LinkError::AlreadyLinked(_) | LinkError::Replaced)
+            || matches!(self, LinkError::Refused { code: LinkErrorCode::AlreadyLinked, .. })
     }
 }

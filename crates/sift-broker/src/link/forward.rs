@@ -24,7 +24,7 @@ use crate::config::{Config, RoutingMode};
 use crate::report::DeliveryReport;
 use crate::stats::{add, bump, Stats};
 
-use super::network::NetState;
+use super::network::{CloseReason, NetState};
 use super::report_route::ReportRegistry;
 use super::retransmit::Retransmission;
 
@@ -379,7 +379,7 @@ impl NetState {
                 traffic.bytes_forwarded += length;
             }
             Err(TrySendError::Full(_)) if reliable => {
-                if !live.close.send_replace(true) {
+                if CloseReason::send(live, CloseReason::Overflow) {
                     bump(&stats.link_errors);
                     tracing::warn!(neighbour = %hop, "link send queue full with reliable messages: closing the link");
                 }

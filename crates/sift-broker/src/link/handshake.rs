@@ -50,7 +50,10 @@ impl LinkStream {
     /// hands the error back.
     async fn refuse(mut self, error: LinkError, shared: &BrokerShared) -> LinkError {
         if let Some(reply) = error.reply() {
-            crate::stats::bump(&shared.stats.link_errors);
+            // Two brokers dialling each other is normal, not an error.
+            if !error.is_already_linked() {
+                crate::stats::bump(&shared.stats.link_errors);
+            }
             let _ = write_frame(&mut self.writer, &reply).await;
         }
         let _ = self.writer.shutdown().await;
@@ -125,7 +128,7 @@ fn admit(hello: &LinkHello, address: &str, shared: &BrokerShared) -> Result<Regi
         link_cost: DEFAULT_LINK_COST,
     });
     let cost = hello.link_cost.max(DEFAULT_LINK_COST);
-    shared.links.register(&hello.broker, address, cost, encode(&welcome), &shared.stats)
+    shared.links.register(&hello.broker, address, cost, encode(&welcome), false, &shared.stats)
 }
 
 /// Dials `address`, sends `LINK_HELLO`, checks the `LINK_WELCOME` and
@@ -161,7 +164,7 @@ pub(crate) async fn dial(address: &str, cost: u32, shared: &BrokerShared) -> Res
         .and_then(|()| check_cluster(shared, &welcome.broker, &welcome.cluster))
         .and_then(|()| {
             let agreed = cost.max(welcome.link_cost);
-            shared.links.register(&welcome.broker, address, agreed, None, &shared.stats)
+            shared.links.register(&welcome.broker, address, agreed, None, true, &shared.stats)
         });
     match checked {
         Ok(registered) => Ok(Established { peer: BrokerName::from(welcome.broker.as_str()), stream: link, registered }),

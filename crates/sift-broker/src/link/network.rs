@@ -66,10 +66,30 @@ pub(crate) struct LiveLink {
     pub(crate) address: String,
     pub(crate) cost: u32,
     pub(crate) since: Instant,
+    /// True when this broker dialled the link, false when it accepted it.
+    pub(crate) dialled_here: bool,
     /// Encoded frames for the link's writer; bounded by `link_send_queue_frames`.
     pub(crate) sender: mpsc::Sender<Bytes>,
     /// Set to true to make the link's session end.
-    pub(crate) close: watch::Sender<bool>,
+    pub(crate) close: watch::Sender<CloseReason>,
+}
+
+/// Why a link's session is told to end, through [`LiveLink::close`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CloseReason {
+    /// Not told to close.
+    Open,
+    /// Its send queue filled up: the peer does not keep up.
+    Overflow,
+    /// Another link to the same broker won the tie-break (§10.4).
+    Replaced,
+}
+
+impl CloseReason {
+    /// Asks `live`'s session to end for `reason`; true the first time.
+    pub(crate) fn send(live: &LiveLink, reason: CloseReason) -> bool {
+        live.close.send_replace(reason) == CloseReason::Open
+    }
 }
 
 /// What a session gets back from [`LinkNetwork::register`].
@@ -78,7 +98,7 @@ pub(crate) struct Registered {
     pub(crate) id: u64,
     pub(crate) sender: mpsc::Sender<Bytes>,
     pub(crate) receiver: mpsc::Receiver<Bytes>,
-    pub(crate) close: watch::Receiver<bool>,
+    pub(crate) close: watch::Receiver<CloseReason>,
 }
 
 /// The state behind [`LinkNetwork`]'s lock.
@@ -171,35 +191,60 @@ impl LinkNetwork {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records a link up with `peer`, queues `first` (the acceptor's
-    /// `LINK_WELCOME`) before anything else on it, originates and floods this
-    /// broker's new link state and sends the new link every record held.
-    /// Refuses a link to itself or to a broker already linked.
+    /// Records a link up with `peer` (`dialled_here` when this broker
+    /// dialled it), queues `first` (the acceptor's `LINK_WELCOME`) before
+    /// anything else on it, originates and floods this broker's new link
+    /// state and sends the new link every record held. Refuses a link to
+    /// itself; of two links to one broker keeps one ([`NetState::keeps_new_link`]).
     pub(crate) fn register(
         &self,
         peer: &str,
         address: &str,
         cost: u32,
         first: Option<Bytes>,
+        dialled_here: bool,
         stats: &Stats,
     ) -> Result<Registered, LinkError> {
         let mut state = self.lock();
         if peer == &*state.own_name {
             return Err(LinkError::DuplicateName(format!("the peer is named {peer:?}, like this broker")));
         }
-        if state.links.contains_key(peer) {
-            return Err(LinkError::DuplicateName(format!("a link to a broker named {peer:?} is already up")));
+        if let Some(existing) = state.links.get(peer) {
+            if !state.keeps_new_link(peer, existing.dialled_here, dialled_here) {
+                if !existing.dialled_here && !dialled_here {
+                    // Not the two-way dial of one pair: someone named like
+                    // a linked neighbour dialled in.
+                    tracing::info!(
+                        peer,
+                        "refused a second link from a broker of this name: a restart not yet noticed, \
+                         or two brokers share the name"
+                    );
+                }
+                return Err(LinkError::AlreadyLinked(format!("a link to a broker named {peer:?} is already up")));
+            }
+            // The new link wins the tie-break: the old one ends as if it
+            // had gone down (its reliable frames are stranded and then sent
+            // again over the new one).
+            CloseReason::send(existing, CloseReason::Replaced);
+            state.drop_link(peer, stats);
         }
         let (sender, receiver) = mpsc::channel(self.queue_frames);
         if let Some(first) = first {
             // The queue is new and its capacity is at least one.
             let _ = sender.try_send(first);
         }
-        let (close, close_watch) = watch::channel(false);
+        let (close, close_watch) = watch::channel(CloseReason::Open);
         let id = state.next_link_id;
         state.next_link_id += 1;
-        let live =
-            LiveLink { id, address: address.to_string(), cost, since: Instant::now(), sender: sender.clone(), close };
+        let live = LiveLink {
+            id,
+            address: address.to_string(),
+            cost,
+            since: Instant::now(),
+            dialled_here,
+            sender: sender.clone(),
+            close,
+        };
         let name = BrokerName::from(peer);
         state.links.insert(name.clone(), live);
         bump(&stats.links_up);
@@ -220,16 +265,7 @@ impl LinkNetwork {
         if state.links.get(peer).is_none_or(|live| live.id != id) {
             return;
         }
-        // Before the topology forgets the link: the origins' trees still
-        // show which brokers the kept frames were to reach.
-        state.strand_link(peer, stats);
-        state.links.remove(peer);
-        stats.links_up.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        state.announce(stats);
-        state.forget_unreachable();
-        state.forget_unreachable_interest(stats);
-        state.refresh_forwarding();
-        state.reroute_stranded(stats);
+        state.drop_link(peer, stats);
     }
 
     /// Waits, boundedly, while some link's send queue is nearly full
@@ -376,5 +412,33 @@ impl LinkNetwork {
     pub fn shortest_path_hops(&self, broker: &str) -> Option<u32> {
         let state = self.lock();
         state.topology.tree(&state.own_name).hops(broker)
+    }
+}
+
+impl NetState {
+    /// Of two links to `peer`, the one dialled by the broker whose name
+    /// sorts first is kept. Both ends apply the rule to the same two
+    /// connections, so when two brokers dial each other at once they keep
+    /// the same one instead of each refusing the other's. Between two
+    /// links dialled by the same broker the one up already stays.
+    fn keeps_new_link(&self, peer: &str, existing_dialled_here: bool, new_dialled_here: bool) -> bool {
+        let preferred_here = *self.own_name < *peer;
+        existing_dialled_here != preferred_here && new_dialled_here == preferred_here
+    }
+
+    /// Forgets the link to `peer`: strands its kept reliable frames, then
+    /// originates and floods this broker's new link state, forgets brokers
+    /// no longer reachable and re-routes what was stranded.
+    fn drop_link(&mut self, peer: &str, stats: &Stats) {
+        // Before the topology forgets the link: the origins' trees still
+        // show which brokers the kept frames were to reach.
+        self.strand_link(peer, stats);
+        self.links.remove(peer);
+        stats.links_up.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.announce(stats);
+        self.forget_unreachable();
+        self.forget_unreachable_interest(stats);
+        self.refresh_forwarding();
+        self.reroute_stranded(stats);
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use sift_net::BrokerName;
-use sift_proto::link::{forward_flags, LinkErrorFrame, LinkFrame};
+use sift_proto::link::{forward_flags, LinkErrorCode, LinkErrorFrame, LinkFrame};
 use sift_proto::DecodeError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -22,6 +22,7 @@ use super::deliver::RemoteDelivery;
 use super::error::LinkError;
 use super::frames::{encode, error_frame};
 use super::handshake::{Established, LinkStream};
+use super::network::CloseReason;
 
 /// Intervals of silence after which a link is considered down (§10.9).
 pub const SILENT_INTERVALS: u32 = 3;
@@ -55,6 +56,7 @@ pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
     if let Err(error) = &outcome {
         match error {
             LinkError::ShuttingDown => tracing::debug!(neighbour = %session.peer, "link closed for shutdown"),
+            _ if error.is_already_linked() => tracing::debug!(neighbour = %session.peer, %error, "link closed"),
             _ => tracing::info!(neighbour = %session.peer, %error, "link down"),
         }
         if let Some(reply) = error.reply() {
@@ -92,7 +94,7 @@ impl Session {
         reader: &mut tokio::net::tcp::OwnedReadHalf,
         buf: &mut BytesMut,
         decoder: &mut sift_proto::link::LinkDecoder,
-        close: &mut tokio::sync::watch::Receiver<bool>,
+        close: &mut tokio::sync::watch::Receiver<CloseReason>,
     ) -> Result<(), LinkError> {
         let interval = Duration::from_millis(self.shared.config.network.link_ping_interval_ms);
         let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
@@ -137,7 +139,12 @@ impl Session {
                     self.nonce += 1;
                     self.send_frame(&LinkFrame::Ping { nonce: self.nonce });
                 }
-                _ = close.changed() => return Err(LinkError::Overflow),
+                _ = close.changed() => {
+                    return Err(match *close.borrow() {
+                        CloseReason::Replaced => LinkError::Replaced,
+                        _ => LinkError::Overflow,
+                    })
+                }
                 _ = shutdown.changed() => return Err(LinkError::ShuttingDown),
             }
         }
@@ -232,9 +239,17 @@ impl Session {
     }
 
     /// Logs a `LINK_ERROR` from the peer (§10.9); a fatal one ends the link.
+    /// `already_linked` (a link that lost the tie-break of two links,
+    /// §10.4) and `shutting_down` are routine ends, not errors.
     fn peer_error(&self, refusal: LinkErrorFrame) -> Result<(), LinkError> {
-        bump(&self.shared.stats.link_errors);
-        tracing::warn!(neighbour = %self.peer, code = %refusal.code, fatal = refusal.fatal, "LINK_ERROR: {}", refusal.message);
+        if refusal.code == LinkErrorCode::AlreadyLinked {
+            tracing::debug!(neighbour = %self.peer, "link replaced by the other link: {}", refusal.message);
+        } else if refusal.code == LinkErrorCode::Common(sift_proto::ErrorCode::ShuttingDown) {
+            tracing::debug!(neighbour = %self.peer, "the neighbour is shutting down");
+        } else {
+            bump(&self.shared.stats.link_errors);
+            tracing::warn!(neighbour = %self.peer, code = %refusal.code, fatal = refusal.fatal, "LINK_ERROR: {}", refusal.message);
+        }
         if refusal.fatal {
             return Err(LinkError::Refused { code: refusal.code, message: refusal.message });
         }

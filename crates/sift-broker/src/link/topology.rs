@@ -9,7 +9,7 @@ use tokio::sync::mpsc::error::TrySendError;
 use crate::stats::{bump, Stats};
 
 use super::frames::encode;
-use super::network::NetState;
+use super::network::{CloseReason, NetState};
 
 /// The wire form of a record held in the topology.
 fn to_frame(state: &LinkState) -> LinkFrame {
@@ -130,7 +130,7 @@ impl NetState {
             return;
         };
         if let Err(TrySendError::Full(_)) = live.sender.try_send(bytes) {
-            if !live.close.send_replace(true) {
+            if CloseReason::send(live, CloseReason::Overflow) {
                 bump(&stats.link_errors);
                 tracing::warn!(neighbour = peer, "link send queue full (link_send_queue_frames): closing the link");
             }

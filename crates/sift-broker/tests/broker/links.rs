@@ -104,6 +104,32 @@ async fn a_ring_of_four_converges() {
 }
 
 #[tokio::test]
+async fn brokers_that_dial_each_other_keep_one_link_quietly() {
+    // The second broker's link address is chosen first, so that each can
+    // be told to dial the other.
+    let reserved = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let second_addr = reserved.local_addr().expect("bound");
+    drop(reserved);
+    let first = node_at("a", "test", None, &[second_addr]).await;
+    let second = node_at("b", "test", Some(second_addr), &[link_addr(&first)]).await;
+    converged_with_hops(&[&first, &second], &["a", "b"], &[(0, "b", 1), (1, "a", 1)]).await;
+    // The losing dialler finds the link up and says so, as a routine outcome.
+    eventually("a dialler finds the link already up", || {
+        [&first, &second]
+            .iter()
+            .any(|broker| broker.link_failures().iter().any(|failure| failure.error.contains("already_linked")))
+    })
+    .await;
+    for broker in [&first, &second] {
+        assert_eq!(broker.links().len(), 1, "{} has one link", broker.network_name());
+        assert_eq!(broker.stats().link_errors, 0, "{}: nothing counted as an error", broker.network_name());
+        let failures = broker.link_failures();
+        assert!(failures.iter().all(|failure| !failure.error.contains("duplicate_broker_name")), "{failures:?}");
+    }
+    shutdown_all(vec![second, first]).await;
+}
+
+#[tokio::test]
 async fn duplicate_names_and_self_links_are_refused() {
     let first = node("a", &[]).await;
     let twin = node("a", &[link_addr(&first)]).await;

@@ -17,6 +17,10 @@ pub enum LinkErrorCode {
     /// The peer has this broker's own name, or that of a broker already
     /// linked: names must be unique within a cluster.
     DuplicateBrokerName,
+    /// A link to a broker of the peer's name is already up: usually the two
+    /// brokers dialled each other and the other handshake won. Not a
+    /// configuration error; the dialler tries again later.
+    AlreadyLinked,
     /// A code shared with the client protocol (or one this version does not
     /// know, as [`ErrorCode::Unknown`]).
     Common(ErrorCode),
@@ -28,6 +32,7 @@ impl LinkErrorCode {
         match self {
             LinkErrorCode::ClusterMismatch => LINK_ERROR_CODE_BASE,
             LinkErrorCode::DuplicateBrokerName => LINK_ERROR_CODE_BASE + 1,
+            LinkErrorCode::AlreadyLinked => LINK_ERROR_CODE_BASE + 2,
             LinkErrorCode::Common(code) => code.code(),
         }
     }
@@ -37,6 +42,7 @@ impl LinkErrorCode {
         match code.checked_sub(LINK_ERROR_CODE_BASE) {
             Some(0) => LinkErrorCode::ClusterMismatch,
             Some(1) => LinkErrorCode::DuplicateBrokerName,
+            Some(2) => LinkErrorCode::AlreadyLinked,
             _ => LinkErrorCode::Common(ErrorCode::from_code(code)),
         }
     }
@@ -46,6 +52,7 @@ impl LinkErrorCode {
         match self {
             LinkErrorCode::ClusterMismatch => "cluster_mismatch",
             LinkErrorCode::DuplicateBrokerName => "duplicate_broker_name",
+            LinkErrorCode::AlreadyLinked => "already_linked",
             LinkErrorCode::Common(code) => code.name(),
         }
     }
@@ -69,7 +76,9 @@ mod tests {
 
     #[test]
     fn link_codes_do_not_shadow_common_codes_and_round_trip() {
-        for code in (1..=20).chain([LINK_ERROR_CODE_BASE, LINK_ERROR_CODE_BASE + 1, 999, u16::MAX]) {
+        for code in
+            (1..=20).chain([LINK_ERROR_CODE_BASE, LINK_ERROR_CODE_BASE + 1, LINK_ERROR_CODE_BASE + 2, 999, u16::MAX])
+        {
             assert_eq!(LinkErrorCode::from_code(code).code(), code);
         }
         assert_eq!(LinkErrorCode::from_code(1), LinkErrorCode::Common(ErrorCode::Malformed));

@@ -1,0 +1,1 @@
+//! The scenarios of `sift bench`, one module each.

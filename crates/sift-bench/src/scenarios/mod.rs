@@ -1,1 +1,3 @@
 //! The scenarios of `sift bench`, one module each.
+
+pub mod pubsub;

@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::pubsub;
+use sift_bench::scenarios::{fjm2, pubsub};
 
 use crate::CliError;
 
@@ -17,12 +17,15 @@ pub struct BenchArgs {
 enum Scenario {
     /// P publishers → S subscribers on one topic: throughput and latency.
     Pubsub(pubsub::PubsubArgs),
+    /// FJM2 thesis §5.4-5.5: throughput in Mbit/s against message size, 1 → 1 and 1 → 2.
+    Fjm2(fjm2::Fjm2Args),
 }
 
 /// Runs the chosen scenario.
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     match args.scenario {
         Scenario::Pubsub(args) => pubsub::run(args).await?,
+        Scenario::Fjm2(args) => fjm2::run(args).await?,
     }
     Ok(())
 }

@@ -24,6 +24,11 @@ fn pubsub_quick_latency_through_a_chain() {
     smoke("pubsub", &["--latency", "--chain", "2", "--count", "200"]);
 }
 
+#[test]
+fn fjm2_quick() {
+    smoke("fjm2", &[]);
+}
+
 /// A child process killed when the test ends, pass or fail.
 struct Running(Child);
 

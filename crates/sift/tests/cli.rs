@@ -159,6 +159,7 @@ fn every_subcommand_has_help() {
         &["sub", "--help"],
         &["bench", "--help"],
         &["bench", "pubsub", "--help"],
+        &["bench", "fjm2", "--help"],
         &["admin", "--help"],
     ] {
         let output = Command::new(SIFT).args(args).output().expect("runs");

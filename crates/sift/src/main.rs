@@ -100,4 +100,7 @@ pub enum CliError {
     /// Writing output failed.
     #[error("cannot write output: {0}")]
     Output(std::io::Error),
+    /// A benchmark failed.
+    #[error(transparent)]
+    Bench(#[from] sift_bench::BenchError),
 }

@@ -159,6 +159,7 @@ fn every_subcommand_has_help() {
         &["sub", "--help"],
         &["bench", "--help"],
         &["bench", "pubsub", "--help"],
+        &["bench", "fjm2", "--help"],
         &["admin", "--help"],
     ] {
         let output = Command::new(SIFT).args(args).output().expect("runs");
@@ -169,15 +170,27 @@ fn every_subcommand_has_help() {
 
 #[test]
 fn bench_pubsub_runs_embedded_and_prints_json() {
+    let out = temp_dir("bench-json");
     let output = Command::new(SIFT)
-        .args(["bench", "pubsub", "--count", "2000", "--subs", "2", "--json"])
+        .args(["bench", "pubsub", "--count", "2000", "--subs", "2", "--json", "--out"])
+        .arg(&out)
         .output()
         .expect("runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let result: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(result["published"], 2000);
-    assert_eq!(result["delivered"], 4000);
-    assert!(result["latency_us_p99"].as_f64().expect("number") > 0.0);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    // The `pubsub` table's one row holds the figures under their names.
+    let table = &report["tables"][0];
+    assert_eq!(table["name"], "pubsub");
+    let figure = |name: &str| {
+        let columns = table["columns"].as_array().expect("columns");
+        let index = columns.iter().position(|column| column["name"] == name).expect("column");
+        table["rows"][0][index].clone()
+    };
+    assert_eq!(figure("published"), 2000);
+    assert_eq!(figure("delivered"), 4000);
+    assert!(figure("latency_us_p99").as_f64().expect("number") > 0.0);
+    assert!(out.join("results.json").is_file());
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]

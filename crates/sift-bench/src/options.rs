@@ -1,0 +1,25 @@
+//! The options every scenario takes, to be flattened into its own clap
+//! arguments with `#[command(flatten)]`.
+
+use std::path::PathBuf;
+
+/// Options common to all scenarios: where the broker is, where the results
+/// go, the reduced grid, and JSON output.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Broker to measure; without it the bench starts its own, embedded in
+    /// this process.
+    #[arg(long, value_name = "ADDR")]
+    pub server: Option<String>,
+    /// Directory for the result files, used as is (created if missing);
+    /// default `bench-results/SCENARIO-YYYYMMDDTHHMMSSZ/`.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run a reduced grid with small counts: under a minute, for smoke tests.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the whole report as JSON on standard output instead of tables,
+    /// and draw no progress bar.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,121 @@
+//! Bench publishers: real clients that publish stamped messages as fast as
+//! the broker takes them, or paced at a rate.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use sift_client::{Client, ClientOptions, PublishOptions};
+use sift_core::{DeliveryMode, TopicName};
+
+use crate::error::BenchError;
+use crate::stamp::{blank_payload, nanos_since, write_stamp, MessageMaker};
+
+/// Batches of deliveries (each at most one socket read's worth) a bench
+/// client buffers per subscription before its reader waits.
+pub const SUBSCRIPTION_BATCHES: usize = 1024;
+
+/// Reliable publishes awaiting their confirm per publisher: enough to keep
+/// the broker's publish window full while confirms are collected in order.
+pub const CONFIRMS_IN_FLIGHT_MAX: usize = 512;
+
+/// In unpaced runs one message in this many carries its send time. The
+/// latencies of such a run are queueing delay anyway; sampling keeps two
+/// clock readings per message off the measured path. Paced and
+/// one-in-flight runs stamp every message.
+pub const THROUGHPUT_STAMP_EVERY: u64 = 16;
+
+/// Options of a bench client: named, no reconnect (a lost connection is a
+/// failed run), deep subscription buffers.
+pub fn client_options(name: String) -> ClientOptions {
+    ClientOptions { name, reconnect: false, subscription_batches: SUBSCRIPTION_BATCHES, ..ClientOptions::default() }
+}
+
+/// Connects a bench client named `name` to `address`.
+pub async fn connect(address: &str, name: String) -> Result<Client, BenchError> {
+    Ok(Client::connect(address, client_options(name)).await?)
+}
+
+/// What one publisher sends: payload size and, for a paced run, its own
+/// messages per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// Payload bytes per message.
+    pub size: usize,
+    /// Messages per second of this publisher; `None` for as fast as possible.
+    pub rate: Option<u64>,
+}
+
+impl Pace {
+    /// Waits until message `sent` is due (paced runs only).
+    async fn wait_turn(&self, sent: u64, started: tokio::time::Instant) {
+        let Some(rate) = self.rate else { return };
+        let due = started + Duration::from_nanos(sent.saturating_mul(1_000_000_000) / rate.max(1));
+        // Sleeping has millisecond granularity: publish what is due and
+        // sleep only when a whole millisecond ahead.
+        if due > tokio::time::Instant::now() + Duration::from_millis(1) {
+            tokio::time::sleep_until(due).await;
+        }
+    }
+}
+
+/// Publishes `share` messages on `topic` in `mode`, stamped with the time
+/// since `epoch`, then waits until the broker has processed them all (a
+/// ping answered after the last publish) and closes the client. Returns
+/// how many were published.
+pub async fn publish_share(
+    client: Client,
+    topic: TopicName,
+    share: u64,
+    mode: DeliveryMode,
+    pace: Pace,
+    epoch: Instant,
+) -> Result<u64, BenchError> {
+    let mut confirms = VecDeque::with_capacity(CONFIRMS_IN_FLIGHT_MAX + 1);
+    let mut maker = MessageMaker::new(topic.clone(), mode, pace.size);
+    // Best-effort messages go out through `publish_payload`, from one
+    // payload buffer whose stamp is rewritten per message.
+    let mut payload = blank_payload(pace.size);
+    let started = tokio::time::Instant::now();
+    for sent in 0..share {
+        pace.wait_turn(sent, started).await;
+        let stamp = pace.rate.is_some() || sent.is_multiple_of(THROUGHPUT_STAMP_EVERY);
+        let sent_ns = if stamp { nanos_since(epoch) } else { 0 };
+        if !mode.needs_ack() {
+            write_stamp(&mut payload, sent_ns);
+            client.publish_payload(&topic, &payload).await?;
+            continue;
+        }
+        confirms.push_back(client.start_confirmed(maker.message(sent_ns), PublishOptions::default()).await?);
+        // Keep the window full but collect confirms as they come.
+        while confirms.len() > CONFIRMS_IN_FLIGHT_MAX {
+            if let Some(confirm) = confirms.pop_front() {
+                let _ = confirm.await;
+            }
+        }
+    }
+    for confirm in confirms {
+        let _ = confirm.await;
+    }
+    client.ping().await?;
+    client.close().await;
+    Ok(share)
+}
+
+/// Publisher `index`'s part of `count` messages split across `publishers`
+/// (the first ones take one more when it does not divide evenly).
+pub fn share_of(count: u64, publishers: usize, index: usize) -> u64 {
+    let publishers = publishers.max(1) as u64;
+    count / publishers + u64::from((index as u64) < count % publishers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_the_count() {
+        assert_eq!((0..3).map(|index| share_of(10, 3, index)).collect::<Vec<_>>(), [4, 3, 3]);
+        assert_eq!((0..4).map(|index| share_of(8, 4, index)).sum::<u64>(), 8);
+        assert_eq!(share_of(5, 0, 0), 5);
+    }
+}

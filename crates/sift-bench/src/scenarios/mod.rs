@@ -1,0 +1,4 @@
+//! The scenarios of `sift bench`, one module each.
+
+pub mod fjm2;
+pub mod pubsub;

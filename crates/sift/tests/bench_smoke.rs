@@ -1,0 +1,135 @@
+//! Smoke test of `sift bench`: every scenario runs with `--quick` as a user
+//! would run it, and writes result files that parse and hold what they
+//! should. A new scenario adds one test that calls [`smoke`].
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const SIFT: &str = env!("CARGO_BIN_EXE_sift");
+
+/// Longest a `--quick` run may take here (debug build, shared machine).
+const QUICK_RUN_LIMIT: Duration = Duration::from_secs(120);
+
+#[test]
+fn pubsub_quick() {
+    let report = smoke("pubsub", &[]);
+    let row = &report["tables"][0]["rows"][0];
+    // Columns 7 and 8 are `published` and `delivered`: nothing is lost on an idle loopback.
+    assert_eq!((row[7].as_u64(), row[8].as_u64()), (Some(20_000), Some(20_000)), "{row}");
+}
+
+#[test]
+fn pubsub_quick_latency_through_a_chain() {
+    smoke("pubsub", &["--latency", "--chain", "2", "--count", "200"]);
+}
+
+#[test]
+fn fjm2_quick() {
+    smoke("fjm2", &[]);
+}
+
+/// A child process killed when the test ends, pass or fail.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `sift bench SCENARIO --quick --json --out DIR EXTRA…` and checks its
+/// output and files; returns the parsed report.
+fn smoke(scenario: &str, extra: &[&str]) -> serde_json::Value {
+    let out = scratch_dir(scenario, extra);
+    // Output goes to files: a pipe nobody reads while the run lasts could fill and stall it.
+    let (stdout_path, stderr_path) = (out.with_extension("stdout"), out.with_extension("stderr"));
+    let stdout = std::fs::File::create(&stdout_path).expect("stdout file");
+    let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+    let child = Command::new(SIFT)
+        .args(["bench", scenario, "--quick", "--json", "--out"])
+        .arg(&out)
+        .args(extra)
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .expect("sift bench starts");
+    let mut running = Running(child);
+    let status = wait(&mut running, scenario);
+    let stderr = std::fs::read_to_string(&stderr_path).expect("stderr");
+    assert!(status.success(), "sift bench {scenario} failed: {stderr}");
+    assert!(stderr.contains(&format!("results written to {}", out.display())), "{stderr}");
+
+    let printed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stdout_path).expect("stdout")).expect("--json prints JSON");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results.json"))
+            .expect("results.json is JSON");
+    assert_eq!(printed, report, "--json prints the report written to results.json");
+    assert_eq!(report["scenario"], scenario);
+    assert!(report["command"].as_str().expect("command").starts_with(&format!("sift bench {scenario} --quick")));
+    check_tables(&report, &out);
+    check_plots(&report, &out);
+    assert!(std::fs::read_to_string(out.join("results.md")).expect("results.md").starts_with("# "));
+    std::fs::remove_dir_all(&out).expect("clean up");
+    std::fs::remove_file(&stdout_path).expect("clean up");
+    std::fs::remove_file(&stderr_path).expect("clean up");
+    report
+}
+
+/// Every table has rows of one number or text per column, and every cell
+/// is a line of `results.csv`.
+fn check_tables(report: &serde_json::Value, out: &Path) {
+    let tables = report["tables"].as_array().expect("tables");
+    assert!(!tables.is_empty(), "no tables");
+    let csv = std::fs::read_to_string(out.join("results.csv")).expect("results.csv");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("table,row,column,unit,value"));
+    let mut cells = 0;
+    for table in tables {
+        let name = table["name"].as_str().expect("table name");
+        let columns = table["columns"].as_array().expect("columns").len();
+        let rows = table["rows"].as_array().expect("rows");
+        assert!(!rows.is_empty(), "table {name} has no rows");
+        assert!(rows.iter().all(|row| row.as_array().map(Vec::len) == Some(columns)), "ragged table {name}");
+        cells += rows.len() * columns;
+        assert!(out.join(format!("{name}.csv")).is_file(), "{name}.csv missing");
+    }
+    // Cells hold no line breaks in these scenarios, so one cell is one line.
+    assert_eq!(lines.count(), cells);
+    // The first table holds measured numbers, not only labels.
+    let first = &tables[0]["rows"][0];
+    assert!(first.as_array().expect("row").iter().any(|cell| cell.as_f64().is_some_and(|value| value > 0.0)));
+}
+
+/// Every plot the report lists is an SVG file.
+fn check_plots(report: &serde_json::Value, out: &Path) {
+    let plots = report["plots"].as_array().expect("plots");
+    assert!(!plots.is_empty(), "no plots");
+    for plot in plots {
+        let file = plot["file"].as_str().expect("plot file");
+        let svg = std::fs::read_to_string(out.join(file)).expect("plot written");
+        assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{file} is not an SVG");
+        assert!(svg.contains(plot["title"].as_str().expect("title")), "{file} lacks its title");
+    }
+}
+
+fn wait(running: &mut Running, scenario: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + QUICK_RUN_LIMIT;
+    loop {
+        if let Some(status) = running.0.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "sift bench {scenario} --quick did not finish in {QUICK_RUN_LIMIT:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A fresh directory per scenario and arguments, so that tests can run in parallel.
+fn scratch_dir(scenario: &str, extra: &[&str]) -> PathBuf {
+    let variant: String = extra.concat().chars().filter(char::is_ascii_alphanumeric).collect();
+    let dir = std::env::temp_dir().join(format!("sift-bench-smoke-{scenario}-{variant}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}

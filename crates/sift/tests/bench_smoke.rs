@@ -29,6 +29,31 @@ fn fjm2_quick() {
     smoke("fjm2", &[]);
 }
 
+#[test]
+fn dds_quick() {
+    let report = smoke("dds", &[]);
+    let points = &report["tables"][0];
+    let columns: Vec<&str> =
+        points["columns"].as_array().expect("columns").iter().filter_map(|c| c["name"].as_str()).collect();
+    let rows = points["rows"].as_array().expect("rows");
+    // 3 fans × 2 modes × 2 policies × 2 sizes × 2 rates.
+    assert_eq!(rows.len(), 48);
+    for row in rows {
+        let number = |name: &str| row[columns.iter().position(|c| *c == name).expect(name)].as_f64().expect(name);
+        // --quick publishes for 0.25 s, at least 20 messages per publisher.
+        let per_publisher = (number("rate_hz") * 0.25).round().max(20.0);
+        assert_eq!(number("published"), per_publisher * number("publishers"), "{row}");
+        let owed = number("published") * number("subscribers");
+        // Every delivery owed arrived or was overwritten or dropped by its queue's policy, as the broker counted.
+        assert_eq!(number("delivered") + number("dropped"), owed, "{row}");
+        if row[columns.iter().position(|c| *c == "policy").expect("policy")] == "block" {
+            assert_eq!(number("delivered"), owed, "keep-all loses nothing at these rates: {row}");
+        }
+        assert!(number("latency_us_max") >= number("latency_us_mean") && number("latency_us_mean") > 0.0, "{row}");
+        assert!(number("delivery_overhead_bytes_per_msg") > 0.0 && number("subscriber_cpu_us_per_msg") > 0.0, "{row}");
+    }
+}
+
 /// A child process killed when the test ends, pass or fail.
 struct Running(Child);
 

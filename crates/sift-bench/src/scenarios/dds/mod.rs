@@ -24,13 +24,15 @@
 //! **Latency** is from the send stamp each publisher writes into the
 //! payload as the message leaves to the subscriber's reading of the same
 //! clock when it takes the delivery (all clients share the process, where
-//! the slides synchronised hosts with NTP). Each publisher sends on a
-//! schedule of one message per period, sleeping its thread to the exact
-//! time instead of on tokio's millisecond timer (see
-//! [`clients`]: with millisecond timers, messages due within the same
-//! millisecond leave together, and `keep-last:1` would overwrite all but
-//! the last of each such burst); several publishers are offset from each
-//! other by a fraction of a period, as independent hosts would be.
+//! the slides synchronised hosts with NTP). Each publisher sends one
+//! message per period, sleeping its thread to the exact time rather than
+//! on tokio's millisecond timer: with millisecond timers, messages due
+//! within the same millisecond would leave together, and `keep-last:1`
+//! would overwrite all but the last of each such burst (`clients.rs`).
+//! Several publishers are offset from each other by a fraction of a
+//! period, as independent hosts would be. A point ends when every
+//! subscriber has every message or has received nothing for a while;
+//! what did not arrive the broker counts as dropped by the policy.
 //!
 //! **CPU time of threads, not processes.** The slides measured the CPU use
 //! of publisher and subscriber processes. Here each publisher and each
@@ -38,7 +40,7 @@
 //! runtime, so that everything it does (its code, its connection's reader
 //! and writer tasks, the system calls they make) runs on that thread and
 //! nothing else does; the thread's CPU time (`/proc/thread-self`, see
-//! [`cpu`]) from the start of the run to its end, divided by its messages,
+//! `cpu.rs`) from the start of the run to its end, divided by its messages,
 //! is the per-message cost a process of its own would show, without the
 //! cost of starting processes and passing their results back. The broker
 //! runs in the same process on the async runtime's threads; its figure is
@@ -57,8 +59,8 @@
 //! broker's CPU time stay empty.
 
 mod clients;
-pub mod cpu;
-pub mod plan;
+mod cpu;
+mod plan;
 mod point;
 mod seed;
 mod tables;

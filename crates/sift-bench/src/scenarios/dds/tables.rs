@@ -166,11 +166,13 @@ pub fn add_figures(report: &mut Report, plan: &Plan, points: &Table) -> Result<(
     let (fan_column, size_column, rate_column) = (column("fan"), column("size"), column("rate_hz"));
     for (index, fan) in plan.fans.iter().enumerate() {
         let (key, label) = (fan_key(*fan), Cell::from(fan.label()));
-        let at_rate = format!("{}, {rate_hz} Hz per publisher", fan.label());
-        let by_size =
-            figure_table(points, &format!("by_size_{key}"), &format!("{at_rate}: against message size"), |row| {
-                row.get(fan_column) == Some(&label) && row.get(rate_column) == Some(&Cell::from(rate_hz))
-            })?;
+        let at_rate = format!("{}, {rate_hz} Hz", fan.label());
+        let by_size = figure_table(
+            points,
+            &format!("by_size_{key}"),
+            &format!("{at_rate} per publisher: against message size"),
+            |row| row.get(fan_column) == Some(&label) && row.get(rate_column) == Some(&Cell::from(rate_hz)),
+        )?;
         report.plots.push(latency_plot(&by_size, &SIZE_AXIS, false, &key, &at_rate)?);
         report.plots.push(latency_plot(&by_size, &SIZE_AXIS, true, &key, &at_rate)?);
         if index == 0 {

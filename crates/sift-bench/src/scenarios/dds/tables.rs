@@ -148,10 +148,10 @@ const SIZE_PLOTS: [(&str, &str, &str, &str); 4] = [
     (
         "overhead-publish",
         "publish_overhead_bytes_per_msg",
-        "Bytes beyond the payload per message published",
-        "overhead (B)",
+        "Overhead per message published",
+        "bytes beyond the payload (B)",
     ),
-    ("overhead-delivery", "delivery_overhead_bytes_per_msg", "Bytes beyond the payload per delivery", "overhead (B)"),
+    ("overhead-delivery", "delivery_overhead_bytes_per_msg", "Overhead per delivery", "bytes beyond the payload (B)"),
 ];
 
 /// Adds the plot tables and their plots: for every fan, average and

@@ -173,29 +173,40 @@ pub fn add_figures(report: &mut Report, plan: &Plan, points: &Table) -> Result<(
             &format!("{at_rate} per publisher: against message size"),
             |row| row.get(fan_column) == Some(&label) && row.get(rate_column) == Some(&Cell::from(rate_hz)),
         )?;
-        report.plots.push(latency_plot(&by_size, &SIZE_AXIS, false, &key, &at_rate)?);
-        report.plots.push(latency_plot(&by_size, &SIZE_AXIS, true, &key, &at_rate)?);
+        push_drawable(report, &by_size, latency_plot(&by_size, &SIZE_AXIS, false, &key, &at_rate)?);
+        push_drawable(report, &by_size, latency_plot(&by_size, &SIZE_AXIS, true, &key, &at_rate)?);
         if index == 0 {
             let at_size = format!("{}, {size} B", fan.label());
             let by_rate =
                 figure_table(points, &format!("by_rate_{key}"), &format!("{at_size}: against publish rate"), |row| {
                     row.get(fan_column) == Some(&label) && row.get(size_column) == Some(&Cell::from(size))
                 })?;
-            report.plots.push(latency_plot(&by_rate, &RATE_AXIS, false, &key, &at_size)?);
-            report.plots.push(latency_plot(&by_rate, &RATE_AXIS, true, &key, &at_size)?);
+            push_drawable(report, &by_rate, latency_plot(&by_rate, &RATE_AXIS, false, &key, &at_size)?);
+            push_drawable(report, &by_rate, latency_plot(&by_rate, &RATE_AXIS, true, &key, &at_size)?);
             for (file, y, title, y_label) in SIZE_PLOTS {
                 let plot =
                     Plot::lines(&format!("{file}-{key}.svg"), &format!("{title} ({at_rate})"), &by_size, "size", y)?
                         .series(&["qos"])
                         .log_x(SIZE_AXIS.log_base)
                         .labels(SIZE_AXIS.label, y_label);
-                report.plots.push(plot);
+                push_drawable(report, &by_size, plot);
             }
             report.tables.push(by_rate);
         }
         report.tables.push(by_size);
     }
     Ok(())
+}
+
+/// Adds `plot` unless `table` holds nothing it could draw: against a
+/// broker elsewhere there are no byte counts, and where nothing arrived
+/// there is no latency.
+fn push_drawable(report: &mut Report, table: &Table, plot: Plot) {
+    let y = table.column_index(&plot.y);
+    let drawable = y.is_some_and(|y| table.rows.iter().any(|row| row[y].as_f64().is_some_and(|value| value > 0.0)));
+    if drawable {
+        report.plots.push(plot);
+    }
 }
 
 /// Average or (with `maximum`) maximum latency against `axis`, one line per quality.
@@ -296,6 +307,21 @@ mod tests {
         // Two latency plots per fan, two more against rate, four of CPU and overhead.
         assert_eq!(report.plots.len(), 3 * 2 + 2 + 4);
         assert!(report.plots.iter().any(|plot| plot.file == "latency-max-rate-1to1.svg"));
+        crate::output::render(&report).expect("every plot draws");
+    }
+
+    #[test]
+    fn figures_without_numbers_are_left_out() {
+        let plan = Plan::from_args(&args(true)).expect("plan");
+        let mut measured = measured(&plan);
+        // A broker elsewhere: no byte counts, so no overhead plots.
+        measured.iter_mut().for_each(|measured| measured.broker = None);
+        let points = points_table(&plan, &measured).expect("table");
+        let mut report = Report::new("dds", "test");
+        add_figures(&mut report, &plan, &points).expect("figures");
+        assert_eq!(report.plots.len(), 3 * 2 + 2 + 2);
+        assert!(report.plots.iter().all(|plot| !plot.file.starts_with("overhead")));
+        report.tables.push(points);
         crate::output::render(&report).expect("every plot draws");
     }
 }

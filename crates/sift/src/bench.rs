@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{fjm2, pubsub};
+use sift_bench::scenarios::{fjm2, jbi, pubsub};
 
 use crate::CliError;
 
@@ -19,6 +19,8 @@ enum Scenario {
     Pubsub(pubsub::PubsubArgs),
     /// FJM2 thesis §5.4-5.5: throughput in Mbit/s against message size, 1 → 1 and 1 → 2.
     Fjm2(fjm2::Fjm2Args),
+    /// JBI report §6-7: XPath routing of XML objects, six experiments and sync/async (Table 2).
+    Jbi(jbi::JbiArgs),
 }
 
 /// Runs the chosen scenario.
@@ -26,6 +28,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     match args.scenario {
         Scenario::Pubsub(args) => pubsub::run(args).await?,
         Scenario::Fjm2(args) => fjm2::run(args).await?,
+        Scenario::Jbi(args) => jbi::run(args).await?,
     }
     Ok(())
 }

@@ -1,4 +1,5 @@
 //! The scenarios of `sift bench`, one module each.
 
 pub mod fjm2;
+pub mod jbi;
 pub mod pubsub;

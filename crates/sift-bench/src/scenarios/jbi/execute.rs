@@ -68,40 +68,63 @@ impl RoundResult {
     }
 }
 
-/// Runs every setup of `plan` `plan.rounds` times; returns each setup's
-/// rounds. A slow subscriber's link carries `link_bits_per_s`.
+/// How long a group's subscriptions took to register and to close.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Registration {
+    /// Index of the group's first setup, whose audience it registered.
+    pub setup: usize,
+    /// From the first subscribe request to the last subscription live.
+    pub register_s: f64,
+    /// Closing the subscribers, which removes their subscriptions.
+    pub close_s: f64,
+}
+
+/// What the whole plan measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// Each setup's rounds.
+    pub rounds: Vec<Vec<RoundResult>>,
+    /// Each group's registration.
+    pub registrations: Vec<Registration>,
+}
+
+/// Runs every setup of `plan` `plan.rounds` times. A slow subscriber's
+/// link carries `link_bits_per_s`.
 pub async fn run_plan(
     endpoints: &Endpoints,
     plan: &Plan,
     link_bits_per_s: f64,
     progress: &Progress,
-) -> Result<Vec<Vec<RoundResult>>, BenchError> {
-    let mut measured = vec![Vec::new(); plan.setups.len()];
+) -> Result<Measured, BenchError> {
+    let mut measured = Measured { rounds: vec![Vec::new(); plan.setups.len()], registrations: Vec::new() };
     for group in plan.groups() {
         let setups: Vec<&Setup> = group.iter().map(|&index| &plan.setups[index]).collect();
-        let rounds = run_group(endpoints, &setups, plan.rounds, link_bits_per_s, progress).await?;
+        let (rounds, registration) = run_group(endpoints, &setups, plan.rounds, link_bits_per_s, progress).await?;
         for (&index, results) in group.iter().zip(rounds) {
-            measured[index] = results;
+            measured.rounds[index] = results;
         }
+        measured.registrations.push(Registration { setup: group[0], ..registration });
     }
     Ok(measured)
 }
 
 /// Registers the subscriptions `setups` share, runs each setup `rounds`
 /// times (all setups in turn, round after round) and closes the
-/// subscribers; returns each setup's rounds.
+/// subscribers; returns each setup's rounds and the registration's times.
 pub async fn run_group(
     endpoints: &Endpoints,
     setups: &[&Setup],
     rounds: u32,
     link_bits_per_s: f64,
     progress: &Progress,
-) -> Result<Vec<Vec<RoundResult>>, BenchError> {
-    let Some(first) = setups.first() else { return Ok(Vec::new()) };
+) -> Result<(Vec<Vec<RoundResult>>, Registration), BenchError> {
+    let Some(first) = setups.first() else { return Ok((Vec::new(), Registration::default())) };
     let tally = Arc::new(Tally::new());
     let mut running = Vec::with_capacity(first.subscribers.len());
     let mut results = vec![Vec::new(); setups.len()];
+    let registering = Instant::now();
     let mut outcome = start_subscribers(endpoints, first, &tally, &mut running).await;
+    let register_s = registering.elapsed().as_secs_f64();
     for round in 1..=rounds {
         for (setup, results) in setups.iter().zip(results.iter_mut()) {
             if outcome.is_err() {
@@ -115,11 +138,13 @@ pub async fn run_group(
             progress.advance();
         }
     }
+    let closing = Instant::now();
     for subscriber in running {
         let stopped = subscriber.stop().await;
         outcome = outcome.and(stopped);
     }
-    outcome.map(|()| results)
+    let close_s = closing.elapsed().as_secs_f64();
+    outcome.map(|()| (results, Registration { setup: 0, register_s, close_s }))
 }
 
 async fn start_subscribers(

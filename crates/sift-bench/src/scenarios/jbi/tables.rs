@@ -4,7 +4,7 @@
 
 use sift_core::workload::jbi::METADATA_BYTES_DEFAULT;
 
-use super::execute::RoundResult;
+use super::execute::{Registration, RoundResult};
 use super::plan::{Experiment, Plan, Row, Setup, STEADY_LEVEL_FULL};
 use super::seed_figures::{seed_point, SeedPoint, SEED_POINTS, SLOW_IMPACT_PERCENT, SYNC_ASYNC};
 use crate::error::BenchError;
@@ -293,6 +293,38 @@ pub fn by_subscribers_table(
             row.variant.as_str().into(),
             subscribers.into(),
             summary.median.delivered_per_s().into(),
+        ])?;
+    }
+    Ok(table)
+}
+
+/// How long each group of setups took to register its subscriptions and
+/// to close them (not part of any round's time, as in §6).
+pub fn registration_table(plan: &Plan, registrations: &[Registration]) -> Result<Table, BenchError> {
+    let columns = [
+        ("level", ""),
+        ("subscribers", ""),
+        ("subscriptions", ""),
+        ("setups", ""),
+        ("register_s", "s"),
+        ("register_us_per_subscription", "µs"),
+        ("close_s", "s"),
+    ];
+    let title = "Sift: registering and closing the subscriptions each group of setups shares (untimed in the rounds)";
+    let mut table = Table::new("registration", title, &columns);
+    let groups = plan.groups();
+    for registration in registrations {
+        let setup = &plan.setups[registration.setup];
+        let shared = groups.iter().find(|group| group.contains(&registration.setup)).map_or(1, Vec::len);
+        let subscriptions = setup.subscriptions();
+        table.push_row(vec![
+            setup.level.into(),
+            setup.subscribers.len().into(),
+            subscriptions.into(),
+            shared.into(),
+            registration.register_s.into(),
+            (registration.register_s * 1e6 / subscriptions.max(1) as f64).into(),
+            registration.close_s.into(),
         ])?;
     }
     Ok(table)

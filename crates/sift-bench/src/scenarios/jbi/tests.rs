@@ -7,7 +7,7 @@ use sift_filter::XPathFilter;
 
 use super::*;
 use crate::report::Cell;
-use execute::run_group;
+use execute::{run_group, RoundResult};
 
 use plan::{Confirmation, Setup, LEVELS_FULL};
 use seed_figures::{seed_point, SEED_POINTS, SLOW_IMPACT_PERCENT};
@@ -211,7 +211,8 @@ async fn a_small_run_delivers_exactly_what_the_filters_select() {
     }
     endpoints.shutdown().await;
     let rounds = results.into_iter().flat_map(|(setups, rounds)| {
-        let rounds = rounds.expect("run");
+        let (rounds, registration) = rounds.expect("run");
+        assert!(registration.register_s > 0.0 && registration.close_s > 0.0);
         assert!(rounds.iter().all(|rounds| rounds.len() == 2), "two rounds each");
         setups.into_iter().zip(rounds).flat_map(|(setup, rounds)| rounds.into_iter().map(move |round| (setup, round)))
     });

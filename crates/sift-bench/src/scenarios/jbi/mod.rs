@@ -92,7 +92,9 @@ pub struct JbiArgs {
     #[arg(long, value_delimiter = ',')]
     pub experiments: Vec<String>,
     /// Loading levels, comma-separated; default 250,500,1000,2000, with
-    /// `--quick` 250 (and payloads of 2 and 25 KB only).
+    /// `--quick` 250 (and payloads of 2 and 25 KB only). The steady-increase
+    /// experiments run at 1000 when it is one of them, else at the highest;
+    /// the sync/async comparison at the highest.
     #[arg(long, value_delimiter = ',')]
     pub levels: Vec<u64>,
     /// Rounds of the whole grid; a point's figure is its round of median

@@ -70,8 +70,8 @@ fn payload_cell(bytes: usize) -> Cell {
 /// are points of 1000 × N only, the others of their level.
 fn seed_for(row: &Row, setup: &Setup) -> Option<&'static SeedPoint> {
     if row.experiment.varies_subscribers() {
-        (setup.level == STEADY_LEVEL_FULL)
-            .then(|| seed_point(row.experiment, &row.variant, setup.subscribers.len() as u64))?
+        let steady = setup.level == STEADY_LEVEL_FULL;
+        steady.then(|| seed_point(row.experiment, &row.variant, setup.subscribers.len() as u64)).flatten()
     } else {
         seed_point(row.experiment, &row.variant, setup.level)
     }

@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{dds, fjm2, pubsub};
+use sift_bench::scenarios::{dds, fjm2, jbi, pubsub};
 
 use crate::CliError;
 
@@ -21,6 +21,8 @@ enum Scenario {
     Fjm2(fjm2::Fjm2Args),
     /// Navy slides (NDDS vs SPLICE): latency against size and rate, CPU and bytes per message.
     Dds(dds::DdsArgs),
+    /// JBI report §6-7: XPath routing of XML objects, six experiments and sync/async (Table 2).
+    Jbi(jbi::JbiArgs),
 }
 
 /// Runs the chosen scenario.
@@ -29,6 +31,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         Scenario::Pubsub(args) => pubsub::run(args).await?,
         Scenario::Fjm2(args) => fjm2::run(args).await?,
         Scenario::Dds(args) => dds::run(args).await?,
+        Scenario::Jbi(args) => jbi::run(args).await?,
     }
     Ok(())
 }

@@ -52,6 +52,56 @@ fn dds_quick() {
         assert!(number("latency_us_max") >= number("latency_us_mean") && number("latency_us_mean") > 0.0, "{row}");
         assert!(number("delivery_overhead_bytes_per_msg") > 0.0 && number("subscriber_cpu_us_per_msg") > 0.0, "{row}");
     }
+fn jbi_quick() {
+    let report = smoke("jbi", &[]);
+    let table = |name: &str| {
+        let table = report["tables"].as_array().expect("tables").iter().find(|table| table["name"] == name);
+        let table = table.unwrap_or_else(|| panic!("no table {name}"));
+        let columns: Vec<&str> =
+            table["columns"].as_array().expect("columns").iter().map(|c| c["name"].as_str().expect("name")).collect();
+        let at = move |row: &serde_json::Value, column: &str| {
+            row[columns.iter().position(|c| *c == column).expect(column)].clone()
+        };
+        (table["rows"].as_array().expect("rows").clone(), at)
+    };
+    let experiments = [
+        ("fast_slow", 2),
+        ("steady_increase", 3),
+        ("payload_increase", 2),
+        ("steady_payload", 6),
+        ("heavy_load", 1),
+        ("saturation", 2),
+    ];
+    for (name, count) in experiments {
+        let (rows, at) = table(name);
+        assert_eq!(rows.len(), count, "{name}");
+        for row in &rows {
+            // Each publisher published the level's 250 objects; sync delivery lost nothing.
+            assert_eq!(
+                at(row, "objects_published").as_u64(),
+                Some(250 * at(row, "publishers").as_u64().expect("publishers")),
+                "{name} {row}"
+            );
+            assert!(at(row, "objects_delivered").as_u64().is_some_and(|delivered| delivered > 0), "{name} {row}");
+            assert_eq!((at(row, "lost").as_u64(), at(row, "incomplete").as_u64()), (Some(0), Some(0)), "{name} {row}");
+        }
+        // Fast and slow runs (and all payloads) deliver the same objects: the filters decide, not the link.
+        let delivered = |row: &serde_json::Value| at(row, "objects_delivered");
+        if name != "steady_increase" && name != "steady_payload" {
+            assert!(rows.iter().all(|row| delivered(row) == delivered(&rows[0])), "{name}");
+        }
+    }
+    // The report's figures stand beside Sift's at level 250 (Fig. 28: 78.70 objects/s, software, fast).
+    let (rows, at) = table("fast_slow");
+    assert_eq!(at(&rows[0], "seed_software_per_s").as_f64(), Some(78.70373));
+    // The slow subscriber's emulated 100 Mbit/s link was busy for its deliveries, and the run waited for it.
+    let (rows, at) = table("slow_impact");
+    let (slow_s, busy_s) =
+        (at(&rows[0], "slow_time_s").as_f64().expect("slow"), at(&rows[0], "slow_link_busy_s").as_f64().expect("busy"));
+    assert!(busy_s > 0.0 && slow_s >= busy_s, "{slow_s} s for {busy_s} s on the link");
+    let (rows, at) = table("sync_async_comparison");
+    assert_eq!(rows.len(), 4 + 3, "Sift's sync and async runs, fast and slow, and Table 2's three rows");
+    assert_eq!(at(&rows[0], "lost").as_u64(), Some(0), "sync loses nothing");
 }
 
 /// A child process killed when the test ends, pass or fail.

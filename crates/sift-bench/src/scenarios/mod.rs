@@ -2,4 +2,5 @@
 
 pub mod dds;
 pub mod fjm2;
+pub mod jbi;
 pub mod pubsub;

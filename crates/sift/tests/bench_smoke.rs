@@ -52,6 +52,9 @@ fn dds_quick() {
         assert!(number("latency_us_max") >= number("latency_us_mean") && number("latency_us_mean") > 0.0, "{row}");
         assert!(number("delivery_overhead_bytes_per_msg") > 0.0 && number("subscriber_cpu_us_per_msg") > 0.0, "{row}");
     }
+}
+
+#[test]
 fn jbi_quick() {
     let report = smoke("jbi", &[]);
     let table = |name: &str| {

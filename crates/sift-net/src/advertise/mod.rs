@@ -18,9 +18,15 @@
 //! advertised one wants, so a neighbour that forwards by the advertised
 //! entries forwards everything this broker's subscribers want.
 
-use std::collections::BTreeMap;
+mod index;
+#[cfg(test)]
+mod reference;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::interest::{EntryKey, InterestEntry};
+
+use index::CoverIndex;
 
 /// One change to advertise, in the order given.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,20 +55,32 @@ struct Held {
 /// A broker's own interest: its distinct local entries and which of them are
 /// advertised, under which keys.
 ///
-/// State is O(distinct entries). Adding an entry costs O(advertised)
-/// coverage checks; removing an advertised one re-checks the entries not
-/// advertised against those that are, O(held × advertised) at worst. Both
-/// are paid on subscribe and unsubscribe only, never per message.
+/// State is O(distinct entries). Adding an entry compares it only with the
+/// advertised entries that can cover it or that it can cover
+/// ([`index`]): those of the same topic text or with a wildcard topic, and
+/// of a compatible kind of content filter; removing an advertised one
+/// re-checks the covered entries it covered. Both are paid on subscribe and
+/// unsubscribe only, never per message.
 #[derive(Debug)]
 pub struct Advertiser {
     held: BTreeMap<EntryKey, Held>,
     advertised: BTreeMap<EntryKey, u64>,
+    /// Held entries that are not advertised, because an advertised one
+    /// covers them.
+    covered: BTreeSet<EntryKey>,
+    index: CoverIndex,
     next_key: u64,
 }
 
 impl Default for Advertiser {
     fn default() -> Self {
-        Advertiser { held: BTreeMap::new(), advertised: BTreeMap::new(), next_key: 1 }
+        Advertiser {
+            held: BTreeMap::new(),
+            advertised: BTreeMap::new(),
+            covered: BTreeSet::new(),
+            index: CoverIndex::default(),
+            next_key: 1,
+        }
     }
 }
 
@@ -95,15 +113,24 @@ impl Advertiser {
         if held.count > 0 {
             return Vec::new();
         }
-        self.held.remove(&identity);
+        let Some(removed) = self.held.remove(&identity) else {
+            return Vec::new();
+        };
+        self.covered.remove(&identity);
         let Some(key) = self.advertised.remove(&identity) else {
             return Vec::new();
         };
+        self.index.remove(&identity, &removed.entry);
         let mut updates = vec![InterestUpdate::Remove { key }];
-        // The entries the removed one covered may now be uncovered; every
-        // held entry not advertised is re-checked, in order.
-        let candidates: Vec<EntryKey> =
-            self.held.keys().filter(|candidate| !self.advertised.contains_key(*candidate)).cloned().collect();
+        // The covered entries the removed one covered may now be
+        // uncovered; they are re-checked in order. Every other covered
+        // entry still has an advertised entry covering it.
+        let candidates: Vec<EntryKey> = self
+            .covered
+            .iter()
+            .filter(|candidate| self.held.get(*candidate).is_some_and(|held| removed.entry.covers(&held.entry)))
+            .cloned()
+            .collect();
         for candidate in candidates {
             updates.extend(self.advertise_if_uncovered(&candidate));
         }
@@ -113,30 +140,38 @@ impl Advertiser {
     /// Advertises the held entry `identity` unless an advertised entry covers
     /// it, withdrawing the advertised entries it covers in turn.
     fn advertise_if_uncovered(&mut self, identity: &EntryKey) -> Vec<InterestUpdate> {
-        let Some(entry) = self.held.get(identity).map(|held| &held.entry) else {
+        let Some(entry) = self.held.get(identity).map(|held| held.entry.clone()) else {
             return Vec::new();
         };
-        let covered =
-            self.advertised.keys().any(|wider| self.held.get(wider).is_some_and(|held| held.entry.covers(entry)));
+        let covered = self
+            .index
+            .may_cover(identity, &entry)
+            .iter()
+            .any(|wider| self.held.get(wider).is_some_and(|held| held.entry.covers(&entry)));
         if covered {
+            self.covered.insert(identity.clone());
             return Vec::new();
         }
         let narrower: Vec<EntryKey> = self
-            .advertised
-            .keys()
-            .filter(|other| self.held.get(*other).is_some_and(|held| entry.covers(&held.entry)))
-            .cloned()
+            .index
+            .may_be_covered(identity, &entry)
+            .into_iter()
+            .filter(|other| self.held.get(other).is_some_and(|held| entry.covers(&held.entry)))
             .collect();
         let mut updates = Vec::with_capacity(narrower.len() + 1);
         for other in narrower {
-            if let Some(key) = self.advertised.remove(&other) {
+            if let (Some(key), Some(held)) = (self.advertised.remove(&other), self.held.get(&other)) {
+                self.index.remove(&other, &held.entry);
+                self.covered.insert(other);
                 updates.push(InterestUpdate::Remove { key });
             }
         }
         let key = self.next_key;
         self.next_key += 1;
+        self.covered.remove(identity);
         self.advertised.insert(identity.clone(), key);
-        updates.push(InterestUpdate::Add { key, entry: entry.clone() });
+        self.index.insert(identity, &entry);
+        updates.push(InterestUpdate::Add { key, entry });
         updates
     }
 

@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{fjm2, pubsub};
+use sift_bench::scenarios::{fjm2, ges, nb, pubsub};
 
 use crate::CliError;
 
@@ -19,6 +19,10 @@ enum Scenario {
     Pubsub(pubsub::PubsubArgs),
     /// FJM2 thesis §5.4-5.5: throughput in Mbit/s against message size, 1 → 1 and 1 → 2.
     Fjm2(fjm2::Fjm2Args),
+    /// GES thesis §8.2-8.4: latency and throughput on the 22-broker network, by rate, size, matching rate, hops.
+    Ges(ges::GesArgs),
+    /// NaradaBrokering §2.1: transit delay and its deviation against payload size, and per broker hop.
+    Nb(nb::NbArgs),
 }
 
 /// Runs the chosen scenario.
@@ -26,6 +30,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     match args.scenario {
         Scenario::Pubsub(args) => pubsub::run(args).await?,
         Scenario::Fjm2(args) => fjm2::run(args).await?,
+        Scenario::Ges(args) => ges::run(args).await?,
+        Scenario::Nb(args) => nb::run(args).await?,
     }
     Ok(())
 }

@@ -240,8 +240,7 @@ fn hop_plots(table: &Table, runs: &[PointRun]) -> Result<Vec<Plot>, BenchError> 
         for matching in matching_rates(runs, variant) {
             let of_part = || runs.iter().filter(|run| run.variant == variant && run.matching_percent == matching);
             let Some(size) = of_part().map(|run| run.point.size).max() else { continue };
-            let title =
-                format!("Matching {matching} %, {size} B: mean latency by topology, server hops (cf. Fig. 8.4.x)");
+            let title = format!("Fig. 8.4 · {matching} %, {size} B: latency by topology, server hops");
             let summary =
                 Plot::lines(&format!("hops-{matching}.svg"), &title, table, "publish_rate", "latency_ms_mean")?
                     .series(&["variant", "server_hops"])
@@ -253,8 +252,7 @@ fn hop_plots(table: &Table, runs: &[PointRun]) -> Result<Vec<Plot>, BenchError> 
             let Some(first) = of_part().next() else { continue };
             for measured in &first.result.measured {
                 let hops = measured.server_hops;
-                let title =
-                    format!("Matching {matching} %, {variant}: mean latency at {hops} server hops, by size (B)");
+                let title = format!("Fig. 8.4 · {matching} %, {variant}: latency at {hops} hops, by size (B)");
                 let file = format!("hops-{matching}-{hops}.svg");
                 plots.push(
                     latency_plot(&file, &title, table, variant, matching)?

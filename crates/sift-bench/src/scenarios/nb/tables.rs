@@ -57,7 +57,7 @@ pub fn fill_report(report: &mut Report, transits: &[Transit]) -> Result<(), Benc
     report.plots.push(
         Plot::lines(
             "delay.svg",
-            "Transit delay against payload size (cf. Fig. 2-4)",
+            "Transit delay against payload size, by brokers on the path (cf. Fig. 2-4)",
             &transit,
             "size",
             "delay_us_mean",
@@ -69,7 +69,7 @@ pub fn fill_report(report: &mut Report, transits: &[Transit]) -> Result<(), Benc
     report.plots.push(
         Plot::lines(
             "std-dev.svg",
-            "Standard deviation of the delay against payload size (cf. Fig. 2-4)",
+            "Std dev of the delay against payload size, by brokers (cf. Fig. 2-4)",
             &transit,
             "size",
             "delay_us_std_dev",
@@ -81,9 +81,15 @@ pub fn fill_report(report: &mut Report, transits: &[Transit]) -> Result<(), Benc
     let several_chains = transits.iter().any(|transit| transit.brokers != transits[0].brokers);
     if several_chains {
         report.plots.push(
-            Plot::lines("hops.svg", "Transit delay against brokers on the path", &transit, "brokers", "delay_us_mean")?
-                .series(&["size"])
-                .labels("brokers on the path", "mean transit delay (µs)"),
+            Plot::lines(
+                "hops.svg",
+                "Transit delay against brokers on the path, by payload size (B)",
+                &transit,
+                "brokers",
+                "delay_us_mean",
+            )?
+            .series(&["size"])
+            .labels("brokers on the path", "mean transit delay (µs)"),
         );
     }
     report.tables.push(transit);

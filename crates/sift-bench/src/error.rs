@@ -14,6 +14,15 @@ pub enum BenchError {
     /// An embedded broker could not start.
     #[error(transparent)]
     Broker(#[from] sift_broker::BrokerError),
+    /// A topology file could not be read or is invalid.
+    #[error(transparent)]
+    TopologyFile(#[from] sift_broker::topology_file::TopologyFileError),
+    /// A topology's text is invalid, or names a variant it does not define.
+    #[error(transparent)]
+    Topology(#[from] sift_broker::topology_file::TopologyError),
+    /// The brokers of a topology could not all be started.
+    #[error(transparent)]
+    NetworkStart(#[from] sift_broker::topology_file::NetworkStartError),
     /// A client call failed.
     #[error(transparent)]
     Client(#[from] sift_client::ClientError),

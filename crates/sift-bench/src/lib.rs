@@ -57,7 +57,8 @@
 //!   samples), [`progress`].
 //! - Driving brokers: [`brokers`] (embedded or running brokers),
 //!   [`load`] (throughput and one-in-flight runs of a [`Workload`]),
-//!   [`publisher`], [`subscriber`], [`stamp`] (send times in payloads).
+//!   [`publisher`], [`subscriber`], [`stamp`] (send times in payloads),
+//!   [`network`] (a whole network from a topology file, `--topology`).
 
 pub mod brokers;
 pub mod csv;
@@ -65,6 +66,7 @@ pub mod error;
 pub mod load;
 pub mod machine;
 pub mod markdown;
+pub mod network;
 pub mod options;
 pub mod output;
 pub mod plot;

@@ -2,7 +2,9 @@
 //!
 //! A [`Plot`] names a table, the x and y columns, optionally the columns
 //! whose values split the rows into lines (one line per distinct
-//! combination), and a linear or logarithmic scale per axis. A log axis is
+//! combination), optionally cells that a row must hold to be plotted (one
+//! plot per matching rate from one table), and a linear or logarithmic
+//! scale per axis. A log axis is
 //! drawn by plotting `log_base(value)` on a linear axis whose ticks fall on
 //! whole powers of the base and are labelled with the values, so that the
 //! ticks of a size axis with base 4 read `64, 256, 1K, …`.
@@ -74,6 +76,10 @@ pub struct Plot {
     /// Columns whose values split the rows into lines, one per distinct
     /// combination; none for a single line.
     pub series: Vec<String>,
+    /// Only rows holding these values are plotted, as (column, value);
+    /// none for every row.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<(String, Cell)>,
     /// Scale of the x axis.
     pub x_scale: Scale,
     /// Scale of the y axis.
@@ -100,6 +106,7 @@ impl Plot {
             x: x.to_string(),
             y: y.to_string(),
             series: Vec::new(),
+            only: Vec::new(),
             x_scale: Scale::Linear,
             y_scale: Scale::Linear,
             x_label: label(x)?,
@@ -110,6 +117,13 @@ impl Plot {
     /// One line per distinct combination of these columns' values.
     pub fn series(mut self, columns: &[&str]) -> Plot {
         self.series = columns.iter().map(|column| column.to_string()).collect();
+        self
+    }
+
+    /// Plots only the rows whose cell in `column` equals `value` (exactly:
+    /// an integer cell equals only an integer value); calls add up.
+    pub fn only(mut self, column: &str, value: impl Into<Cell>) -> Plot {
+        self.only.push((column.to_string(), value.into()));
         self
     }
 
@@ -196,8 +210,13 @@ fn lines(plot: &Plot, table: &Table) -> Result<Vec<Line>, BenchError> {
     };
     let (x, y) = (column(&plot.x)?, column(&plot.y)?);
     let series = plot.series.iter().map(|name| column(name)).collect::<Result<Vec<_>, _>>()?;
+    let only = plot
+        .only
+        .iter()
+        .map(|(name, value)| column(name).map(|index| (index, value)))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut lines: Vec<Line> = Vec::new();
-    for row in &table.rows {
+    for row in table.rows.iter().filter(|row| only.iter().all(|(index, value)| row[*index] == **value)) {
         let position = row[x].as_f64().and_then(|value| plot.x_scale.position(value));
         let height = row[y].as_f64().and_then(|value| plot.y_scale.position(value));
         let (Some(position), Some(height)) = (position, height) else { continue };
@@ -375,6 +394,19 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].label, "1 → 1");
         assert_eq!(lines[0].points, vec![(3.0, 100.0), (8.0, 9000.0)]);
+    }
+
+    #[test]
+    fn only_the_rows_holding_the_chosen_cells_are_plotted() {
+        let table = table();
+        let plot = Plot::lines("r.svg", "R", &table, "size", "rate").expect("plot").only("mode", "best-effort");
+        let drawn = lines(&plot, &table).expect("lines");
+        assert_eq!(drawn.len(), 1);
+        assert_eq!(drawn[0].points, vec![(64.0, 100.0), (65536.0, 9000.0)]);
+        let none = Plot::lines("r.svg", "R", &table, "size", "rate").expect("plot").only("fanout", "1 → 3");
+        assert!(lines(&none, &table).is_err(), "no row is left to plot");
+        let missing = Plot::lines("r.svg", "R", &table, "size", "rate").expect("plot").only("nope", 1u64);
+        assert!(render_svg(&missing, &table).is_err());
     }
 
     #[test]

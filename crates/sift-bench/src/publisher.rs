@@ -47,7 +47,7 @@ pub struct Pace {
 
 impl Pace {
     /// Waits until message `sent` is due (paced runs only).
-    async fn wait_turn(&self, sent: u64, started: tokio::time::Instant) {
+    pub async fn wait_turn(&self, sent: u64, started: tokio::time::Instant) {
         let Some(rate) = self.rate else { return };
         let due = started + Duration::from_nanos(sent.saturating_mul(1_000_000_000) / rate.max(1));
         // Sleeping has millisecond granularity: publish what is due and

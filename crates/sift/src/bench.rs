@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{dds, fjm2, jbi, pubsub};
+use sift_bench::scenarios::{dds, fjm2, ges, jbi, nb, pubsub};
 
 use crate::CliError;
 
@@ -23,6 +23,10 @@ enum Scenario {
     Dds(dds::DdsArgs),
     /// JBI report §6-7: XPath routing of XML objects, six experiments and sync/async (Table 2).
     Jbi(jbi::JbiArgs),
+    /// GES thesis §8.2-8.4: latency and throughput on the 22-broker network, by rate, size, matching rate, hops.
+    Ges(ges::GesArgs),
+    /// NaradaBrokering §2.1: transit delay and its deviation against payload size, and per broker hop.
+    Nb(nb::NbArgs),
 }
 
 /// Runs the chosen scenario.
@@ -32,6 +36,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         Scenario::Fjm2(args) => fjm2::run(args).await?,
         Scenario::Dds(args) => dds::run(args).await?,
         Scenario::Jbi(args) => jbi::run(args).await?,
+        Scenario::Ges(args) => ges::run(args).await?,
+        Scenario::Nb(args) => nb::run(args).await?,
     }
     Ok(())
 }

@@ -107,6 +107,52 @@ fn jbi_quick() {
     assert_eq!(at(&rows[0], "lost").as_u64(), Some(0), "sync loses nothing");
 }
 
+#[test]
+fn ges_quick() {
+    let report = smoke("ges", &[]);
+    let latency = &report["tables"][0];
+    let cell = |row: &serde_json::Value, name: &str| row[column(latency, name)].clone();
+    let rows = latency["rows"].as_array().expect("rows");
+    // Base 100 % and 10 % and shortcut 10 %, two rates and two sizes each, three measuring subscribers.
+    assert_eq!(rows.len(), 3 * 2 * 2 * 3);
+    for row in rows {
+        let (published, matching) = (cell(row, "published"), cell(row, "matching_percent"));
+        let expected = published.as_u64().expect("published") * matching.as_u64().expect("matching") / 100;
+        assert_eq!(cell(row, "expected").as_u64(), Some(expected), "{row}");
+        assert_eq!(cell(row, "received").as_u64(), Some(expected), "every matching event arrives: {row}");
+        assert_eq!(cell(row, "background_lost").as_u64(), Some(0), "{row}");
+        let hops = match (cell(row, "variant").as_str(), cell(row, "broker").as_str()) {
+            (_, Some("22")) => 1,
+            (_, Some("1")) => 2,
+            (Some("base"), Some("10")) => 9,
+            (Some("shortcut"), Some("10")) => 4,
+            other => panic!("no measuring subscriber at {other:?}"),
+        };
+        assert_eq!(cell(row, "server_hops").as_u64(), Some(hops), "{row}");
+    }
+}
+
+#[test]
+fn nb_quick() {
+    let report = smoke("nb", &[]);
+    let transit = &report["tables"][0];
+    let rows = transit["rows"].as_array().expect("rows");
+    // Chains of 1 and 3 brokers, 64 B and 4 KB, 50 messages each, every one timed.
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        for name in ["published", "delivered", "samples"] {
+            assert_eq!(row[column(transit, name)].as_u64(), Some(50), "{name}: {row}");
+        }
+    }
+    assert_eq!(report["tables"][1]["name"], "per_hop");
+}
+
+/// Index of the column called `name` in a table of a report.
+fn column(table: &serde_json::Value, name: &str) -> usize {
+    let columns = table["columns"].as_array().expect("columns");
+    columns.iter().position(|column| column["name"] == name).unwrap_or_else(|| panic!("no column {name}"))
+}
+
 /// A child process killed when the test ends, pass or fail.
 struct Running(Child);
 

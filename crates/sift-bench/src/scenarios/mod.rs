@@ -2,5 +2,7 @@
 
 pub mod dds;
 pub mod fjm2;
+pub mod ges;
 pub mod jbi;
+pub mod nb;
 pub mod pubsub;

@@ -109,6 +109,21 @@ impl Endpoints {
         .await
     }
 
+    /// Waits until the first embedded broker holds no interest from other
+    /// brokers. Runs call it after their subscribers closed: otherwise the
+    /// next run's [`Endpoints::interest_ready`] could pass on the departing
+    /// subscribers' interest, and the next run lose its first messages when
+    /// the withdrawal arrives just before the new subscribers' interest.
+    pub async fn interest_gone(&self) -> Result<(), BenchError> {
+        if self.embedded.len() < 2 {
+            return Ok(());
+        }
+        self.wait_until("the last run's subscribers' interest leaves the publishers' broker", |first| {
+            first.remote_interest().is_empty()
+        })
+        .await
+    }
+
     async fn wait_until(&self, what: &str, ready: impl Fn(&RunningBroker) -> bool) -> Result<(), BenchError> {
         let Some(first) = self.embedded.first() else { return Ok(()) };
         let deadline = Instant::now() + NETWORK_READY_TIMEOUT;

@@ -153,6 +153,8 @@ pub async fn throughput(endpoints: &Endpoints, workload: &Workload) -> Result<Ru
         latency_ns.merge(&received.latency_ns);
     }
     let seconds = last_receive_ns.load(Ordering::Relaxed).saturating_sub(started_ns) as f64 / 1e9;
+    // The receivers closed their clients; the next run starts clean.
+    endpoints.interest_gone().await?;
     Ok(RunResult { published, delivered, publish_seconds, seconds, latency_ns })
 }
 
@@ -191,5 +193,6 @@ pub async fn one_in_flight(endpoints: &Endpoints, workload: &Workload) -> Result
     for (client, _) in subscribers {
         client.close().await;
     }
+    endpoints.interest_gone().await?;
     Ok(RunResult { published: workload.messages, delivered, publish_seconds: seconds, seconds, latency_ns })
 }

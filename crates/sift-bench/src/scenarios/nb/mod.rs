@@ -22,7 +22,7 @@
 
 mod tables;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 
@@ -60,10 +60,6 @@ const ROUNDS_FULL: u32 = 3;
 const ROUNDS_QUICK: u32 = 1;
 /// A subscriber that receives nothing for this long has all it will get.
 const NB_IDLE_END: Duration = Duration::from_secs(3);
-/// How long a closed subscriber's interest may take to leave the chain.
-const INTEREST_WITHDRAWN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the chain's interest is looked at while waiting.
-const INTEREST_POLL: Duration = Duration::from_millis(5);
 /// Rough cost of starting a chain and of connecting a point's clients.
 const EXPECTED_SETUP: Duration = Duration::from_millis(300);
 
@@ -202,7 +198,7 @@ async fn measure(chains: &[(usize, Endpoints)], plan: &Plan, quiet: bool) -> Res
         for (size_index, &size) in plan.sizes.iter().enumerate() {
             for (chain_index, (brokers, endpoints)) in chains.iter().enumerate() {
                 progress.begin(&format!("{brokers} broker(s), {size} B (round {round})"));
-                interest_withdrawn(endpoints).await?;
+                endpoints.interest_gone().await?;
                 let result = throughput(endpoints, &plan.workload(size)).await?;
                 transits[chain_index * plan.sizes.len() + size_index].add(&result);
                 progress.advance();
@@ -210,22 +206,6 @@ async fn measure(chains: &[(usize, Endpoints)], plan: &Plan, quiet: bool) -> Res
         }
     }
     Ok(transits)
-}
-
-/// Waits until the publishers' broker holds no interest from the last
-/// point's subscriber, which has closed: otherwise the next point could
-/// start publishing on that stale interest and lose its first messages when
-/// the withdrawal arrives just before the new subscriber's interest.
-async fn interest_withdrawn(endpoints: &Endpoints) -> Result<(), BenchError> {
-    let Some(first) = endpoints.embedded().first() else { return Ok(()) };
-    let deadline = Instant::now() + INTEREST_WITHDRAWN_TIMEOUT;
-    while !first.remote_interest().is_empty() {
-        if Instant::now() > deadline {
-            return Err(BenchError::Timeout("the last subscriber's interest is withdrawn".into()));
-        }
-        tokio::time::sleep(INTEREST_POLL).await;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

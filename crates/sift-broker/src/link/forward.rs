@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sift_core::{MatchCache, Message};
-use sift_net::{within_hop_limit, BrokerName, DuplicateFilter, TopicInterest, HOP_LIMIT_DEFAULT};
+use sift_net::{within_hop_limit, BrokerName, DuplicateFilter, SpTree, TopicInterest, HOP_LIMIT_DEFAULT};
 use sift_proto::link::{encode_forward_ref, forward_flags, Forward, ForwardHeader, GroupAssignment};
 use sift_proto::MessageRef;
 use tokio::sync::mpsc::error::TrySendError;
@@ -24,6 +24,7 @@ use crate::config::{Config, RoutingMode};
 use crate::report::DeliveryReport;
 use crate::stats::{add, bump, Stats};
 
+use super::hop_cache::HopCache;
 use super::network::{CloseReason, NetState};
 use super::report_route::ReportRegistry;
 use super::retransmit::Retransmission;
@@ -129,6 +130,9 @@ pub(crate) struct ForwardState {
     /// What other brokers' interest says per topic, for one interest
     /// generation; bounded by `delivery.match_cache_entries_max`.
     remote_cache: MatchCache<TopicInterest>,
+    /// Next hops per origin and topic where nothing else decides them;
+    /// bounded by `delivery.match_cache_entries_max`.
+    hop_cache: HopCache,
     /// Where `FORWARD`s are encoded: chunks of `delivery.encode_arena_bytes`,
     /// each freed with the last frame encoded in it.
     arena: BytesMut,
@@ -153,6 +157,7 @@ impl ForwardState {
             reports: ReportRegistry::new(config.awaited_reports_max),
             group_turn: 0,
             remote_cache: MatchCache::new(broker_config.delivery.match_cache_entries_max),
+            hop_cache: HopCache::new(broker_config.delivery.match_cache_entries_max),
             arena: BytesMut::new(),
             arena_bytes: broker_config.delivery.encode_arena_bytes,
             active,
@@ -228,17 +233,22 @@ impl NetState {
     /// sorted: from the per-topic cache of what their entries say, then the
     /// content filters that topic leaves to decide.
     pub(crate) fn wanting(&mut self, message: &Message) -> Vec<BrokerName> {
+        self.topic_interest(message).wanting(message)
+    }
+
+    /// What other brokers' interest says about `message`'s topic, from the
+    /// per-topic cache.
+    fn topic_interest(&mut self, message: &Message) -> Arc<TopicInterest> {
         let generation = self.interest.remote.generation();
         let topic = message.topic.as_str();
-        let route = match self.forward.remote_cache.get(topic, generation) {
+        match self.forward.remote_cache.get(topic, generation) {
             Some(route) => route,
             None => {
                 let route = Arc::new(self.interest.remote.topic_interest(&message.topic));
                 self.forward.remote_cache.insert(topic, generation, route.clone());
                 route
             }
-        };
-        route.wanting(message)
+        }
     }
 
     /// True when `broker` is to receive `travelling`: it is among the
@@ -312,17 +322,35 @@ impl NetState {
     /// returns how many.
     pub(crate) fn send_down_tree(&mut self, travelling: &Arc<Travelling>, stats: &Stats) -> usize {
         let tree = self.topology.tree(&travelling.origin);
-        let hops = match self.forward.mode {
-            RoutingMode::Flood => tree.next_hops_flood(&self.own_name),
-            RoutingMode::Interest => {
-                let wanting = self.wanting(&travelling.message);
-                tree.next_hops(&self.own_name, |broker| self.wants(broker, travelling, &wanting))
-            }
+        let hops: Arc<[BrokerName]> = match self.forward.mode {
+            RoutingMode::Flood => tree.next_hops_flood(&self.own_name).into(),
+            RoutingMode::Interest => self.interest_hops(travelling, tree),
         };
-        for hop in &hops {
+        for hop in hops.iter() {
             self.send_one(travelling, hop, Vec::new(), stats);
         }
         hops.len()
+    }
+
+    /// The children of this broker in `tree` (the origin's) that lead to a
+    /// broker wanting `travelling`. Kept per origin and topic
+    /// ([`HopCache`]) when neither content filters nor queue-group
+    /// assignments decide them.
+    fn interest_hops(&mut self, travelling: &Travelling, tree: Arc<SpTree>) -> Arc<[BrokerName]> {
+        let (origin, topic) = (&travelling.origin, travelling.message.topic.as_str());
+        let generation = self.interest.remote.generation();
+        let cacheable = travelling.groups.is_empty();
+        if let Some(hops) = self.forward.hop_cache.get(origin, topic, &tree, generation).filter(|_| cacheable) {
+            return hops;
+        }
+        let interest = self.topic_interest(&travelling.message);
+        let wanting = interest.wanting(&travelling.message);
+        let hops: Arc<[BrokerName]> =
+            tree.next_hops(&self.own_name, |broker| self.wants(broker, travelling, &wanting)).into();
+        if cacheable && interest.filtered.is_empty() {
+            self.forward.hop_cache.insert(origin, topic, tree, generation, hops.clone());
+        }
+        hops
     }
 
     /// Sends a re-routed `travelling` towards `targets` along this broker's

@@ -29,6 +29,7 @@ mod forward;
 mod frames;
 mod groups;
 mod handshake;
+mod hop_cache;
 mod interest;
 mod interest_wire;
 mod listener;

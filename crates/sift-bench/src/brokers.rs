@@ -126,14 +126,7 @@ impl Endpoints {
 
     async fn wait_until(&self, what: &str, ready: impl Fn(&RunningBroker) -> bool) -> Result<(), BenchError> {
         let Some(first) = self.embedded.first() else { return Ok(()) };
-        let deadline = Instant::now() + NETWORK_READY_TIMEOUT;
-        while !ready(first) {
-            if Instant::now() > deadline {
-                return Err(BenchError::Timeout(what.to_string()));
-            }
-            tokio::time::sleep(NETWORK_READY_POLL).await;
-        }
-        Ok(())
+        poll_until(what, NETWORK_READY_TIMEOUT, NETWORK_READY_POLL, || ready(first)).await
     }
 
     /// Stops the embedded brokers, last first.
@@ -142,4 +135,22 @@ impl Endpoints {
             broker.shutdown().await;
         }
     }
+}
+
+/// Looks at `ready` every `poll` until it holds; fails naming `what` once
+/// `timeout` has passed.
+pub(crate) async fn poll_until(
+    what: &str,
+    timeout: Duration,
+    poll: Duration,
+    ready: impl Fn() -> bool,
+) -> Result<(), BenchError> {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        if Instant::now() > deadline {
+            return Err(BenchError::Timeout(what.to_string()));
+        }
+        tokio::time::sleep(poll).await;
+    }
+    Ok(())
 }

@@ -8,11 +8,12 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sift_broker::topology_file::TopologyFile;
 use sift_broker::RunningBroker;
 
+use crate::brokers::poll_until;
 use crate::error::BenchError;
 
 /// How long the brokers of a started topology may take to agree on every
@@ -166,14 +167,7 @@ impl TopologyNetwork {
         timeout: Duration,
         ready: impl Fn(&[RunningBroker]) -> bool,
     ) -> Result<(), BenchError> {
-        let deadline = Instant::now() + timeout;
-        while !ready(&self.brokers) {
-            if Instant::now() > deadline {
-                return Err(BenchError::Timeout(what.to_string()));
-            }
-            tokio::time::sleep(NETWORK_POLL).await;
-        }
-        Ok(())
+        poll_until(what, timeout, NETWORK_POLL, || ready(&self.brokers)).await
     }
 
     /// Stops every broker, last started first.

@@ -4,8 +4,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use sift_client::{Client, ClientOptions, PublishOptions};
+use sift_client::{Client, ClientError, ClientOptions, Confirm, PublishOptions};
 use sift_core::{DeliveryMode, TopicName};
+use tokio::sync::oneshot;
 
 use crate::error::BenchError;
 use crate::stamp::{blank_payload, nanos_since, write_stamp, MessageMaker};
@@ -58,6 +59,57 @@ impl Pace {
     }
 }
 
+/// Sends stamped messages of one size on one topic in one mode: best-effort
+/// ones through `publish_payload`, from one payload buffer whose stamp is
+/// rewritten per message; reliable ones confirmed, with at most
+/// [`CONFIRMS_IN_FLIGHT_MAX`] awaiting their confirm, collected in order.
+#[derive(Debug)]
+pub struct StampedSender {
+    topic: TopicName,
+    mode: DeliveryMode,
+    payload: Vec<u8>,
+    maker: MessageMaker,
+    confirms: VecDeque<oneshot::Receiver<Result<Confirm, ClientError>>>,
+}
+
+impl StampedSender {
+    /// A sender of `size`-byte payloads on `topic` in `mode`.
+    pub fn new(topic: TopicName, mode: DeliveryMode, size: usize) -> StampedSender {
+        StampedSender {
+            maker: MessageMaker::new(topic.clone(), mode, size),
+            topic,
+            mode,
+            payload: blank_payload(size),
+            confirms: VecDeque::with_capacity(CONFIRMS_IN_FLIGHT_MAX + 1),
+        }
+    }
+
+    /// Sends one message carrying `sent_ns` (0 for none) through `client`.
+    pub async fn send(&mut self, client: &Client, sent_ns: u64) -> Result<(), BenchError> {
+        if !self.mode.needs_ack() {
+            write_stamp(&mut self.payload, sent_ns);
+            client.publish_payload(&self.topic, &self.payload).await?;
+            return Ok(());
+        }
+        let confirm = client.start_confirmed(self.maker.message(sent_ns), PublishOptions::default()).await?;
+        self.confirms.push_back(confirm);
+        // Keep the window full but collect confirms as they come.
+        while self.confirms.len() > CONFIRMS_IN_FLIGHT_MAX {
+            if let Some(confirm) = self.confirms.pop_front() {
+                let _ = confirm.await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the confirms still outstanding.
+    pub async fn finish(self) {
+        for confirm in self.confirms {
+            let _ = confirm.await;
+        }
+    }
+}
+
 /// Publishes `share` messages on `topic` in `mode`, stamped with the time
 /// since `epoch`, then waits until the broker has processed them all (a
 /// ping answered after the last publish) and closes the client. Returns
@@ -70,32 +122,15 @@ pub async fn publish_share(
     pace: Pace,
     epoch: Instant,
 ) -> Result<u64, BenchError> {
-    let mut confirms = VecDeque::with_capacity(CONFIRMS_IN_FLIGHT_MAX + 1);
-    let mut maker = MessageMaker::new(topic.clone(), mode, pace.size);
-    // Best-effort messages go out through `publish_payload`, from one
-    // payload buffer whose stamp is rewritten per message.
-    let mut payload = blank_payload(pace.size);
+    let mut sender = StampedSender::new(topic, mode, pace.size);
     let started = tokio::time::Instant::now();
     for sent in 0..share {
         pace.wait_turn(sent, started).await;
         let stamp = pace.rate.is_some() || sent.is_multiple_of(THROUGHPUT_STAMP_EVERY);
         let sent_ns = if stamp { nanos_since(epoch) } else { 0 };
-        if !mode.needs_ack() {
-            write_stamp(&mut payload, sent_ns);
-            client.publish_payload(&topic, &payload).await?;
-            continue;
-        }
-        confirms.push_back(client.start_confirmed(maker.message(sent_ns), PublishOptions::default()).await?);
-        // Keep the window full but collect confirms as they come.
-        while confirms.len() > CONFIRMS_IN_FLIGHT_MAX {
-            if let Some(confirm) = confirms.pop_front() {
-                let _ = confirm.await;
-            }
-        }
+        sender.send(&client, sent_ns).await?;
     }
-    for confirm in confirms {
-        let _ = confirm.await;
-    }
+    sender.finish().await;
     client.ping().await?;
     client.close().await;
     Ok(share)

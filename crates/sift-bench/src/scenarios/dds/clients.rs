@@ -2,18 +2,17 @@
 //! connect, wait at the gate, publish paced or receive, read their own
 //! thread's CPU time around that, report, and close when let.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use sift_client::{Client, PublishOptions, Subscription};
+use sift_client::{Client, Subscription};
 use sift_core::TopicName;
 
 use super::cpu::{elapsed_ns, thread_cpu_ns};
 use super::plan::Point;
 use super::threads::Links;
 use crate::error::BenchError;
-use crate::publisher::{connect, CONFIRMS_IN_FLIGHT_MAX};
-use crate::stamp::{blank_payload, nanos_since, sent_at_ns, write_stamp, MessageMaker};
+use crate::publisher::{connect, StampedSender};
+use crate::stamp::{nanos_since, sent_at_ns};
 use crate::stats::Samples;
 use crate::subscriber::{next_delivery, subscribe_options};
 
@@ -73,27 +72,12 @@ async fn publish_paced(client: &Client, job: &PublisherJob) -> Result<Published,
     let cpu_before = thread_cpu_ns();
     let started = Instant::now() + job.offset;
     let period = Duration::from_secs_f64(1.0 / point.rate_hz as f64);
-    let mut payload = blank_payload(point.size);
-    let mut maker = MessageMaker::new(job.topic.clone(), point.qos.mode, point.size);
-    let mut confirms = VecDeque::with_capacity(CONFIRMS_IN_FLIGHT_MAX + 1);
+    let mut sender = StampedSender::new(job.topic.clone(), point.qos.mode, point.size);
     for sent in 0..point.messages_per_publisher {
         wait_until(started + period.mul_f64(sent as f64)).await;
-        let sent_ns = nanos_since(job.epoch);
-        if !point.qos.mode.needs_ack() {
-            write_stamp(&mut payload, sent_ns);
-            client.publish_payload(&job.topic, &payload).await?;
-            continue;
-        }
-        confirms.push_back(client.start_confirmed(maker.message(sent_ns), PublishOptions::default()).await?);
-        while confirms.len() > CONFIRMS_IN_FLIGHT_MAX {
-            if let Some(confirm) = confirms.pop_front() {
-                let _ = confirm.await;
-            }
-        }
+        sender.send(client, nanos_since(job.epoch)).await?;
     }
-    for confirm in confirms {
-        let _ = confirm.await;
-    }
+    sender.finish().await;
     // The answer to a ping comes after the broker has read every publish
     // before it: the messages are then queued for the subscribers.
     client.ping().await?;

@@ -198,7 +198,6 @@ async fn measure(chains: &[(usize, Endpoints)], plan: &Plan, quiet: bool) -> Res
         for (size_index, &size) in plan.sizes.iter().enumerate() {
             for (chain_index, (brokers, endpoints)) in chains.iter().enumerate() {
                 progress.begin(&format!("{brokers} broker(s), {size} B (round {round})"));
-                endpoints.interest_gone().await?;
                 let result = throughput(endpoints, &plan.workload(size)).await?;
                 transits[chain_index * plan.sizes.len() + size_index].add(&result);
                 progress.advance();

@@ -340,8 +340,10 @@ impl NetState {
         let (origin, topic) = (&travelling.origin, travelling.message.topic.as_str());
         let generation = self.interest.remote.generation();
         let cacheable = travelling.groups.is_empty();
-        if let Some(hops) = self.forward.hop_cache.get(origin, topic, &tree, generation).filter(|_| cacheable) {
-            return hops;
+        if cacheable {
+            if let Some(hops) = self.forward.hop_cache.get(origin, topic, &tree, generation) {
+                return hops;
+            }
         }
         let interest = self.topic_interest(&travelling.message);
         let wanting = interest.wanting(&travelling.message);

@@ -48,7 +48,7 @@ impl Endpoints {
         }
         let mut embedded: Vec<RunningBroker> = Vec::with_capacity(length);
         for index in 0..length {
-            let mut config = Config { listen: ([127, 0, 0, 1], 0).into(), ..Config::default() };
+            let mut config = Config::scratch();
             if length > 1 {
                 config.network.name = format!("bench-{index}");
                 config.network.link_listen = Some(([127, 0, 0, 1], 0).into());

@@ -104,7 +104,11 @@ fn content_json(content: ContentText) -> Value {
 
 /// `stats`: every broker-wide counter by name.
 fn stats_report(shared: &BrokerShared) -> Map<String, Value> {
-    let counters: Map<String, Value> =
+    let mut counters: Map<String, Value> =
         shared.stats.snapshot().entries().into_iter().map(|(name, value)| (name.to_string(), value.into())).collect();
-    Map::from_iter([("counters".to_string(), Value::Object(counters))])
+    for (name, value) in shared.storage.totals() {
+        counters.insert(name.to_string(), value.into());
+    }
+    let streams: Vec<Value> = shared.storage.streams().iter().map(|stream| stream.info_json()).collect();
+    Map::from_iter([("counters".to_string(), Value::Object(counters)), ("streams".to_string(), Value::Array(streams))])
 }

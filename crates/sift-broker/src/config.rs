@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sift_proto::QueuePolicy;
 
+pub use crate::store::{StorageConfig, StreamDefinition};
+
 pub use crate::network_config::{
     LinkTarget, NetworkConfig, RoutingMode, DEFAULT_CLUSTER, DEFAULT_LINK_COST, DEFAULT_LINK_HANDSHAKE_TIMEOUT_MS,
     DEFAULT_LINK_PING_INTERVAL_MS, DEFAULT_LINK_RECONNECT_DELAY_MAX_MS, DEFAULT_LINK_RECONNECT_DELAY_MIN_MS,
@@ -62,6 +64,17 @@ pub struct Config {
     pub delivery: DeliveryConfig,
     /// Links to other brokers of the cluster.
     pub network: NetworkConfig,
+    /// Where and how messages are stored.
+    pub storage: StorageConfig,
+    /// Streams the broker keeps (`[[streams]]`); created at start when
+    /// missing, and their definitions win over stored ones.
+    pub streams: Vec<StreamDefinition>,
+    /// Remove `data_dir` when the broker shuts down: set by
+    /// [`Config::scratch`] for embedded brokers (tests, benchmarks) that
+    /// must neither share a data directory nor leave one behind. Never read
+    /// from a file.
+    #[serde(skip)]
+    pub remove_data_dir_on_shutdown: bool,
 }
 
 /// Limits checked at ingress. A violation gets an `ERROR` frame naming the limit.
@@ -133,6 +146,28 @@ impl Default for Config {
             limits: Limits::default(),
             delivery: DeliveryConfig::default(),
             network: NetworkConfig::default(),
+            storage: StorageConfig::default(),
+            streams: Vec::new(),
+            remove_data_dir_on_shutdown: false,
+        }
+    }
+}
+
+/// Scratch data directories made by this process so far.
+static SCRATCH_DIRS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Config {
+    /// The defaults for an embedded broker: an ephemeral loopback port and
+    /// a data directory of its own under the system's temporary directory,
+    /// removed when the broker shuts down.
+    pub fn scratch() -> Config {
+        let number = SCRATCH_DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("sift-scratch-{}-{number}-{}", std::process::id(), crate::publish::now_ns());
+        Config {
+            listen: ([127, 0, 0, 1], 0).into(),
+            data_dir: std::env::temp_dir().join(name),
+            remove_data_dir_on_shutdown: true,
+            ..Config::default()
         }
     }
 }
@@ -234,6 +269,10 @@ impl Config {
             .parse::<QueuePolicy>()
             .map_err(|error| ConfigError::Invalid(format!("delivery.policy_default: {error}")))?;
         self.network.validate()?;
+        self.storage.validate().map_err(ConfigError::Invalid)?;
+        for stream in &self.streams {
+            stream.parse(&self.storage).map_err(|error| ConfigError::Invalid(format!("[[streams]]: {error}")))?;
+        }
         Ok(())
     }
 }

@@ -107,12 +107,18 @@ impl ConnShared {
             tracing::error!(connection = self.id, %error, "cannot encode {}", frame.name());
             return;
         }
+        self.send_encoded(&bytes);
+    }
+
+    /// Queues already encoded response frames (whole frames, in order), as
+    /// [`ConnShared::send_control`] does.
+    pub fn send_encoded(&self, bytes: &[u8]) {
         let (within_limit, wake) = {
             let mut outbox = self.lock();
             if outbox.is_closed() {
                 return;
             }
-            (outbox.push_control(&bytes), outbox.take_wake())
+            (outbox.push_control(bytes), outbox.take_wake())
         };
         if wake {
             self.writer_wake.notify_one();
@@ -176,10 +182,22 @@ pub fn apply_settled(conn: &ConnShared, stats: &crate::stats::Stats, settled: cr
     apply_events(settled.events);
 }
 
-/// Applies report events collected under an outbox lock.
+/// Applies report events collected under an outbox lock. Stream consumers
+/// whose position moved store it once for the whole batch and are woken
+/// (their subscriber's window opened).
 pub fn apply_events(events: Vec<ReportEvent>) {
+    let mut consumers: Vec<Arc<crate::store::consumer::Consumer>> = Vec::new();
     for event in events {
+        if let ReportEvent::StreamDone(consumer, _) = &event {
+            if !consumers.iter().any(|known| Arc::ptr_eq(known, consumer)) {
+                consumers.push(consumer.clone());
+            }
+        }
         event.apply();
+    }
+    for consumer in consumers {
+        consumer.persist();
+        consumer.cursor.wake.notify_one();
     }
 }
 
@@ -338,6 +356,8 @@ pub struct LocalCounters {
     pub subscriber_gone: u64,
     /// Encode-arena chunks allocated.
     pub encode_arena_chunks: u64,
+    /// Persistent messages handed to their streams.
+    pub persistent_stored: u64,
 }
 
 impl LocalCounters {
@@ -350,6 +370,7 @@ impl LocalCounters {
             (&stats.match_cache_misses, taken.cache_misses),
             (&stats.dropped_subscriber_gone, taken.subscriber_gone),
             (&stats.encode_arena_chunks, taken.encode_arena_chunks),
+            (&stats.persistent_published, taken.persistent_stored),
         ] {
             if amount != 0 {
                 add(counter, amount);
@@ -374,6 +395,9 @@ pub struct Session {
     pub(crate) parked: Option<Parked>,
     /// Best-effort copies staged during this read, per target connection.
     pub(crate) staged: Vec<crate::publish::StagedBatch>,
+    /// The consumer of each stream subscription (replay or durable), by id;
+    /// these subscriptions are in `subscriptions` too, but not in the router.
+    pub(crate) stream_subs: HashMap<u32, Arc<crate::store::consumer::Consumer>>,
     /// Publishes that arrived while one was parked, in arrival order.
     deferred: VecDeque<Frame>,
     deferred_bytes: usize,
@@ -400,6 +424,7 @@ impl Session {
             group_turns: HashMap::new(),
             parked: None,
             staged: Vec::new(),
+            stream_subs: HashMap::new(),
             deferred: VecDeque::new(),
             deferred_bytes: 0,
             encode_arena: BytesMut::new(),
@@ -551,6 +576,14 @@ impl Session {
                 self.admin(request_id, query);
                 true
             }
+            Frame::Manage { request_id, op, body } => {
+                self.manage(request_id, op, &body);
+                true
+            }
+            Frame::Query(query) => {
+                self.query(query);
+                true
+            }
             Frame::Ping { nonce } => {
                 self.conn.send_control(&Frame::Pong { nonce });
                 true
@@ -569,7 +602,10 @@ impl Session {
             | Frame::Confirm(_)
             | Frame::Subscribed { .. }
             | Frame::Deliver(_)
-            | Frame::AdminReply { .. }) => {
+            | Frame::AdminReply { .. }
+            | Frame::Gap { .. }
+            | Frame::QueryResult { .. }
+            | Frame::QueryDone { .. }) => {
                 let message = format!("{} is not allowed from a client after the handshake", other.name());
                 self.refuse(ErrorCode::UnexpectedFrame, 0, message);
                 true

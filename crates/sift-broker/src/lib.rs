@@ -21,12 +21,13 @@ pub mod report;
 pub mod router;
 pub mod server;
 pub mod stats;
+pub mod store;
 mod subscribe;
 pub mod subscription;
 pub mod topology_file;
 pub mod writer;
 
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, StorageConfig, StreamDefinition};
 pub use link::LinkInfo;
 pub use server::{BrokerError, RunningBroker};
 pub use stats::StatsSnapshot;

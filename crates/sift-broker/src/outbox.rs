@@ -19,9 +19,13 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use sift_core::{Message, TopicName};
-use sift_proto::{deliver_flags, encode_deliver_prefix, encoded_deliver_len, AckMode, QueuePolicy};
+use sift_proto::{
+    deliver_flags, encode_deliver_prefix, encode_stream_deliver_prefix, encoded_deliver_len,
+    encoded_stream_deliver_len, AckMode, QueuePolicy,
+};
 
 use crate::report::DeliveryReport;
+use crate::store::consumer::Consumer;
 
 /// Message priorities 0..=9, one queue level each.
 pub const PRIORITY_LEVELS: usize = 10;
@@ -51,7 +55,26 @@ pub struct Routed {
     pub expiry_ns: u64,
     /// The await=delivered report, if the publisher asked for one.
     pub report: Option<Arc<DeliveryReport>>,
+    /// Set for a stored message read by a stream consumer: its stream
+    /// sequence (carried in the `DELIVER`) and the consumer whose position
+    /// its acknowledgement moves.
+    pub stream: Option<StreamDelivery>,
 }
+
+/// A stored message on its way to a stream subscriber.
+#[derive(Debug)]
+pub struct StreamDelivery {
+    /// Its sequence in the stream.
+    pub seq: u64,
+    /// The consumer that read it.
+    pub consumer: Arc<Consumer>,
+}
+
+/// Offset of the fixed fields (priority, mode, hop count, flags, id,
+/// sequence, timestamp, expiry) after a message encoding's topic.
+const FIXED_AFTER_TOPIC: usize = 2;
+/// Offset of the expiry within the fixed fields.
+const EXPIRY_OFFSET_IN_FIXED: usize = 4 + 3 * 8;
 
 impl Routed {
     /// Routing facts of `message`, with its encoding.
@@ -62,7 +85,34 @@ impl Routed {
             needs_ack: message.delivery_mode.needs_ack(),
             expiry_ns: message.expiry_ns,
             report,
+            stream: None,
         }
+    }
+
+    /// A stored message for a stream subscriber, its routing facts read
+    /// from its encoding (as the broker stored it); `None` when the
+    /// encoding is too short to hold them.
+    pub fn stored(encoded: Bytes, seq: u64, consumer: Arc<Consumer>) -> Option<Routed> {
+        let topic_len = usize::from(u16::from_be_bytes([*encoded.first()?, *encoded.get(1)?]));
+        let fixed = FIXED_AFTER_TOPIC + topic_len;
+        let priority = (*encoded.get(fixed)?).min(sift_core::message::PRIORITY_MAX);
+        let expiry_at = fixed + EXPIRY_OFFSET_IN_FIXED;
+        let expiry_ns = u64::from_be_bytes(encoded.get(expiry_at..expiry_at + 8)?.try_into().ok()?);
+        Some(Routed {
+            encoded,
+            priority,
+            // Every stored message is acknowledged by a stream subscriber:
+            // its acknowledgement is what moves the consumer's position.
+            needs_ack: true,
+            expiry_ns,
+            report: None,
+            stream: Some(StreamDelivery { seq, consumer }),
+        })
+    }
+
+    /// The stream sequence of a stored message, 0 otherwise.
+    pub fn stream_seq(&self) -> u64 {
+        self.stream.as_ref().map_or(0, |stream| stream.seq)
     }
 
     /// True when the message has an expiry and it is at or before `now_ns`.
@@ -83,10 +133,16 @@ impl Routed {
     /// The topic, read back from the encoding (the first field). Used off
     /// the hot path, when a departing subscriber's messages are re-routed.
     pub fn topic(&self) -> Option<TopicName> {
-        let length = usize::from(u16::from_be_bytes([*self.encoded.first()?, *self.encoded.get(1)?]));
-        let text = std::str::from_utf8(self.encoded.get(2..2 + length)?).ok()?;
-        TopicName::new(text).ok()
+        topic_of_encoding(&self.encoded)
     }
+}
+
+/// The topic of an encoded message (its first field), or `None` when the
+/// encoding is too short or the topic invalid.
+pub fn topic_of_encoding(encoded: &[u8]) -> Option<TopicName> {
+    let length = usize::from(u16::from_be_bytes([*encoded.first()?, *encoded.get(1)?]));
+    let text = std::str::from_utf8(encoded.get(2..2 + length)?).ok()?;
+    TopicName::new(text).ok()
 }
 
 /// One message in one subscription's queue.
@@ -106,7 +162,12 @@ impl Entry {
 
     /// Bytes this delivery takes on the wire, counted against pending bytes.
     pub fn size(&self) -> u64 {
-        (sift_proto::LENGTH_PREFIX_BYTES + encoded_deliver_len(self.routed.encoded.len())) as u64
+        let body_len = self.routed.encoded.len();
+        let frame_len = match self.routed.stream {
+            Some(_) => encoded_stream_deliver_len(body_len),
+            None => encoded_deliver_len(body_len),
+        };
+        (sift_proto::LENGTH_PREFIX_BYTES + frame_len) as u64
     }
 
     fn level(&self) -> usize {
@@ -125,21 +186,38 @@ pub enum ReportEvent {
     Acked(Arc<DeliveryReport>, u64),
     /// The subscription lost the message.
     Failed(Arc<DeliveryReport>, u64),
+    /// A stream subscriber is done with the stored message of this
+    /// sequence (acknowledged it, or it was given up for good).
+    StreamDone(Arc<Consumer>, u64),
 }
 
 impl ReportEvent {
-    /// Applies the event to its report.
+    /// Applies the event to its report or consumer. A consumer's position
+    /// is stored by the caller once per batch ([`crate::connection::apply_events`]).
     pub fn apply(self) {
         match self {
             ReportEvent::Acked(report, key) => report.acked(key),
             ReportEvent::Failed(report, key) => report.failed(key),
+            ReportEvent::StreamDone(consumer, seq) => consumer.cursor.acked(seq),
         }
     }
 }
 
-/// The event for `entry` having been lost by subscription `key`, if it has a report.
+/// The event for `entry` having been given up by subscription `key`, if it
+/// has a report or a stream consumer.
 pub fn failure_event(entry: &Entry, key: u64) -> Option<ReportEvent> {
+    if let Some(stream) = &entry.routed.stream {
+        return Some(ReportEvent::StreamDone(stream.consumer.clone(), stream.seq));
+    }
     entry.routed.report.clone().map(|report| ReportEvent::Failed(report, key))
+}
+
+/// The event for `entry` having been acknowledged by subscription `key`.
+fn ack_event(entry: &Entry, key: u64) -> Option<ReportEvent> {
+    if let Some(stream) = &entry.routed.stream {
+        return Some(ReportEvent::StreamDone(stream.consumer.clone(), stream.seq));
+    }
+    entry.routed.report.clone().map(|report| ReportEvent::Acked(report, key))
 }
 
 /// Options of a subscription's queue.
@@ -463,18 +541,18 @@ impl Outbox {
                             let unacked = Unacked { sub_id, entry: entry.clone(), sent_at: now };
                             self.unacked.insert(tag, unacked);
                         }
-                        AckMode::Auto => {
-                            if let Some(report) = &entry.routed.report {
-                                drained.events.push(ReportEvent::Acked(report.clone(), sub.options.key));
-                            }
-                        }
+                        AckMode::Auto => drained.events.extend(ack_event(&entry, sub.options.key)),
                     }
                 }
                 if let Some(credit) = &mut sub.options.credit {
                     *credit -= 1;
                 }
                 let flags = if entry.attempts > 0 { deliver_flags::REDELIVERED } else { 0 };
-                encode_deliver_prefix(buf, sub_id, tag, flags, entry.routed.encoded.len());
+                let body_len = entry.routed.encoded.len();
+                match entry.routed.stream_seq() {
+                    0 => encode_deliver_prefix(buf, sub_id, tag, flags, body_len),
+                    seq => encode_stream_deliver_prefix(buf, sub_id, tag, flags, seq, body_len),
+                }
                 buf.extend_from_slice(&entry.routed.encoded);
                 drained.delivered += 1;
             }
@@ -518,9 +596,7 @@ impl Outbox {
                 continue;
             };
             sub.unacked -= 1;
-            if let Some(report) = &unacked.entry.routed.report {
-                settled.events.push(ReportEvent::Acked(report.clone(), sub.options.key));
-            }
+            settled.events.extend(ack_event(&unacked.entry, sub.options.key));
             self.mark_ready(unacked.sub_id);
         }
         settled.wake_writer = !self.ready.is_empty() && self.take_wake();

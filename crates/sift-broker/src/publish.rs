@@ -24,6 +24,7 @@ use crate::delivery::{push_batch, push_to, Pushed};
 use crate::link::{Forwarded, LocalForward};
 use crate::outbox::{Entry, Routed};
 use crate::report::{DeliveryReport, ReportSink};
+use crate::store::gate::ConfirmGate;
 use crate::subscription::SubRef;
 
 /// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
@@ -73,9 +74,8 @@ pub struct Parked {
     next: usize,
     /// Fail-overs tried for the current target, bounded by its group's size.
     failovers: usize,
-    request_id: u64,
+    confirm_to: ConfirmTo,
     matched: u32,
-    wants_confirm: bool,
     await_timeout_ms: u32,
 }
 
@@ -102,67 +102,54 @@ impl Parked {
     }
 }
 
+/// Where the confirm of one publish goes: straight to the publisher, or,
+/// for a persistent message, through the gate that also waits for the store.
+#[derive(Debug, Clone)]
+pub(crate) struct ConfirmTo {
+    request_id: u64,
+    /// False for a best-effort publish that asked for no confirm.
+    wanted: bool,
+    gate: Option<Arc<ConfirmGate>>,
+}
+
 impl Session {
-    /// Handles one publish. Leaves `self.parked` set when a `block` queue is full.
+    /// Handles one publish, stage by stage: validate, stamp, match, store,
+    /// forward, deliver, confirm. Leaves `self.parked` set when a `block`
+    /// queue is full.
     pub(crate) fn publish(&mut self, publish: Publish) {
         let Publish { request_id, flags, await_timeout_ms, message } = publish;
         let mut message = *message;
-        let limits = &self.shared.config.limits;
-        let max_payload_bytes = limits.max_payload_bytes;
-        if message.payload.len() > max_payload_bytes as usize {
-            let text = format!("payload is {} bytes; max_payload_bytes = {max_payload_bytes}", message.payload.len());
-            self.refuse(ErrorCode::PayloadTooLarge, request_id, text);
-            return;
-        }
-        if message.delivery_mode == DeliveryMode::Persistent {
-            let text = "persistent delivery is not available on this broker yet; use reliable".to_string();
-            self.refuse(ErrorCode::Unsupported, request_id, text);
-            return;
-        }
-        if let Err(error) = check_metadata(&message) {
-            self.refuse(ErrorCode::InvalidField, request_id, error);
+        if let Err((code, text)) = self.validate(&message) {
+            self.refuse(code, request_id, text);
             return;
         }
         let await_delivered = flags & publish_flags::AWAIT_DELIVERED != 0;
-        if await_delivered {
+        if await_delivered && message.delivery_mode == DeliveryMode::BestEffort {
             // Waiting for acknowledgements only makes sense for messages that get them.
             message.delivery_mode = DeliveryMode::Reliable;
         }
-        let wants_confirm = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
-        message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
-        message.publisher = self.conn.name.clone();
-        message.timestamp_ns = self.read_time();
-        self.counters.published += 1;
-
-        let route = self.shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
-        let matches = if route.is_topic_only() {
-            route.matches.clone()
-        } else {
-            Arc::new(self.shared.router.select(&route, &message, &mut self.index_scratch))
-        };
+        let wanted = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
+        self.stamp(&mut message);
+        let matches = self.match_subscriptions(&message);
         let matched = (matches.plain.len() + matches.groups.len()) as u32;
+        let persistent = message.delivery_mode == DeliveryMode::Persistent;
+        let streams = self.shared.storage.streams_for(&message.topic, persistent);
         // Encoded (and checked against the frame limit) before anything is
-        // forwarded, so that a refused publish goes nowhere.
-        let encoded = if matched > 0 {
-            match self.encode_checked(&message, request_id) {
+        // stored or forwarded, so that a refused publish goes nowhere.
+        let encoded = match matched > 0 || !streams.is_empty() {
+            true => match self.encode_checked(&message, request_id) {
                 Some(encoded) => Some(encoded),
                 None => return,
-            }
-        } else {
-            None
+            },
+            false => None,
         };
+        let Ok(gate) = self.store(&message, encoded.as_ref(), &streams, request_id) else { return };
+        let confirm_to = ConfirmTo { request_id, wanted, gate };
         let group_picks = self.pick_group_members(&matches);
-        let report = await_delivered.then(|| {
-            let sink = ReportSink::Publisher { conn: self.conn.clone(), request_id };
-            let report = DeliveryReport::new(sink, matched);
-            for target in matches.plain.iter().chain(&group_picks) {
-                report.expect(target.key, target.label.clone());
-            }
-            report
-        });
+        let report = await_delivered.then(|| self.start_report(&matches, &group_picks, &confirm_to));
         let forwarded = self.forward_published(&message, &matches, report.as_ref(), await_timeout_ms);
-        let Some(encoded) = encoded else {
-            self.finish_remote_only(forwarded, report, request_id, wants_confirm, await_timeout_ms);
+        let Some(encoded) = encoded.filter(|_| matched > 0) else {
+            self.finish_remote_only(forwarded, report, &confirm_to, await_timeout_ms);
             return;
         };
         if !message.delivery_mode.needs_ack() {
@@ -172,24 +159,93 @@ impl Session {
             for target in matches.plain.iter().chain(&group_picks) {
                 self.stage(target.clone(), Entry::new(routed.clone()));
             }
-            if wants_confirm {
-                self.confirm(request_id, ConfirmStatus::Accepted, matched);
-            }
+            self.confirm(&confirm_to, ConfirmStatus::Accepted, matched);
             return;
         }
         let routed = Arc::new(Routed::new(&message, encoded, report));
-        let parked = Parked {
-            routed,
-            matches,
-            group_picks,
-            next: 0,
-            failovers: 0,
-            request_id,
-            matched,
-            wants_confirm,
-            await_timeout_ms,
-        };
+        let parked =
+            Parked { routed, matches, group_picks, next: 0, failovers: 0, confirm_to, matched, await_timeout_ms };
         self.continue_publish(parked);
+    }
+
+    /// The checks at ingress: payload size, metadata well-formed.
+    fn validate(&self, message: &Message) -> Result<(), (ErrorCode, String)> {
+        let max_payload_bytes = self.shared.config.limits.max_payload_bytes;
+        if message.payload.len() > max_payload_bytes as usize {
+            let text = format!("payload is {} bytes; max_payload_bytes = {max_payload_bytes}", message.payload.len());
+            return Err((ErrorCode::PayloadTooLarge, text));
+        }
+        check_metadata(message).map_err(|error| (ErrorCode::InvalidField, error))
+    }
+
+    /// Stamps the broker's fields: id, publisher, time.
+    fn stamp(&mut self, message: &mut Message) {
+        message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
+        message.publisher = self.conn.name.clone();
+        message.timestamp_ns = self.read_time();
+        self.counters.published += 1;
+    }
+
+    /// The local subscriptions that want `message`: the topic through the
+    /// match cache, then the content index when the route names partitions.
+    fn match_subscriptions(&mut self, message: &Message) -> Arc<MatchResult<SubRef>> {
+        let route = self.shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
+        if route.is_topic_only() {
+            route.matches.clone()
+        } else {
+            Arc::new(self.shared.router.select(&route, message, &mut self.index_scratch))
+        }
+    }
+
+    /// Appends `message` to the streams that hold it. A persistent message
+    /// gets a [`ConfirmGate`] that holds its confirm until every append
+    /// completed; it is refused at once (`Err`) while a stream's disk
+    /// refuses writes. Other messages are stored without holding anything.
+    fn store(
+        &mut self,
+        message: &Message,
+        encoded: Option<&Bytes>,
+        streams: &[Arc<crate::store::stream::Stream>],
+        request_id: u64,
+    ) -> Result<Option<Arc<ConfirmGate>>, ()> {
+        let Some(encoded) = encoded.filter(|_| !streams.is_empty()) else { return Ok(None) };
+        if message.delivery_mode != DeliveryMode::Persistent {
+            for stream in streams {
+                stream.append_unconfirmed(message.timestamp_ns, encoded.clone());
+            }
+            return Ok(None);
+        }
+        if let Some(refusal) = streams.iter().find_map(|stream| stream.refusal_while_failing(now_ns())) {
+            crate::stats::bump(&self.shared.stats.persistent_refused);
+            self.refuse(refusal.0, request_id, refusal.1);
+            return Err(());
+        }
+        let gate = ConfirmGate::new(self.conn.clone(), request_id, streams.len());
+        for stream in streams {
+            stream.append_confirmed(message.timestamp_ns, encoded.clone(), gate.clone());
+        }
+        self.counters.persistent_stored += 1;
+        Ok(Some(gate))
+    }
+
+    /// The await=delivered report of a publish: one ack owed by each target.
+    fn start_report(
+        &self,
+        matches: &MatchResult<SubRef>,
+        group_picks: &[SubRef],
+        confirm_to: &ConfirmTo,
+    ) -> Arc<DeliveryReport> {
+        let sink = ReportSink::Publisher {
+            conn: self.conn.clone(),
+            request_id: confirm_to.request_id,
+            gate: confirm_to.gate.clone(),
+        };
+        let matched = (matches.plain.len() + matches.groups.len()) as u32;
+        let report = DeliveryReport::new(sink, matched);
+        for target in matches.plain.iter().chain(group_picks) {
+            report.expect(target.key, target.label.clone());
+        }
+        report
     }
 
     /// Encodes `message` for delivery and checks the `DELIVER` frame's size;
@@ -238,21 +294,17 @@ impl Session {
         &mut self,
         forwarded: Forwarded,
         report: Option<Arc<DeliveryReport>>,
-        request_id: u64,
-        wants_confirm: bool,
+        confirm_to: &ConfirmTo,
         await_timeout_ms: u32,
     ) {
         if forwarded.receivers == 0 {
             self.counters.unmatched += 1;
-            if wants_confirm {
-                self.confirm(request_id, ConfirmStatus::NoSubscribers, 0);
-            }
+            self.confirm(confirm_to, ConfirmStatus::NoSubscribers, 0);
             return;
         }
         match report {
             Some(report) => self.arm_report_timeout(report, await_timeout_ms),
-            None if wants_confirm => self.confirm(request_id, ConfirmStatus::Accepted, 0),
-            None => {}
+            None => self.confirm(confirm_to, ConfirmStatus::Accepted, 0),
         }
     }
 
@@ -378,8 +430,7 @@ impl Session {
     fn finish_publish(&mut self, parked: Parked) {
         match &parked.routed.report {
             Some(report) => self.arm_report_timeout(report.clone(), parked.await_timeout_ms),
-            None if parked.wants_confirm => self.confirm(parked.request_id, ConfirmStatus::Accepted, parked.matched),
-            None => {}
+            None => self.confirm(&parked.confirm_to, ConfirmStatus::Accepted, parked.matched),
         }
     }
 
@@ -396,8 +447,22 @@ impl Session {
         report.time_out_after(self.await_timeout_ms(requested_ms), self.shared.shutdown_watch());
     }
 
-    fn confirm(&self, request_id: u64, status: ConfirmStatus, matched: u32) {
-        let confirm = Confirm { request_id, status, matched, acked: 0, pending: Vec::new() };
-        self.conn.send_control(&Frame::Confirm(confirm));
+    /// Confirms a publish, through its gate when it is persistent; a
+    /// best-effort publish that asked for no confirm gets none.
+    fn confirm(&self, confirm_to: &ConfirmTo, status: ConfirmStatus, matched: u32) {
+        let confirm = Confirm {
+            request_id: confirm_to.request_id,
+            status,
+            matched,
+            acked: 0,
+            pending: Vec::new(),
+            stream: String::new(),
+            stream_seq: 0,
+        };
+        match &confirm_to.gate {
+            Some(gate) => gate.confirm(confirm),
+            None if confirm_to.wanted => self.conn.send_control(&Frame::Confirm(confirm)),
+            None => {}
+        }
     }
 }

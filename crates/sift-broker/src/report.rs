@@ -34,6 +34,9 @@ pub enum ReportSink {
         conn: Arc<ConnShared>,
         /// The publish's request id.
         request_id: u64,
+        /// For a persistent message: the gate that holds the confirm until
+        /// the message is stored too.
+        gate: Option<Arc<crate::store::gate::ConfirmGate>>,
     },
     /// A `DELIVERY_REPORT` towards the broker the message was published at.
     Origin {
@@ -190,9 +193,20 @@ impl DeliveryReport {
 
     fn send(&self, status: ConfirmStatus, matched: u32, acked: u32, pending: Vec<String>) {
         match &self.sink {
-            ReportSink::Publisher { conn, request_id } => {
-                let confirm = Confirm { request_id: *request_id, status, matched, acked, pending };
-                conn.send_control(&Frame::Confirm(confirm));
+            ReportSink::Publisher { conn, request_id, gate } => {
+                let confirm = Confirm {
+                    request_id: *request_id,
+                    status,
+                    matched,
+                    acked,
+                    pending,
+                    stream: String::new(),
+                    stream_seq: 0,
+                };
+                match gate {
+                    Some(gate) => gate.confirm(confirm),
+                    None => conn.send_control(&Frame::Confirm(confirm)),
+                }
             }
             ReportSink::Origin { shared, origin, origin_sequence } => {
                 let Some(shared) = shared.upgrade() else { return };

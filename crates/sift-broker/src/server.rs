@@ -19,6 +19,7 @@ use crate::connection::{error_frame, serve, ConnShared};
 use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 use crate::router::Router;
 use crate::stats::{bump, Stats, StatsSnapshot};
+use crate::store::Storage;
 
 /// How long shutdown waits for connections to flush and close.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -45,6 +46,14 @@ pub enum BrokerError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// The streams or durable subscriptions could not be opened.
+    #[error("cannot open storage in {}: {source}", data_dir.display())]
+    Storage {
+        /// The data directory.
+        data_dir: Box<std::path::Path>,
+        /// Why.
+        source: Box<crate::store::StorageError>,
+    },
 }
 
 /// State shared by every connection of one broker.
@@ -62,12 +71,14 @@ pub struct BrokerShared {
     pub next_subscription_key: AtomicU64,
     /// Links to other brokers and the cluster's topology.
     pub links: LinkNetwork,
+    /// Streams and durable subscriptions.
+    pub storage: Storage,
     connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
     shutdown: watch::Sender<bool>,
 }
 
 impl BrokerShared {
-    fn new(config: Config) -> Arc<BrokerShared> {
+    fn new(config: Config, storage: Storage) -> Arc<BrokerShared> {
         let (shutdown, _) = watch::channel(false);
         let first_id = crate::publish::now_ns();
         Arc::new(BrokerShared {
@@ -77,6 +88,7 @@ impl BrokerShared {
             next_subscription_key: AtomicU64::new(1),
             // Link-state sequences start at the start time too (§10.5).
             links: LinkNetwork::new(&config, first_id),
+            storage,
             connections: Mutex::new(HashMap::new()),
             shutdown,
             config,
@@ -143,7 +155,17 @@ impl RunningBroker {
             }
             None => (None, None),
         };
-        let shared = BrokerShared::new(config);
+        let storage = Storage::open(&config.data_dir, &config.storage, &config.streams).map_err(|source| {
+            BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) }
+        })?;
+        let shared = BrokerShared::new(config, storage);
+        for stream in shared.storage.streams() {
+            shared.links.stream_interest(&stream, true, &shared.stats);
+        }
+        for consumer in shared.storage.durables() {
+            shared.links.durable_interest(&consumer, true, &shared.stats);
+        }
+        tokio::spawn(crate::store::sync_positions(shared.clone()));
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone()));
         let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
         Ok(RunningBroker { local_addr, link_addr, shared, accept_task, link_task })
@@ -215,7 +237,15 @@ impl RunningBroker {
         self.shared.shutdown.send_replace(true);
         let _ = self.accept_task.await;
         let _ = self.link_task.await;
-        self.shared.stats.snapshot()
+        self.shared.storage.sync_positions();
+        let stats = self.shared.stats.snapshot();
+        if self.shared.config.remove_data_dir_on_shutdown {
+            // Consumers still hold their logs open; unlinking is fine.
+            if let Err(error) = std::fs::remove_dir_all(&self.shared.config.data_dir) {
+                tracing::debug!(%error, "scratch data directory not removed");
+            }
+        }
+        stats
     }
 }
 

@@ -129,6 +129,22 @@ counters! {
     group_forwards,
     /// Reads held back because a broker link's send queue was nearly full.
     link_congestion_stalls,
+    /// Persistent messages handed to their streams (confirmed once stored).
+    persistent_published,
+    /// Persistent publishes refused at once because a stream's disk refused the last write.
+    persistent_refused,
+    /// Stored messages queued for stream subscribers (replays and durables).
+    stream_deliveries,
+    /// `GAP` frames sent: stored messages a stream subscriber will never get.
+    stream_gaps,
+    /// Messages those gaps covered.
+    stream_gap_messages,
+    /// Archive queries run.
+    queries,
+    /// Messages archive queries returned.
+    query_results,
+    /// Stored messages archive queries scanned.
+    query_scanned,
 }
 
 /// Adds one to a counter.

@@ -15,12 +15,15 @@ use crate::subscription::{SubRef, Subscription};
 
 /// A subscribe request that passed every check: its topic filter, its
 /// parsed content filter and its queue options.
-type Checked = (TopicFilter, Option<Arc<ContentFilter>>, QueueOptions);
+pub(crate) type Checked = (TopicFilter, Option<Arc<ContentFilter>>, QueueOptions);
 
 /// Parses the content filter of a subscribe request. A filter that does not
 /// parse is refused with its language, the byte position and what was
 /// expected there.
-fn parse_content_filter(kind: FilterKind, text: &str) -> Result<Option<Arc<ContentFilter>>, (ErrorCode, String)> {
+pub(crate) fn parse_content_filter(
+    kind: FilterKind,
+    text: &str,
+) -> Result<Option<Arc<ContentFilter>>, (ErrorCode, String)> {
     let language = match kind {
         FilterKind::None => return Ok(None),
         FilterKind::Tags => FilterLanguage::Tags,
@@ -37,6 +40,9 @@ fn parse_content_filter(kind: FilterKind, text: &str) -> Result<Option<Arc<Conte
 impl Session {
     /// Opens a subscription after checking every limit; answers `SUBSCRIBED`.
     pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
+        if let Some(source) = request.source.clone() {
+            return self.subscribe_stream(request, source);
+        }
         let sub_id = request.sub_id;
         let reference = u64::from(sub_id);
         match self.check_subscribe(&request) {
@@ -69,7 +75,7 @@ impl Session {
         true
     }
 
-    fn check_subscribe(&self, request: &Subscribe) -> Result<Checked, (ErrorCode, String)> {
+    pub(crate) fn check_subscribe(&self, request: &Subscribe) -> Result<Checked, (ErrorCode, String)> {
         let limits = &self.shared.config.limits;
         let delivery = &self.shared.config.delivery;
         if self.subscriptions.contains_key(&request.sub_id) {
@@ -134,6 +140,10 @@ impl Session {
     }
 
     fn release(&mut self, subscription: &SubRef) {
+        if let Some(consumer) = self.stream_subs.remove(&subscription.sub_id) {
+            self.release_stream_subscription(subscription, &consumer);
+            return;
+        }
         if self.shared.router.remove(subscription) {
             self.shared.links.local_unsubscribed(subscription, &self.shared.stats);
         }

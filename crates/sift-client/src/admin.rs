@@ -17,3 +17,19 @@ impl Client {
         serde_json::from_str(&json).map_err(|error| ClientError::InvalidReply(format!("{query} reply: {error}")))
     }
 }
+
+impl Client {
+    /// Sends a `MANAGE` request (streams and durable subscriptions,
+    /// `docs/PROTOCOL.md` §6.17) with `body` as its JSON, and returns the
+    /// broker's JSON reply, parsed.
+    pub async fn manage(
+        &self,
+        op: sift_proto::ManageOp,
+        body: serde_json::Value,
+    ) -> Result<serde_json::Value, ClientError> {
+        let body = body.to_string();
+        let receiver = self.start_json_request(|request_id| sift_proto::Frame::Manage { request_id, op, body })?;
+        let json = receiver.await.map_err(|_| ClientError::Disconnected)??;
+        serde_json::from_str(&json).map_err(|error| ClientError::InvalidReply(format!("{} reply: {error}", op.name())))
+    }
+}

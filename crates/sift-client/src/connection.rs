@@ -14,7 +14,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
-use crate::subscription::{Delivery, Subscription};
+use crate::query::QuerySender;
+use crate::subscription::{Batch, Delivery, Gap, Subscription};
 use crate::ClientError;
 
 /// Request ids start here so that an `ERROR`'s reference tells a publish
@@ -41,7 +42,7 @@ struct PendingPublish {
 
 struct SubEntry {
     request: Subscribe,
-    sender: mpsc::Sender<Vec<Delivery>>,
+    sender: mpsc::Sender<Batch>,
     ready: Option<oneshot::Sender<Result<(), ClientError>>>,
 }
 
@@ -59,6 +60,8 @@ struct State {
     pings: HashMap<u64, oneshot::Sender<()>>,
     /// `ADMIN` requests waiting for their reply, by request id.
     admins: HashMap<u64, oneshot::Sender<Result<String, ClientError>>>,
+    /// Archive queries whose results are coming, by request id.
+    queries: HashMap<u64, QuerySender>,
     close_ack: Option<oneshot::Sender<()>>,
     welcome: Option<Welcome>,
 }
@@ -315,6 +318,7 @@ impl Client {
                 sub_id,
                 receiver,
                 buffered: std::collections::VecDeque::new(),
+                gaps: Vec::new(),
                 client: self.clone(),
                 ack: options.ack,
             }),
@@ -353,7 +357,34 @@ impl Client {
     /// arrive on. Not resent after a reconnect: the answer would describe a
     /// later moment than the one asked about.
     pub(crate) fn start_admin(&self, query: AdminQuery) -> Result<AdminReceiver, ClientError> {
+        self.start_json_request(|request_id| Frame::Admin { request_id, query })
+    }
+
+    /// Sends the frame `build` makes for a new request id, whose answer is
+    /// an `ADMIN_REPLY` (or an `ERROR`): `ADMIN` and `MANAGE`.
+    pub(crate) fn start_json_request(&self, build: impl FnOnce(u64) -> Frame) -> Result<AdminReceiver, ClientError> {
         let (sender, receiver) = oneshot::channel();
+        self.send_request(build, |state, request_id| {
+            state.admins.insert(request_id, sender);
+        })?;
+        Ok(receiver)
+    }
+
+    /// Sends `QUERY` with a new request id; its results go to `sender`.
+    pub(crate) fn start_query(&self, build: impl FnOnce(u64) -> Frame, sender: QuerySender) -> Result<(), ClientError> {
+        self.send_request(build, |state, request_id| {
+            state.queries.insert(request_id, sender);
+        })
+    }
+
+    /// Queues the frame `build` makes for a new request id, and lets
+    /// `register` note where its answer goes, under the same lock (so that
+    /// the answer cannot come first).
+    fn send_request(
+        &self,
+        build: impl FnOnce(u64) -> Frame,
+        register: impl FnOnce(&mut State, u64),
+    ) -> Result<(), ClientError> {
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
@@ -362,14 +393,12 @@ impl Client {
             return Err(ClientError::Disconnected);
         }
         let request_id = state.next_request_id;
-        Frame::Admin { request_id, query }
-            .encode(&mut state.out)
-            .map_err(|error| ClientError::Encode(error.to_string()))?;
+        build(request_id).encode(&mut state.out).map_err(|error| ClientError::Encode(error.to_string()))?;
         state.next_request_id += 1;
-        state.admins.insert(request_id, sender);
+        register(&mut state, request_id);
         drop(state);
         self.inner.writer_wake.notify_one();
-        Ok(receiver)
+        Ok(())
     }
 
     /// Closes cleanly: sends what is buffered, says `CLOSE`, waits for the
@@ -402,6 +431,7 @@ impl Client {
         for (_, admin) in state.admins.drain() {
             let _ = admin.send(Err(ClientError::Closed));
         }
+        state.queries.clear();
         drop(state);
         self.inner.window.close();
         self.inner.writer_wake.notify_one();
@@ -421,9 +451,24 @@ fn subscribe_frame(sub_id: u32, options: &SubscribeOptions) -> Subscribe {
         policy: options.policy,
         queue_capacity: options.queue_capacity.unwrap_or(0),
         max_unacked: options.max_unacked.unwrap_or(0),
-        flags: if options.credit.is_some() { subscribe_flags::CREDIT_MODE } else { 0 },
+        flags: subscribe_flags_of(options),
         initial_credit: options.credit.unwrap_or(0),
+        source: options.source.clone(),
     }
+}
+
+fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
+    let mut flags = 0;
+    if options.credit.is_some() {
+        flags |= subscribe_flags::CREDIT_MODE;
+    }
+    if options.source.is_some() {
+        flags |= subscribe_flags::STREAM_SOURCE;
+    }
+    if options.shared {
+        flags |= subscribe_flags::SHARED;
+    }
+    flags
 }
 
 /// Connects and runs the handshake.
@@ -546,6 +591,9 @@ impl Client {
         for (_, admin) in state.admins.drain() {
             let _ = admin.send(Err(ClientError::Disconnected));
         }
+        // Dropping a query's sender ends its results without `Done`: the
+        // application sees that it was cut short.
+        state.queries.clear();
         if let Some(close_ack) = state.close_ack.take() {
             let _ = close_ack.send(());
         }
@@ -633,6 +681,7 @@ impl Client {
             sub_id: deliver.sub_id,
             delivery_tag: deliver.delivery_tag,
             redelivered: deliver.flags & deliver_flags::REDELIVERED != 0,
+            stream_seq: deliver.stream_seq,
             // Only deliveries that can be acknowledged hold the client: its
             // reference count is shared with other threads.
             client: (deliver.delivery_tag != 0).then(|| self.clone()),
@@ -656,7 +705,7 @@ impl Client {
                 let state = self.lock();
                 // Deliveries can still arrive for a subscription just closed.
                 let Some(entry) = state.subs.get(&sub_id) else { continue };
-                match entry.sender.try_send(batch) {
+                match entry.sender.try_send(Batch::Deliveries(batch)) {
                     Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => continue,
                     Err(mpsc::error::TrySendError::Full(batch)) => (entry.sender.clone(), batch),
                 }
@@ -695,6 +744,24 @@ impl Client {
                     let _ = waiter.send(Ok(json));
                 }
             }
+            Frame::Gap { sub_id, first_seq, count, reason } => {
+                let sender = self.lock().subs.get(&sub_id).map(|entry| entry.sender.clone());
+                if let Some(sender) = sender {
+                    let _ = sender.send(Batch::Gap(Gap { first_seq, count, reason })).await;
+                }
+            }
+            Frame::QueryResult { request_id, stream_seq, message } => {
+                let sender = self.lock().queries.get(&request_id).cloned();
+                if let Some(sender) = sender {
+                    let _ = sender.send(crate::QueryEvent::Message { stream_seq, message }).await;
+                }
+            }
+            Frame::QueryDone { request_id, matched, scanned, missed } => {
+                let sender = self.lock().queries.remove(&request_id);
+                if let Some(sender) = sender {
+                    let _ = sender.send(crate::QueryEvent::Done { matched, scanned, missed }).await;
+                }
+            }
             Frame::Error(error) => return self.refused(error),
             Frame::Close => {
                 if let Some(close_ack) = self.lock().close_ack.take() {
@@ -716,6 +783,10 @@ impl Client {
                 let _ = pending.sender.send(Err(failure));
             } else if let Some(admin) = state.admins.remove(&error.reference) {
                 let _ = admin.send(Err(failure));
+            } else if let Some(query) = state.queries.remove(&error.reference) {
+                // The reader must not wait here; a full channel means the
+                // application stopped reading, and the query is over anyway.
+                let _ = query.try_send(crate::QueryEvent::Failed(failure));
             }
         } else if error.reference != 0 {
             let sub_id = error.reference as u32;

@@ -29,10 +29,13 @@ mod admin;
 mod connection;
 mod error;
 mod options;
+mod query;
 mod subscription;
 
 pub use connection::Client;
 pub use error::ClientError;
 pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
+pub use query::{QueryEvent, QueryOptions, QueryResults};
 pub use sift_proto::{AdminQuery, Confirm, ConfirmStatus, FilterKind, QueuePolicy};
-pub use subscription::{Delivery, Subscription};
+pub use sift_proto::{GapReason, ManageOp, StartPosition, StreamSource};
+pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};

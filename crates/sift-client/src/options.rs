@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sift_proto::{FilterKind, QueuePolicy};
+use sift_proto::{FilterKind, QueuePolicy, StartPosition, StreamSource};
 
 /// Options of a client connection.
 #[derive(Debug, Clone)]
@@ -76,6 +76,12 @@ pub struct SubscribeOptions {
     pub max_unacked: Option<u32>,
     /// Credit mode with this initial credit: more comes from [`crate::Subscription::grant`].
     pub credit: Option<u32>,
+    /// Read a stream instead of live messages only: a replay from a start
+    /// position, or a durable subscription (`docs/PROTOCOL.md` §6.6).
+    pub source: Option<StreamSource>,
+    /// With a durable: share it with other consumers (JMS 2.0 shared
+    /// durable), each message going to one of them.
+    pub shared: bool,
 }
 
 impl SubscribeOptions {
@@ -90,7 +96,30 @@ impl SubscribeOptions {
             queue_capacity: None,
             max_unacked: None,
             credit: None,
+            source: None,
+            shared: false,
         }
+    }
+
+    /// Replays `stream` (empty: the stream that holds the topic filter's
+    /// topics, else `default`) from `start`, then follows live messages.
+    pub fn replay(mut self, stream: impl Into<String>, start: StartPosition) -> Self {
+        self.source = Some(StreamSource { stream: stream.into(), durable: String::new(), start });
+        self
+    }
+
+    /// Creates or resumes the durable subscription `name`; a new one starts
+    /// at `start` (usually [`StartPosition::New`]) in `stream` (empty: the
+    /// broker picks as for [`SubscribeOptions::replay`]).
+    pub fn durable(mut self, name: impl Into<String>, stream: impl Into<String>, start: StartPosition) -> Self {
+        self.source = Some(StreamSource { stream: stream.into(), durable: name.into(), start });
+        self
+    }
+
+    /// Shares the durable subscription with other consumers.
+    pub fn shared(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     /// Joins queue group `group`.

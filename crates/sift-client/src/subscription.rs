@@ -4,6 +4,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use sift_core::Message;
+use sift_proto::GapReason;
 use tokio::sync::mpsc;
 
 use crate::connection::Client;
@@ -22,6 +23,9 @@ pub struct Delivery {
     pub delivery_tag: u64,
     /// True when the broker delivered it before without an ack.
     pub redelivered: bool,
+    /// Its sequence in the stream it was read from (replays and durable
+    /// subscriptions); 0 for a live delivery.
+    pub stream_seq: u64,
     /// The client, for acknowledging; `None` when no ack is expected.
     pub(crate) client: Option<Client>,
 }
@@ -46,14 +50,45 @@ impl Delivery {
     }
 }
 
+/// Stored messages a stream subscription will never get: removed by the
+/// stream's retention before it read them, or damaged on disk. The broker
+/// says so (a `GAP` frame) instead of skipping them silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// The first sequence missed.
+    pub first_seq: u64,
+    /// How many consecutive sequences were missed.
+    pub count: u64,
+    /// Why.
+    pub reason: GapReason,
+}
+
+/// What the reader hands a subscription: the deliveries of one read, or a gap.
+#[derive(Debug)]
+pub(crate) enum Batch {
+    Deliveries(Vec<Delivery>),
+    Gap(Gap),
+}
+
+/// One event of a subscription.
+#[derive(Debug)]
+pub enum SubscriptionEvent {
+    /// A message.
+    Delivery(Delivery),
+    /// Stored messages that will never come (stream subscriptions only).
+    Gap(Gap),
+}
+
 /// A live subscription: a stream of [`Delivery`]. Dropping it does not
 /// unsubscribe; call [`Subscription::unsubscribe`].
 #[derive(Debug)]
 pub struct Subscription {
     pub(crate) sub_id: u32,
-    pub(crate) receiver: mpsc::Receiver<Vec<Delivery>>,
+    pub(crate) receiver: mpsc::Receiver<Batch>,
     /// The rest of the batch the last receive returned.
     pub(crate) buffered: std::collections::VecDeque<Delivery>,
+    /// Gaps met by [`Subscription::next`], for [`Subscription::take_gaps`].
+    pub(crate) gaps: Vec<Gap>,
     pub(crate) client: Client,
     pub(crate) ack: AckPolicy,
 }
@@ -65,20 +100,43 @@ impl Subscription {
     }
 
     /// The next delivery, or `None` once the subscription is closed.
-    /// With [`AckPolicy::Auto`] the delivery is acknowledged here.
+    /// With [`AckPolicy::Auto`] the delivery is acknowledged here. Gaps met
+    /// on the way are kept for [`Subscription::take_gaps`].
     pub async fn next(&mut self) -> Option<Delivery> {
-        if self.buffered.is_empty() {
-            self.buffered = self.receiver.recv().await?.into();
+        loop {
+            match self.next_event().await? {
+                SubscriptionEvent::Delivery(delivery) => return Some(delivery),
+                SubscriptionEvent::Gap(gap) => self.gaps.push(gap),
+            }
         }
-        self.take_buffered()
+    }
+
+    /// The next delivery or gap, or `None` once the subscription is closed.
+    pub async fn next_event(&mut self) -> Option<SubscriptionEvent> {
+        while self.buffered.is_empty() {
+            match self.receiver.recv().await? {
+                Batch::Deliveries(batch) => self.buffered = batch.into(),
+                Batch::Gap(gap) => return Some(SubscriptionEvent::Gap(gap)),
+            }
+        }
+        self.take_buffered().map(SubscriptionEvent::Delivery)
     }
 
     /// A delivery if one is already waiting, without waiting.
     pub fn try_next(&mut self) -> Option<Delivery> {
-        if self.buffered.is_empty() {
-            self.buffered = self.receiver.try_recv().ok()?.into();
+        while self.buffered.is_empty() {
+            match self.receiver.try_recv().ok()? {
+                Batch::Deliveries(batch) => self.buffered = batch.into(),
+                Batch::Gap(gap) => self.gaps.push(gap),
+            }
         }
         self.take_buffered()
+    }
+
+    /// The gaps [`Subscription::next`] and [`Subscription::try_next`] met
+    /// since the last call.
+    pub fn take_gaps(&mut self) -> Vec<Gap> {
+        std::mem::take(&mut self.gaps)
     }
 
     fn take_buffered(&mut self) -> Option<Delivery> {
@@ -110,9 +168,10 @@ impl futures_core::Stream for Subscription {
     type Item = Delivery;
 
     fn poll_next(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        if self.buffered.is_empty() {
+        while self.buffered.is_empty() {
             match self.receiver.poll_recv(context) {
-                Poll::Ready(Some(batch)) => self.buffered = batch.into(),
+                Poll::Ready(Some(Batch::Deliveries(batch))) => self.buffered = batch.into(),
+                Poll::Ready(Some(Batch::Gap(gap))) => self.gaps.push(gap),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

@@ -16,7 +16,7 @@ use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
 use crate::encode::value_type;
 use crate::frame::*;
-use crate::{AdminQuery, ErrorCode, LENGTH_PREFIX_BYTES};
+use crate::{AdminQuery, ErrorCode, GapReason, ManageOp, Query, StartPosition, StreamSource, LENGTH_PREFIX_BYTES};
 
 /// Why bytes could not be decoded into a frame.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -150,6 +150,7 @@ impl Frame {
         match self {
             Frame::Publish(publish) => Some(&mut publish.message),
             Frame::Deliver(deliver) => Some(&mut deliver.message),
+            Frame::QueryResult { message, .. } => Some(message),
             _ => None,
         }
     }
@@ -396,6 +397,11 @@ impl<'frame> Reader<'frame, '_> {
             ADMIN => self.admin()?,
             ADMIN_REPLY => self.admin_reply()?,
             ERROR => Frame::Error(self.error()?),
+            GAP => self.gap()?,
+            QUERY => self.query()?,
+            QUERY_RESULT => self.query_result()?,
+            QUERY_DONE => self.query_done()?,
+            MANAGE => self.manage()?,
             unknown => {
                 self.offset = self.body.len();
                 return Err((ErrorCode::UnexpectedFrame, format!("unknown frame type 0x{unknown:02x}")));
@@ -480,7 +486,9 @@ impl<'frame> Reader<'frame, '_> {
         for _ in 0..count {
             pending.push(self.str16("pending subscriber")?);
         }
-        Ok(Confirm { request_id, status, matched, acked, pending })
+        let stream = self.str16("stream")?;
+        let stream_seq = self.u64("stream_seq")?;
+        Ok(Confirm { request_id, status, matched, acked, pending, stream, stream_seq })
     }
 
     fn subscribe(&mut self) -> FieldResult<Subscribe> {
@@ -510,6 +518,14 @@ impl<'frame> Reader<'frame, '_> {
                 return Err((ErrorCode::InvalidField, format!("policy: unknown code {policy_code}")));
             }
         };
+        let queue_capacity = self.u32("queue_capacity")?;
+        let max_unacked = self.u32("max_unacked")?;
+        let flags = self.u8("flags")?;
+        let initial_credit = self.u32("initial_credit")?;
+        let source = match flags & subscribe_flags::STREAM_SOURCE {
+            0 => None,
+            _ => Some(self.stream_source()?),
+        };
         Ok(Subscribe {
             sub_id,
             topic_filter,
@@ -518,21 +534,90 @@ impl<'frame> Reader<'frame, '_> {
             filter,
             ack_mode,
             policy,
-            queue_capacity: self.u32("queue_capacity")?,
-            max_unacked: self.u32("max_unacked")?,
-            flags: self.u8("flags")?,
-            initial_credit: self.u32("initial_credit")?,
+            queue_capacity,
+            max_unacked,
+            flags,
+            initial_credit,
+            source,
         })
+    }
+
+    fn stream_source(&mut self) -> FieldResult<StreamSource> {
+        let stream = self.str16("stream")?;
+        let durable = self.str16("durable")?;
+        let code = self.u8("start")?;
+        let argument = self.u64("start_arg")?;
+        let Some(start) = StartPosition::from_wire(code, argument) else {
+            return Err((ErrorCode::InvalidField, format!("start: unknown code {code}, expected 0-4")));
+        };
+        Ok(StreamSource { stream, durable, start })
     }
 
     fn deliver(&mut self) -> FieldResult<Deliver> {
         let sub_id = self.sub_id()?;
-        Ok(Deliver {
-            sub_id,
-            delivery_tag: self.u64("delivery_tag")?,
-            flags: self.u8("flags")?,
-            message: Box::new(self.message()?),
+        let delivery_tag = self.u64("delivery_tag")?;
+        let flags = self.u8("flags")?;
+        let stream_seq = match flags & deliver_flags::STREAM_SEQ {
+            0 => 0,
+            _ => self.u64("stream_seq")?,
+        };
+        Ok(Deliver { sub_id, delivery_tag, flags, stream_seq, message: Box::new(self.message()?) })
+    }
+
+    fn gap(&mut self) -> FieldResult<Frame> {
+        let sub_id = self.sub_id()?;
+        let first_seq = self.u64("first_seq")?;
+        let count = self.u64("count")?;
+        let code = self.u8("reason")?;
+        let Some(reason) = GapReason::from_code(code) else {
+            return Err((ErrorCode::InvalidField, format!("reason: unknown code {code}, expected 0-1")));
+        };
+        Ok(Frame::Gap { sub_id, first_seq, count, reason })
+    }
+
+    fn query(&mut self) -> FieldResult<Frame> {
+        let request_id = self.request_id()?;
+        let stream = self.str16("stream")?;
+        let topic_filter = self.str16("topic_filter")?;
+        let kind_code = self.u8("filter_kind")?;
+        let Some(filter_kind) = FilterKind::from_code(kind_code) else {
+            return Err((ErrorCode::InvalidFilter, format!("filter_kind: unknown language code {kind_code}")));
+        };
+        Ok(Frame::Query(Query {
+            request_id,
+            stream,
+            topic_filter,
+            filter_kind,
+            filter: self.str32("filter")?,
+            since_ns: self.u64("since_ns")?,
+            until_ns: self.u64("until_ns")?,
+            limit: self.u32("limit")?,
+        }))
+    }
+
+    fn query_result(&mut self) -> FieldResult<Frame> {
+        let request_id = self.request_id()?;
+        let stream_seq = self.u64("stream_seq")?;
+        Ok(Frame::QueryResult { request_id, stream_seq, message: Box::new(self.message()?) })
+    }
+
+    fn query_done(&mut self) -> FieldResult<Frame> {
+        let request_id = self.request_id()?;
+        Ok(Frame::QueryDone {
+            request_id,
+            matched: self.u64("matched")?,
+            scanned: self.u64("scanned")?,
+            missed: self.u64("missed")?,
         })
+    }
+
+    fn manage(&mut self) -> FieldResult<Frame> {
+        let request_id = self.request_id()?;
+        let code = self.u8("op")?;
+        let Some(op) = ManageOp::from_code(code) else {
+            return Err((ErrorCode::InvalidField, format!("op: unknown code {code}, expected 1-7")));
+        };
+        Ok(Frame::Manage { request_id, op, body: self.str32("body")? })
     }
 
     fn ack(&mut self) -> FieldResult<Frame> {

@@ -226,6 +226,50 @@ pub fn encode_deliver_prefix(buf: &mut BytesMut, sub_id: u32, delivery_tag: u64,
     buf.put_u8(flags);
 }
 
+/// Bytes of the stream sequence a stored message's `DELIVER` carries.
+pub const STREAM_SEQ_BYTES: usize = 8;
+
+/// Length prefix value of a `DELIVER` of a stored message (with its stream
+/// sequence) whose encoded message is `body_len` bytes.
+pub fn encoded_stream_deliver_len(body_len: usize) -> usize {
+    encoded_deliver_len(body_len) + STREAM_SEQ_BYTES
+}
+
+/// Appends the head of a `DELIVER` of a stored message: `STREAM_SEQ` is set
+/// and `stream_seq` follows the flags; the caller appends the stored
+/// encoding of `body_len` bytes right after it.
+pub fn encode_stream_deliver_prefix(
+    buf: &mut BytesMut,
+    sub_id: u32,
+    delivery_tag: u64,
+    flags: u8,
+    stream_seq: u64,
+    body_len: usize,
+) {
+    let length = u32::try_from(encoded_stream_deliver_len(body_len)).unwrap_or(u32::MAX);
+    buf.put_u32(length);
+    buf.put_u8(frame_type::DELIVER);
+    buf.put_u32(sub_id);
+    buf.put_u64(delivery_tag);
+    buf.put_u8(flags | deliver_flags::STREAM_SEQ);
+    buf.put_u64(stream_seq);
+}
+
+/// Length prefix value of a `QUERY_RESULT` whose encoded message is `body_len` bytes.
+pub fn encoded_query_result_len(body_len: usize) -> usize {
+    1 + 8 + 8 + body_len
+}
+
+/// Appends the head of a `QUERY_RESULT`; the caller appends the stored
+/// encoding of `body_len` bytes right after it.
+pub fn encode_query_result_prefix(buf: &mut BytesMut, request_id: u64, stream_seq: u64, body_len: usize) {
+    let length = u32::try_from(encoded_query_result_len(body_len)).unwrap_or(u32::MAX);
+    buf.put_u32(length);
+    buf.put_u8(frame_type::QUERY_RESULT);
+    buf.put_u64(request_id);
+    buf.put_u64(stream_seq);
+}
+
 /// Appends a `PUBLISH` frame for `message` without cloning it.
 pub fn encode_publish(
     buf: &mut BytesMut,
@@ -318,14 +362,54 @@ impl Frame {
                 for label in &confirm.pending {
                     put_str16(buf, "pending subscriber", label)?;
                 }
+                put_str16(buf, "stream", &confirm.stream)?;
+                buf.put_u64(confirm.stream_seq);
             }
             Frame::Subscribe(subscribe) => encode_subscribe(buf, subscribe)?,
             Frame::Subscribed { sub_id } | Frame::Unsubscribe { sub_id } => buf.put_u32(*sub_id),
             Frame::Deliver(deliver) => {
                 buf.put_u32(deliver.sub_id);
                 buf.put_u64(deliver.delivery_tag);
-                buf.put_u8(deliver.flags);
+                match deliver.stream_seq {
+                    0 => buf.put_u8(deliver.flags & !deliver_flags::STREAM_SEQ),
+                    seq => {
+                        buf.put_u8(deliver.flags | deliver_flags::STREAM_SEQ);
+                        buf.put_u64(seq);
+                    }
+                }
                 encode_message(buf, &deliver.message)?;
+            }
+            Frame::Gap { sub_id, first_seq, count, reason } => {
+                buf.put_u32(*sub_id);
+                buf.put_u64(*first_seq);
+                buf.put_u64(*count);
+                buf.put_u8(reason.code());
+            }
+            Frame::Query(query) => {
+                buf.put_u64(query.request_id);
+                put_str16(buf, "stream", &query.stream)?;
+                put_str16(buf, "topic_filter", &query.topic_filter)?;
+                buf.put_u8(query.filter_kind.code());
+                put_bytes32(buf, "filter", query.filter.as_bytes())?;
+                buf.put_u64(query.since_ns);
+                buf.put_u64(query.until_ns);
+                buf.put_u32(query.limit);
+            }
+            Frame::QueryResult { request_id, stream_seq, message } => {
+                buf.put_u64(*request_id);
+                buf.put_u64(*stream_seq);
+                encode_message(buf, message)?;
+            }
+            Frame::QueryDone { request_id, matched, scanned, missed } => {
+                buf.put_u64(*request_id);
+                buf.put_u64(*matched);
+                buf.put_u64(*scanned);
+                buf.put_u64(*missed);
+            }
+            Frame::Manage { request_id, op, body } => {
+                buf.put_u64(*request_id);
+                buf.put_u8(op.code());
+                put_bytes32(buf, "body", body.as_bytes())?;
             }
             Frame::Ack { delivery_tags } => {
                 buf.put_u16(count16("delivery_tags", delivery_tags.len())?);
@@ -388,8 +472,19 @@ fn encode_subscribe(buf: &mut BytesMut, subscribe: &Subscribe) -> Result<(), Enc
     buf.put_u32(policy_argument);
     buf.put_u32(subscribe.queue_capacity);
     buf.put_u32(subscribe.max_unacked);
-    buf.put_u8(subscribe.flags);
+    let flags = match subscribe.source {
+        Some(_) => subscribe.flags | subscribe_flags::STREAM_SOURCE,
+        None => subscribe.flags & !subscribe_flags::STREAM_SOURCE,
+    };
+    buf.put_u8(flags);
     buf.put_u32(subscribe.initial_credit);
+    if let Some(source) = &subscribe.source {
+        put_str16(buf, "stream", &source.stream)?;
+        put_str16(buf, "durable", &source.durable)?;
+        let (code, argument) = source.start.to_wire();
+        buf.put_u8(code);
+        buf.put_u64(argument);
+    }
     Ok(())
 }
 

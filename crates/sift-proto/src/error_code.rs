@@ -45,6 +45,22 @@ pub enum ErrorCode {
     InvalidField,
     /// The broker failed internally; the request may be retried.
     Internal,
+    /// A persistent message could not be stored: the disk is full. Retry
+    /// when space returns; nothing confirmed was lost.
+    StorageFull,
+    /// A persistent message could not be stored (another write failure).
+    StorageError,
+    /// No stream of that name.
+    UnknownStream,
+    /// A stream of that name already exists.
+    StreamExists,
+    /// No durable subscription of that name.
+    UnknownDurable,
+    /// The durable subscription has a consumer and is not shared (or the
+    /// shared flags differ), or a stream is still read by durables.
+    DurableInUse,
+    /// A durable subscription resumed with another stream or other filters.
+    DurableMismatch,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -73,13 +89,20 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => 18,
             ErrorCode::InvalidField => 19,
             ErrorCode::Internal => 20,
+            ErrorCode::StorageFull => 21,
+            ErrorCode::StorageError => 22,
+            ErrorCode::UnknownStream => 23,
+            ErrorCode::StreamExists => 24,
+            ErrorCode::UnknownDurable => 25,
+            ErrorCode::DurableInUse => 26,
+            ErrorCode::DurableMismatch => 27,
             ErrorCode::Unknown(code) => code,
         }
     }
 
     /// The code for a wire value; unknown values are kept, not rejected.
     pub fn from_code(code: u16) -> ErrorCode {
-        const KNOWN: [ErrorCode; 20] = [
+        const KNOWN: [ErrorCode; 27] = [
             ErrorCode::Malformed,
             ErrorCode::UnsupportedVersion,
             ErrorCode::FrameTooLarge,
@@ -100,6 +123,13 @@ impl ErrorCode {
             ErrorCode::ShuttingDown,
             ErrorCode::InvalidField,
             ErrorCode::Internal,
+            ErrorCode::StorageFull,
+            ErrorCode::StorageError,
+            ErrorCode::UnknownStream,
+            ErrorCode::StreamExists,
+            ErrorCode::UnknownDurable,
+            ErrorCode::DurableInUse,
+            ErrorCode::DurableMismatch,
         ];
         KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
@@ -127,6 +157,13 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::InvalidField => "invalid_field",
             ErrorCode::Internal => "internal",
+            ErrorCode::StorageFull => "storage_full",
+            ErrorCode::StorageError => "storage_error",
+            ErrorCode::UnknownStream => "unknown_stream",
+            ErrorCode::StreamExists => "stream_exists",
+            ErrorCode::UnknownDurable => "unknown_durable",
+            ErrorCode::DurableInUse => "durable_in_use",
+            ErrorCode::DurableMismatch => "durable_mismatch",
             ErrorCode::Unknown(_) => "unknown",
         }
     }

@@ -2,7 +2,7 @@
 
 use sift_core::Message;
 
-use crate::{AdminQuery, ErrorCode};
+use crate::{AdminQuery, ErrorCode, GapReason, ManageOp, Query, StreamSource};
 
 /// Frame type codes (the byte after the length prefix).
 pub mod frame_type {
@@ -35,10 +35,20 @@ pub mod frame_type {
     pub const NACK: u8 = 0x32;
     /// Client → server: more delivery credit for a subscription.
     pub const FLOW: u8 = 0x33;
+    /// Server → client: stored messages a stream subscription will never get.
+    pub const GAP: u8 = 0x34;
+    /// Client → server: an archive query of a stream.
+    pub const QUERY: u8 = 0x63;
+    /// Server → client: one stored message a query selected.
+    pub const QUERY_RESULT: u8 = 0x64;
+    /// Server → client: a query ended.
+    pub const QUERY_DONE: u8 = 0x65;
     /// Client → server: describe the broker (links, routes or counters).
     pub const ADMIN: u8 = 0x60;
-    /// Server → client: the answer to an `ADMIN`, as JSON.
+    /// Server → client: the answer to an `ADMIN` or `MANAGE`, as JSON.
     pub const ADMIN_REPLY: u8 = 0x61;
+    /// Client → server: add, list, describe or remove streams and durables.
+    pub const MANAGE: u8 = 0x62;
     /// Either way: something was refused.
     pub const ERROR: u8 = 0x7F;
 }
@@ -147,6 +157,10 @@ pub struct Confirm {
     pub acked: u32,
     /// Subscribers that had not acknowledged when the await ended.
     pub pending: Vec<String>,
+    /// The stream a persistent message was stored in; empty otherwise.
+    pub stream: String,
+    /// Its sequence in that stream; 0 when not stored.
+    pub stream_seq: u64,
 }
 
 /// Content filter language of a subscription.
@@ -282,6 +296,10 @@ impl std::fmt::Display for QueuePolicy {
 pub mod subscribe_flags {
     /// Deliveries need credit granted by `FLOW` frames (pull-style flow control).
     pub const CREDIT_MODE: u8 = 0x01;
+    /// A stream source section follows: a replay or a durable subscription.
+    pub const STREAM_SOURCE: u8 = 0x02;
+    /// With a durable: share it with other consumers (JMS 2.0 shared durable).
+    pub const SHARED: u8 = 0x04;
 }
 
 /// `SUBSCRIBE`: open a subscription.
@@ -309,6 +327,8 @@ pub struct Subscribe {
     pub flags: u8,
     /// With `CREDIT_MODE`: deliveries allowed before the first `FLOW`.
     pub initial_credit: u32,
+    /// Read a stream (`STREAM_SOURCE`): a replay or a durable subscription.
+    pub source: Option<StreamSource>,
 }
 
 impl Subscribe {
@@ -326,6 +346,7 @@ impl Subscribe {
             max_unacked: 0,
             flags: 0,
             initial_credit: 0,
+            source: None,
         }
     }
 }
@@ -334,6 +355,8 @@ impl Subscribe {
 pub mod deliver_flags {
     /// The message was delivered before and not acknowledged.
     pub const REDELIVERED: u8 = 0x01;
+    /// A u64 stream sequence follows the flags: a stored message.
+    pub const STREAM_SEQ: u8 = 0x02;
 }
 
 /// `DELIVER`: a message for one subscription.
@@ -345,6 +368,8 @@ pub struct Deliver {
     pub delivery_tag: u64,
     /// [`deliver_flags`].
     pub flags: u8,
+    /// The stream sequence of a stored message (`STREAM_SEQ`); 0 otherwise.
+    pub stream_seq: u64,
     /// The message.
     pub message: Box<Message>,
 }
@@ -435,6 +460,48 @@ pub enum Frame {
     },
     /// See [`ErrorFrame`].
     Error(ErrorFrame),
+    /// Stored messages a stream subscription will never get.
+    Gap {
+        /// The subscription.
+        sub_id: u32,
+        /// First sequence missed.
+        first_seq: u64,
+        /// Consecutive sequences missed.
+        count: u64,
+        /// Why.
+        reason: GapReason,
+    },
+    /// See [`Query`].
+    Query(Query),
+    /// One stored message a query selected.
+    QueryResult {
+        /// The query's request id.
+        request_id: u64,
+        /// The message's stream sequence.
+        stream_seq: u64,
+        /// The message.
+        message: Box<Message>,
+    },
+    /// The end of a query.
+    QueryDone {
+        /// The query's request id.
+        request_id: u64,
+        /// Results sent.
+        matched: u64,
+        /// Stored messages scanned.
+        scanned: u64,
+        /// Stored messages in range that could not be read.
+        missed: u64,
+    },
+    /// Streams and durable subscriptions: add, list, describe, remove.
+    Manage {
+        /// Client-chosen id that the `ADMIN_REPLY` or `ERROR` will carry.
+        request_id: u64,
+        /// What to do.
+        op: ManageOp,
+        /// The request as JSON (`docs/PROTOCOL.md` §6.17).
+        body: String,
+    },
 }
 
 impl Frame {
@@ -459,6 +526,11 @@ impl Frame {
             Frame::Admin { .. } => ADMIN,
             Frame::AdminReply { .. } => ADMIN_REPLY,
             Frame::Error(_) => ERROR,
+            Frame::Gap { .. } => GAP,
+            Frame::Query(_) => QUERY,
+            Frame::QueryResult { .. } => QUERY_RESULT,
+            Frame::QueryDone { .. } => QUERY_DONE,
+            Frame::Manage { .. } => MANAGE,
         }
     }
 
@@ -489,6 +561,11 @@ pub fn frame_name(code: u8) -> &'static str {
         ADMIN => "ADMIN",
         ADMIN_REPLY => "ADMIN_REPLY",
         ERROR => "ERROR",
+        GAP => "GAP",
+        QUERY => "QUERY",
+        QUERY_RESULT => "QUERY_RESULT",
+        QUERY_DONE => "QUERY_DONE",
+        MANAGE => "MANAGE",
         _ => "UNKNOWN",
     }
 }

@@ -19,15 +19,18 @@ mod encode;
 mod error_code;
 mod frame;
 pub mod link;
+mod stream;
 
 pub use admin::AdminQuery;
 pub use decode::{decode_message, DecodeError, Decoder};
 pub use encode::{
     encode_deliver_prefix, encode_message, encode_publish, encode_publish_ref, encode_publish_sequenced,
-    encoded_deliver_len, EncodeError, MessageRef,
+    encode_query_result_prefix, encode_stream_deliver_prefix, encoded_deliver_len, encoded_query_result_len,
+    encoded_stream_deliver_len, EncodeError, MessageRef, STREAM_SEQ_BYTES,
 };
 pub use error_code::ErrorCode;
 pub use frame::*;
+pub use stream::{parse_rfc3339_ns, GapReason, ManageOp, Query, StartPosition, StreamSource};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u16 = 1;

@@ -20,20 +20,66 @@ fn subscribe_strategy() -> impl Strategy<Value = Subscribe> {
         any::<bool>(),
         (0u8..=4, any::<u32>()),
         (any::<u32>(), any::<u32>(), any::<u8>(), any::<u32>()),
+        proptest::option::of(stream_source_strategy()),
     )
-        .prop_map(|(sub_id, topic_filter, queue_group, kind, filter, client_ack, policy, limits)| Subscribe {
-            sub_id,
-            topic_filter,
-            queue_group,
-            filter_kind: FilterKind::from_code(kind).expect("0-4"),
-            filter,
-            ack_mode: if client_ack { AckMode::Client } else { AckMode::Auto },
-            policy: QueuePolicy::from_wire(policy.0, if policy.0 == 1 { policy.1.max(1) } else { 0 }),
-            queue_capacity: limits.0,
-            max_unacked: limits.1,
-            flags: limits.2,
-            initial_credit: limits.3,
+        .prop_map(|(sub_id, topic_filter, queue_group, kind, filter, client_ack, policy, limits, source)| {
+            Subscribe {
+                sub_id,
+                topic_filter,
+                queue_group,
+                filter_kind: FilterKind::from_code(kind).expect("0-4"),
+                filter,
+                ack_mode: if client_ack { AckMode::Client } else { AckMode::Auto },
+                policy: QueuePolicy::from_wire(policy.0, if policy.0 == 1 { policy.1.max(1) } else { 0 }),
+                queue_capacity: limits.0,
+                max_unacked: limits.1,
+                // The encoder sets STREAM_SOURCE exactly when there is a source.
+                flags: match source {
+                    Some(_) => limits.2 | subscribe_flags::STREAM_SOURCE,
+                    None => limits.2 & !subscribe_flags::STREAM_SOURCE,
+                },
+                initial_credit: limits.3,
+                source,
+            }
         })
+}
+
+fn stream_source_strategy() -> impl Strategy<Value = StreamSource> {
+    ("[a-z]{0,8}", "[a-z]{0,8}", 0u8..=4, any::<u64>()).prop_map(|(stream, durable, code, argument)| StreamSource {
+        stream,
+        durable,
+        start: StartPosition::from_wire(code, argument).expect("0-4"),
+    })
+}
+
+fn stream_frame_strategy() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        (any::<u32>(), any::<u64>(), any::<u64>(), any::<bool>()).prop_map(|(sub_id, first_seq, count, damaged)| {
+            let reason = if damaged { GapReason::Damaged } else { GapReason::Removed };
+            Frame::Gap { sub_id, first_seq, count, reason }
+        }),
+        (any::<u64>(), "[a-z]{0,8}", "[a-z.>]{0,8}", 0u8..=4, ".{0,20}", any::<u64>(), any::<u64>(), any::<u32>())
+            .prop_map(|(request_id, stream, topic_filter, kind, filter, since_ns, until_ns, limit)| Frame::Query(
+                Query {
+                    request_id,
+                    stream,
+                    topic_filter,
+                    filter_kind: FilterKind::from_code(kind).expect("0-4"),
+                    filter,
+                    since_ns,
+                    until_ns,
+                    limit,
+                }
+            )),
+        (any::<u64>(), any::<u64>(), message_strategy()).prop_map(|(request_id, stream_seq, message)| {
+            Frame::QueryResult { request_id, stream_seq, message: Box::new(message) }
+        }),
+        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(request_id, matched, scanned, missed)| {
+            Frame::QueryDone { request_id, matched, scanned, missed }
+        }),
+        (any::<u64>(), prop::sample::select(ManageOp::ALL.to_vec()), ".{0,40}")
+            .prop_map(|(request_id, op, body)| Frame::Manage { request_id, op, body }),
+    ]
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
@@ -65,23 +111,40 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
                 message: Box::new(message)
             })
         ),
-        (any::<u64>(), 0u8..=3, any::<u32>(), any::<u32>(), prop::collection::vec(".{0,10}", 0..4)).prop_map(
-            |(request_id, status, matched, acked, pending)| Frame::Confirm(Confirm {
-                request_id,
-                status: ConfirmStatus::from_code(status).expect("0-3"),
-                matched,
-                acked,
-                pending,
-            })
-        ),
+        (
+            any::<u64>(),
+            0u8..=3,
+            any::<u32>(),
+            any::<u32>(),
+            prop::collection::vec(".{0,10}", 0..4),
+            "[a-z]{0,8}",
+            any::<u64>()
+        )
+            .prop_map(|(request_id, status, matched, acked, pending, stream, stream_seq)| Frame::Confirm(
+                Confirm {
+                    request_id,
+                    status: ConfirmStatus::from_code(status).expect("0-3"),
+                    matched,
+                    acked,
+                    pending,
+                    stream,
+                    stream_seq,
+                }
+            )),
         subscribe_strategy().prop_map(Frame::Subscribe),
         any::<u32>().prop_map(|sub_id| Frame::Subscribed { sub_id }),
         any::<u32>().prop_map(|sub_id| Frame::Unsubscribe { sub_id }),
-        (any::<u32>(), any::<u64>(), any::<u8>(), message_strategy()).prop_map(
-            |(sub_id, delivery_tag, flags, message)| Frame::Deliver(Deliver {
+        (any::<u32>(), any::<u64>(), any::<u8>(), prop_oneof![Just(0u64), any::<u64>()], message_strategy()).prop_map(
+            |(sub_id, delivery_tag, flags, stream_seq, message)| Frame::Deliver(Deliver {
                 sub_id,
                 delivery_tag,
-                flags,
+                // The encoder sets STREAM_SEQ exactly when there is a sequence.
+                flags: if stream_seq == 0 {
+                    flags & !deliver_flags::STREAM_SEQ
+                } else {
+                    flags | deliver_flags::STREAM_SEQ
+                },
+                stream_seq,
                 message: Box::new(message)
             })
         ),
@@ -91,9 +154,10 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         (any::<u64>(), prop::sample::select(AdminQuery::ALL.to_vec()))
             .prop_map(|(request_id, query)| Frame::Admin { request_id, query }),
         (any::<u64>(), ".{0,60}").prop_map(|(request_id, json)| Frame::AdminReply { request_id, json }),
-        (1u16..=20, any::<u64>(), any::<bool>(), ".{0,30}").prop_map(|(code, reference, fatal, message)| {
+        (1u16..=27, any::<u64>(), any::<bool>(), ".{0,30}").prop_map(|(code, reference, fatal, message)| {
             Frame::Error(ErrorFrame { code: ErrorCode::from_code(code), reference, fatal, message })
         }),
+        stream_frame_strategy(),
     ]
 }
 
@@ -216,11 +280,43 @@ fn deliver_prefix_matches_the_full_encoding() {
         sub_id: 3,
         delivery_tag: 9,
         flags: deliver_flags::REDELIVERED,
-        message: Box::new(message),
+        stream_seq: 0,
+        message: Box::new(message.clone()),
     })
     .encode(&mut slow)
     .expect("encodable");
     assert_eq!(fast, slow);
+    // A stored message: the prefix carries the stream sequence.
+    let mut stored = BytesMut::new();
+    encode_stream_deliver_prefix(&mut stored, 3, 9, 0, 42, body.len());
+    stored.extend_from_slice(&body);
+    match Decoder::new(DEFAULT_MAX_FRAME_BYTES).decode(&mut stored).expect("valid") {
+        Some(Frame::Deliver(deliver)) => {
+            assert_eq!((deliver.stream_seq, deliver.flags), (42, deliver_flags::STREAM_SEQ));
+            assert_eq!(*deliver.message, message);
+        }
+        other => panic!("expected a DELIVER, got {other:?}"),
+    }
+    let mut result = BytesMut::new();
+    encode_query_result_prefix(&mut result, 7, 43, body.len());
+    result.extend_from_slice(&body);
+    let decoded = Decoder::new(DEFAULT_MAX_FRAME_BYTES).decode(&mut result).expect("valid");
+    assert_eq!(decoded, Some(Frame::QueryResult { request_id: 7, stream_seq: 43, message: Box::new(message) }));
+}
+
+#[test]
+fn a_stream_source_section_without_its_flag_is_malformed() {
+    let mut request = Subscribe::new(1, "a");
+    request.source = Some(StreamSource { stream: "s".into(), durable: String::new(), start: StartPosition::First });
+    let mut buf = BytesMut::new();
+    Frame::Subscribe(request).encode(&mut buf).expect("encodable");
+    // Clear STREAM_SOURCE: the section is then left over.
+    // After the flags: initial_credit (4), stream "s" (3), durable "" (2), start (1 + 8).
+    let flags_at = buf.len() - 18 - 1;
+    assert_eq!(buf[flags_at] & subscribe_flags::STREAM_SOURCE, subscribe_flags::STREAM_SOURCE);
+    buf[flags_at] &= !subscribe_flags::STREAM_SOURCE;
+    let error = Decoder::new(1024).decode(&mut buf).expect_err("left-over bytes");
+    assert_eq!(error.code(), ErrorCode::Malformed);
 }
 
 #[test]

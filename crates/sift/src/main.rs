@@ -6,6 +6,8 @@ mod admin_table;
 mod bench;
 mod broker_cmd;
 mod pub_cmd;
+mod query_cmd;
+mod stream_cmd;
 mod sub_cmd;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +38,12 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Show a running broker's links, routes or counters.
     Admin(admin_cmd::AdminArgs),
+    /// Add, list, describe, remove or verify streams.
+    Stream(stream_cmd::StreamArgs),
+    /// List, describe or remove durable subscriptions.
+    Durable(stream_cmd::DurableArgs),
+    /// Search a stream's stored messages (the archive query service).
+    Query(query_cmd::QueryArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,6 +71,9 @@ fn main() -> std::process::ExitCode {
             Command::Sub(args) => sub_cmd::run(args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Admin(args) => admin_cmd::run(args).await,
+            Command::Stream(args) => stream_cmd::run_stream(args).await,
+            Command::Durable(args) => stream_cmd::run_durable(args).await,
+            Command::Query(args) => query_cmd::run(args).await,
         }
     });
     match result {

@@ -38,7 +38,8 @@ pub struct PubArgs {
     /// Generate a payload of this many bytes.
     #[arg(long)]
     size: Option<usize>,
-    /// Delivery mode: best-effort or reliable.
+    /// Delivery mode: best-effort, reliable or persistent (stored before
+    /// the confirm, under its stream's fsync policy).
     #[arg(long, default_value = "best-effort")]
     mode: String,
     /// Priority 0-9.
@@ -59,6 +60,10 @@ pub struct PubArgs {
     /// Time to live in milliseconds (0 = never expires).
     #[arg(long, default_value_t = 0)]
     ttl_ms: u64,
+    /// Append each message's number, counting from N, to its payload, so
+    /// that the messages can be told apart (`scripts/crash-check` uses it).
+    #[arg(long, value_name = "N")]
+    number_from: Option<u64>,
 }
 
 /// Parses `NAME=VALUE` into a typed property.
@@ -118,15 +123,24 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
             tokio::time::sleep_until(due.into()).await;
         }
         let mut next = message.clone();
+        if let Some(first) = args.number_from {
+            let mut numbered = next.payload.to_vec();
+            numbered.extend_from_slice((first + index).to_string().as_bytes());
+            next.payload = Bytes::from(numbered);
+        }
         if args.ttl_ms > 0 {
             next.expiry_ns = sift_broker::publish::now_ns() + args.ttl_ms * 1_000_000;
         }
         let confirm = client.publish_confirmed(next, options).await?;
+        let stored = match confirm.stream_seq {
+            0 => String::new(),
+            seq => format!(", stored in {} #{seq}", confirm.stream),
+        };
         match confirm.status {
             ConfirmStatus::NoSubscribers => println!("{}: no subscribers", index + 1),
-            ConfirmStatus::Accepted => println!("{}: matched {}", index + 1, confirm.matched),
+            ConfirmStatus::Accepted => println!("{}: matched {}{stored}", index + 1, confirm.matched),
             ConfirmStatus::Delivered => {
-                println!("{}: delivered to {} of {} matched", index + 1, confirm.acked, confirm.matched)
+                println!("{}: delivered to {} of {} matched{stored}", index + 1, confirm.acked, confirm.matched)
             }
             ConfirmStatus::Incomplete => println!(
                 "{}: incomplete: {} of {} matched acknowledged; not acknowledged: {}",

@@ -4,8 +4,11 @@ use std::io::Write;
 
 use base64::Engine;
 use clap::Args;
-use sift_client::{AckPolicy, Client, ClientOptions, Delivery, FilterKind, QueuePolicy, SubscribeOptions};
-use sift_core::Value;
+use sift_client::{
+    AckPolicy, Client, ClientOptions, Delivery, FilterKind, Gap, GapReason, QueuePolicy, StartPosition,
+    SubscribeOptions, SubscriptionEvent,
+};
+use sift_core::{Message, Value};
 
 use crate::CliError;
 
@@ -53,6 +56,21 @@ pub struct SubArgs {
     /// (anchor it with `^...$` to match the whole topic).
     #[arg(long, group = "content_filter")]
     regex: Option<String>,
+    /// Read this stream: its stored messages from --from (default first),
+    /// then live ones, with no gap or duplicate between them.
+    #[arg(long)]
+    stream: Option<String>,
+    /// Create or resume the durable subscription NAME: what matches while it
+    /// is away is kept for it, and acknowledgements move its stored position.
+    #[arg(long, conflicts_with = "queue")]
+    durable: Option<String>,
+    /// Where a replay or a new durable subscription starts: first, last:N,
+    /// seq:N, time:RFC3339 or new (a durable's default).
+    #[arg(long, value_name = "POSITION")]
+    from: Option<String>,
+    /// Share the durable subscription with other consumers (each message to one).
+    #[arg(long, requires = "durable")]
+    shared: bool,
 }
 
 impl SubArgs {
@@ -66,6 +84,22 @@ impl SubArgs {
         ];
         given.into_iter().find_map(|(kind, text)| text.clone().map(|text| (kind, text)))
     }
+}
+
+/// The stream source of `--stream`, `--durable` and `--from`, if any.
+fn stream_source(args: &SubArgs) -> Result<Option<(String, String, StartPosition)>, CliError> {
+    if args.stream.is_none() && args.durable.is_none() {
+        if args.from.is_some() {
+            return Err(CliError::Usage("--from needs --stream or --durable".into()));
+        }
+        return Ok(None);
+    }
+    let default_start = if args.durable.is_some() { StartPosition::New } else { StartPosition::First };
+    let start = match &args.from {
+        Some(text) => text.parse::<StartPosition>().map_err(|error| CliError::Usage(format!("--from: {error}")))?,
+        None => default_start,
+    };
+    Ok(Some((args.stream.clone().unwrap_or_default(), args.durable.clone().unwrap_or_default(), start)))
 }
 
 /// Subscribes and prints each delivery until `--count` or SIGINT.
@@ -83,6 +117,14 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     options.queue_group = args.queue.clone();
     options.queue_capacity = args.queue_capacity;
     options.filter = args.content_filter();
+    options = match stream_source(&args)? {
+        Some((stream, durable, start)) if durable.is_empty() => options.replay(stream, start),
+        Some((stream, durable, start)) => options.durable(durable, stream, start),
+        None => options,
+    };
+    if args.shared {
+        options = options.shared();
+    }
     let client_options = ClientOptions { name: "sift-sub".into(), ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let mut subscription = client.subscribe(options).await?;
@@ -95,11 +137,18 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         if args.count.is_some_and(|count| received >= count) {
             break;
         }
-        let delivery = tokio::select! {
-            delivery = subscription.next() => delivery,
+        let event = tokio::select! {
+            event = subscription.next_event() => event,
             _ = tokio::signal::ctrl_c() => None,
         };
-        let Some(delivery) = delivery else { break };
+        let delivery = match event {
+            None => break,
+            Some(SubscriptionEvent::Gap(gap)) => {
+                print_gap(&gap, json)?;
+                continue;
+            }
+            Some(SubscriptionEvent::Delivery(delivery)) => delivery,
+        };
         let line = if json { json_line(&delivery) } else { text_line(&delivery) };
         let mut out = stdout.lock();
         writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
@@ -119,13 +168,37 @@ fn payload_text(bytes: &[u8]) -> (String, &'static str) {
     }
 }
 
-fn text_line(delivery: &Delivery) -> String {
-    let message = &delivery.message;
+/// Tells the user which stored messages will never come, and why.
+fn print_gap(gap: &Gap, json: bool) -> Result<(), CliError> {
+    let reason = match gap.reason {
+        GapReason::Removed => "removed by the stream's retention",
+        GapReason::Damaged => "damaged on disk",
+    };
+    let last = gap.first_seq + gap.count.saturating_sub(1);
+    if json {
+        let line = serde_json::json!({ "gap": { "first_seq": gap.first_seq, "count": gap.count, "reason": reason } });
+        let mut out = std::io::stdout().lock();
+        return writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output);
+    }
+    eprintln!("missed {} stored messages (#{}..#{last}): {reason}", gap.count, gap.first_seq);
+    Ok(())
+}
+
+/// A message as one line: `[topic] name=value ... payload`.
+pub fn message_text(message: &Message) -> String {
     let properties: Vec<String> = message.properties.iter().map(|(name, value)| format!("{name}={value}")).collect();
     let (payload, encoding) = payload_text(&message.payload);
     let payload = if encoding == "utf8" { payload } else { format!("base64:{payload}") };
+    format!("[{}] {} {}", message.topic, properties.join(" "), payload)
+}
+
+fn text_line(delivery: &Delivery) -> String {
     let redelivered = if delivery.redelivered { " (redelivered)" } else { "" };
-    format!("[{}] {} {}{redelivered}", message.topic, properties.join(" "), payload)
+    let seq = match delivery.stream_seq {
+        0 => String::new(),
+        seq => format!("#{seq} "),
+    };
+    format!("{seq}{}{redelivered}", message_text(&delivery.message))
 }
 
 fn json_value(value: &Value) -> serde_json::Value {
@@ -140,12 +213,20 @@ fn json_value(value: &Value) -> serde_json::Value {
 /// One delivery as a JSON object: payload and metadata as UTF-8 text when
 /// they are, base64 otherwise (with `payload_encoding` saying which).
 pub fn json_line(delivery: &Delivery) -> String {
-    let message = &delivery.message;
+    let mut extra = vec![("redelivered", serde_json::Value::Bool(delivery.redelivered))];
+    if delivery.stream_seq != 0 {
+        extra.push(("stream_seq", delivery.stream_seq.into()));
+    }
+    message_json(&delivery.message, &extra)
+}
+
+/// A message as a JSON object, with `extra` fields added.
+pub fn message_json(message: &Message, extra: &[(&str, serde_json::Value)]) -> String {
     let properties: serde_json::Map<String, serde_json::Value> =
         message.properties.iter().map(|(name, value)| (name.clone(), json_value(value))).collect();
     let (payload, payload_encoding) = payload_text(&message.payload);
     let metadata = message.metadata.as_ref().map(|bytes| payload_text(bytes).0);
-    serde_json::json!({
+    let mut object = serde_json::json!({
         "topic": message.topic.as_str(),
         "properties": properties,
         "metadata": metadata,
@@ -157,7 +238,11 @@ pub fn json_line(delivery: &Delivery) -> String {
         "id": message.id,
         "publisher": &*message.publisher,
         "sequence": message.sequence,
-        "redelivered": delivery.redelivered,
-    })
-    .to_string()
+    });
+    if let serde_json::Value::Object(fields) = &mut object {
+        for (name, value) in extra {
+            fields.insert((*name).to_string(), value.clone());
+        }
+    }
+    object.to_string()
 }

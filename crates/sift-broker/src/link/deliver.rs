@@ -63,7 +63,8 @@ impl RemoteDelivery {
         };
         let targets = self.targets(&matches, travelling, shared.links.name());
         let report = travelling.awaits_report().then(|| self.start_report(shared, travelling, &targets));
-        if targets.is_empty() {
+        let streams = shared.storage.streams_for_forwarded(message);
+        if targets.is_empty() && streams.is_empty() {
             self.counters.flush(&shared.stats);
             return;
         }
@@ -82,7 +83,13 @@ impl RemoteDelivery {
             }
             return;
         }
-        let routed = Arc::new(Routed::new(message, encoded.freeze(), report));
+        let encoded = encoded.freeze();
+        // Stored here for this broker's streams; the publisher's confirm
+        // came from the broker it was published at, after its own store.
+        for stream in &streams {
+            stream.append_unconfirmed(message.timestamp_ns, encoded.clone());
+        }
+        let routed = Arc::new(Routed::new(message, encoded, report));
         for target in &targets {
             match push_to(shared, target, Entry::new(routed.clone())) {
                 Pushed::Done => {}

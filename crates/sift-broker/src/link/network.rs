@@ -327,6 +327,41 @@ impl LinkNetwork {
         state.originate_interest(updates, stats);
     }
 
+    /// A stream was opened (`added`) or removed here. A stream is an
+    /// interested party like a subscription: the network sends this broker
+    /// the messages on its topics, wherever they are published.
+    pub(crate) fn stream_interest(&self, stream: &crate::store::stream::Stream, added: bool, stats: &Stats) {
+        for topic in &stream.topics {
+            let entry = sift_net::InterestEntry { topic: topic.clone(), content: None, group: None };
+            self.change_local_interest(entry, added, stats);
+        }
+    }
+
+    /// A durable subscription was created or loaded (`added`) or removed
+    /// here. One that reads the `default` stream is what makes this broker
+    /// store persistent messages published elsewhere, so it is advertised
+    /// like a subscription; a named stream advertises its own topics.
+    pub(crate) fn durable_interest(&self, consumer: &crate::store::consumer::Consumer, added: bool, stats: &Stats) {
+        if consumer.stream.name() != crate::store::DEFAULT_STREAM {
+            return;
+        }
+        let entry = sift_net::InterestEntry {
+            topic: consumer.topic_filter.clone(),
+            content: consumer.content.as_deref().cloned(),
+            group: None,
+        };
+        self.change_local_interest(entry, added, stats);
+    }
+
+    fn change_local_interest(&self, entry: sift_net::InterestEntry, added: bool, stats: &Stats) {
+        let mut state = self.lock();
+        let updates = match added {
+            true => state.interest.local.add(entry),
+            false => state.interest.local.remove(&entry),
+        };
+        state.originate_interest(updates, stats);
+    }
+
     /// Every other broker's interest held here: (broker, topic filter,
     /// content filter as (language, text)), sorted.
     pub fn remote_interest(&self) -> Vec<RemoteInterest> {

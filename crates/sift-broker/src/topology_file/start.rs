@@ -44,7 +44,7 @@ impl TopologyFile {
                 links: dials,
                 ..NetworkConfig::default()
             },
-            ..Config::default()
+            ..Config::scratch()
         }
     }
 

@@ -17,7 +17,7 @@ pub const QUIET: Duration = Duration::from_millis(300);
 
 /// A broker on an ephemeral loopback port, with `adjust` applied to the defaults.
 pub async fn broker_with(adjust: impl FnOnce(&mut Config)) -> RunningBroker {
-    let mut config = Config { listen: ([127, 0, 0, 1], 0).into(), ..Config::default() };
+    let mut config = Config::scratch();
     adjust(&mut config);
     RunningBroker::start(config).await.expect("broker starts")
 }

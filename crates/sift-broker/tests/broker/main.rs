@@ -15,6 +15,7 @@ mod limits;
 mod links;
 mod network_delivery;
 mod network_support;
+mod persist;
 mod policies;
 mod regressions;
 mod reliability;

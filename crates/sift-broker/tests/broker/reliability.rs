@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use sift_client::{AckPolicy, Client, ClientError, ClientOptions, ConfirmStatus, PublishOptions, SubscribeOptions};
-use sift_proto::ErrorCode;
+use sift_client::{AckPolicy, Client, ClientOptions, ConfirmStatus, PublishOptions, SubscribeOptions};
 
 use crate::common::*;
 
@@ -120,25 +119,6 @@ async fn await_delivered_confirms_after_every_ack_or_names_who_did_not() {
     assert!(confirm.pending[0].starts_with("silent#"), "{:?}", confirm.pending);
     let none = publisher.publish_confirmed(message("nobody", "c"), options).await.expect("confirm");
     assert_eq!(none.status, ConfirmStatus::NoSubscribers);
-    broker.shutdown().await;
-}
-
-#[tokio::test]
-async fn persistent_publishes_are_refused_clearly() {
-    let broker = broker().await;
-    let publisher = client(&broker, "pub").await;
-    let mut persistent = message("t", "x");
-    persistent.delivery_mode = sift_core::DeliveryMode::Persistent;
-    let refused = publisher.publish_confirmed(persistent, PublishOptions::default()).await;
-    match refused {
-        Err(ClientError::Refused { code, message }) => {
-            assert_eq!(code, ErrorCode::Unsupported);
-            assert!(message.contains("persistent"), "{message}");
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-    // The connection is still usable.
-    publisher.publish_confirmed(message("t", "x"), PublishOptions::default()).await.expect("confirm");
     broker.shutdown().await;
 }
 

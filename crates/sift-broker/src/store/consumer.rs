@@ -1,0 +1,361 @@
+//! A stream consumer: reads a stream from its cursor and hands each stored
+//! message that passes its filters to one of its subscribers.
+//!
+//! Replays (`--stream S --from ...`) and durable subscriptions are the same
+//! thing here; a durable one also stores its position. Live messages reach
+//! a consumer the same way as old ones: through the stream. The consumer
+//! reads everything stored after its position, then waits for the stream's
+//! appender to say that more was stored. Because the log is the only
+//! source, there is no seam between replayed and live messages where one
+//! could be lost or delivered twice.
+//!
+//! The consumer never reads further ahead than its subscribers' queues take:
+//! a stream subscription's queue is bounded (`storage.stream_queue_capacity`)
+//! and uses the `block` policy, so a full queue stops the consumer until the
+//! subscriber acknowledges. Memory stays bounded however far behind it is.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sift_core::TopicFilter;
+use sift_filter::ContentFilter;
+use sift_proto::{Frame, GapReason};
+use sift_store::{Gap, LogReader, Record};
+
+use super::cursor::Cursor;
+use super::durable::DurableRecord;
+use super::stream::Stream;
+use crate::connection::ConnShared;
+use crate::delivery::{push_to, Pushed};
+use crate::outbox::{topic_of_encoding, Entry, Routed};
+use crate::server::BrokerShared;
+use crate::stats::{add, bump};
+use crate::subscription::SubRef;
+
+/// How long a consumer blocked on a full queue waits before it looks again,
+/// in case the wake-up from the subscriber's writer came before it waited.
+const BLOCKED_RECHECK: Duration = Duration::from_millis(50);
+
+/// Records handled in one pass before the consumer yields to other tasks.
+const PASS_RECORDS_MAX: usize = 8_192;
+
+/// The subscribers of a consumer, served in turn.
+#[derive(Debug, Default)]
+struct Members {
+    list: Vec<SubRef>,
+    turn: usize,
+    /// True while a task runs the consumer.
+    running: bool,
+}
+
+/// One consumer of one stream: a replay or a durable subscription.
+#[derive(Debug)]
+pub struct Consumer {
+    /// The stream it reads.
+    pub stream: Arc<Stream>,
+    /// Where it stands.
+    pub cursor: Arc<Cursor>,
+    /// Its topic filter.
+    pub topic_filter: TopicFilter,
+    /// Its content filter, if any.
+    pub content: Option<Arc<ContentFilter>>,
+    /// The stored definition and position of a durable subscription.
+    pub durable: Option<DurableRecord>,
+    members: Mutex<Members>,
+}
+
+/// What one pass over the stream ended with.
+enum Pass {
+    /// Everything stored has been handled.
+    CaughtUp,
+    /// Every subscriber's queue is full; wait for space on this connection.
+    Blocked(Arc<ConnShared>),
+    /// No subscriber is left.
+    NoMembers,
+    /// The pass handled its share; go on after yielding.
+    Yield,
+}
+
+/// What became of one stored message.
+enum Offered {
+    Delivered,
+    PassedOver,
+    Blocked(Arc<ConnShared>),
+    NoMembers,
+}
+
+impl Consumer {
+    /// A consumer of `stream` from `cursor`, with no subscriber yet.
+    pub fn new(
+        stream: Arc<Stream>,
+        cursor: Arc<Cursor>,
+        topic_filter: TopicFilter,
+        content: Option<Arc<ContentFilter>>,
+        durable: Option<DurableRecord>,
+    ) -> Consumer {
+        Consumer { stream, cursor, topic_filter, content, durable, members: Mutex::new(Members::default()) }
+    }
+
+    fn members(&self) -> MutexGuard<'_, Members> {
+        self.members.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Subscribers attached now.
+    pub fn member_count(&self) -> usize {
+        self.members().list.len()
+    }
+
+    /// Attaches a subscriber; returns true when no task runs the consumer
+    /// (the caller starts one with [`run`]).
+    pub fn attach(&self, member: SubRef) -> bool {
+        let mut members = self.members();
+        members.list.push(member);
+        let start = !members.running;
+        members.running = true;
+        drop(members);
+        self.cursor.wake.notify_one();
+        start
+    }
+
+    /// Detaches a subscriber. The messages it held unacknowledged come back
+    /// (`returned`) and go to the next subscriber, or wait for one.
+    pub fn detach(&self, member_key: u64, unacked_seqs: impl IntoIterator<Item = u64>) {
+        for seq in unacked_seqs {
+            self.cursor.returned(seq);
+        }
+        self.members().list.retain(|member| member.key != member_key);
+        self.persist();
+        self.cursor.wake.notify_one();
+    }
+
+    /// Stores the position of a durable subscription if it changed. The
+    /// write reaches the operating system before this returns, so a killed
+    /// broker keeps it; it reaches the disk at the next position sync.
+    pub fn persist(&self) {
+        if let Some(durable) = &self.durable {
+            if let Some(position) = self.cursor.take_position() {
+                durable.store_position(&position);
+            }
+        }
+    }
+
+    /// Stops the task when no subscriber is left; false when one came back
+    /// meanwhile (the task goes on).
+    fn stop_if_idle(&self) -> bool {
+        let mut members = self.members();
+        if members.list.is_empty() {
+            members.running = false;
+            return true;
+        }
+        false
+    }
+
+    /// True when `topic` and the message pass this consumer's filters.
+    fn wants(&self, record: &Record) -> Option<bool> {
+        let topic = topic_of_encoding(&record.body)?;
+        if !self.topic_filter.matches(&topic) {
+            return Some(false);
+        }
+        match &self.content {
+            None => Some(true),
+            Some(filter) => {
+                let message = sift_proto::decode_message(&record.body).ok()?;
+                Some(filter.matches(&message))
+            }
+        }
+    }
+}
+
+/// Runs `consumer` until it has no subscriber left or the broker stops.
+pub async fn run(shared: Arc<BrokerShared>, consumer: Arc<Consumer>) {
+    let mut reader = consumer.stream.log.reader();
+    let mut records = Vec::new();
+    let mut shutdown = shared.shutdown_watch();
+    loop {
+        let appended = consumer.stream.appended.notified();
+        let woken = consumer.cursor.wake.notified();
+        tokio::pin!(appended, woken);
+        appended.as_mut().enable();
+        woken.as_mut().enable();
+        let pass = one_pass(&shared, &consumer, &mut reader, &mut records);
+        consumer.persist();
+        match pass {
+            Pass::Yield => tokio::task::yield_now().await,
+            Pass::NoMembers => {
+                if consumer.stop_if_idle() {
+                    return;
+                }
+            }
+            Pass::CaughtUp => tokio::select! {
+                _ = &mut appended => {}
+                _ = &mut woken => {}
+                _ = shutdown.changed() => return,
+            },
+            Pass::Blocked(conn) => {
+                let space = conn.space.notified();
+                tokio::select! {
+                    _ = space => {}
+                    _ = &mut woken => {}
+                    _ = tokio::time::sleep(BLOCKED_RECHECK) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+        if shared.is_shutting_down() {
+            return;
+        }
+    }
+}
+
+/// Serves returned messages, then reads on from the cursor.
+fn one_pass(
+    shared: &BrokerShared,
+    consumer: &Arc<Consumer>,
+    reader: &mut LogReader,
+    records: &mut Vec<Record>,
+) -> Pass {
+    if let Some(pass) = serve_returned(shared, consumer, reader, records) {
+        return pass;
+    }
+    let read = &shared.config.storage;
+    let mut handled = 0;
+    while handled < PASS_RECORDS_MAX {
+        let from = consumer.cursor.next_read();
+        if from > consumer.stream.log.last_seq() {
+            return Pass::CaughtUp;
+        }
+        records.clear();
+        let outcome = match reader.read(from, read.read_batch_records, read.read_batch_bytes, records) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::warn!(stream = %consumer.stream.name(), %error, "cannot read the stream; a consumer waits");
+                return Pass::CaughtUp;
+            }
+        };
+        for gap in &outcome.gaps {
+            report_gap(shared, consumer, gap);
+        }
+        if outcome.gaps.is_empty() && records.is_empty() {
+            return Pass::CaughtUp;
+        }
+        for record in records.drain(..) {
+            handled += 1;
+            if consumer.cursor.is_done(record.seq) {
+                continue;
+            }
+            match offer(shared, consumer, record) {
+                Offered::Delivered => {}
+                Offered::PassedOver => {}
+                Offered::Blocked(conn) => return Pass::Blocked(conn),
+                Offered::NoMembers => return Pass::NoMembers,
+            }
+        }
+    }
+    Pass::Yield
+}
+
+/// Delivers again what a departed subscriber left unacknowledged, oldest first.
+fn serve_returned(
+    shared: &BrokerShared,
+    consumer: &Arc<Consumer>,
+    reader: &mut LogReader,
+    records: &mut Vec<Record>,
+) -> Option<Pass> {
+    while let Some(seq) = consumer.cursor.first_returned() {
+        records.clear();
+        let outcome = match reader.read(seq, 1, 0, records) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::warn!(stream = %consumer.stream.name(), seq, %error, "cannot read a message to deliver again");
+                consumer.cursor.passed_over(seq);
+                continue;
+            }
+        };
+        for gap in &outcome.gaps {
+            report_gap(shared, consumer, gap);
+        }
+        match records.pop() {
+            Some(record) if record.seq == seq => match offer(shared, consumer, record) {
+                Offered::Blocked(conn) => return Some(Pass::Blocked(conn)),
+                Offered::NoMembers => return Some(Pass::NoMembers),
+                Offered::Delivered | Offered::PassedOver => {}
+            },
+            // Removed by retention or unreadable: the gap said so.
+            _ => consumer.cursor.passed_over(seq),
+        }
+    }
+    None
+}
+
+/// Tells a subscriber which stored messages it will never get, and marks
+/// them done.
+fn report_gap(shared: &BrokerShared, consumer: &Consumer, gap: &Gap) {
+    if gap.count == 0 {
+        return;
+    }
+    let last = gap.first_seq + gap.count - 1;
+    consumer.cursor.done_range(gap.first_seq, last);
+    let reason = match gap.reason {
+        sift_store::GapReason::Removed => GapReason::Removed,
+        sift_store::GapReason::Damaged => GapReason::Damaged,
+    };
+    bump(&shared.stats.stream_gaps);
+    add(&shared.stats.stream_gap_messages, gap.count);
+    let member = consumer.members().list.first().cloned();
+    if let Some(member) = member {
+        let frame = Frame::Gap { sub_id: member.sub_id, first_seq: gap.first_seq, count: gap.count, reason };
+        member.conn.send_control(&frame);
+    }
+}
+
+/// Hands one stored message to the next subscriber whose queue has room.
+fn offer(shared: &BrokerShared, consumer: &Arc<Consumer>, record: Record) -> Offered {
+    let seq = record.seq;
+    match consumer.wants(&record) {
+        Some(true) => {}
+        Some(false) => {
+            consumer.cursor.passed_over(seq);
+            return Offered::PassedOver;
+        }
+        None => {
+            tracing::warn!(stream = %consumer.stream.name(), seq, "a stored message does not decode; passed over");
+            consumer.cursor.passed_over(seq);
+            return Offered::PassedOver;
+        }
+    }
+    let Some(routed) = Routed::stored(record.body, seq, consumer.clone()) else {
+        consumer.cursor.passed_over(seq);
+        return Offered::PassedOver;
+    };
+    if routed.is_expired(crate::publish::now_ns()) {
+        bump(&shared.stats.dropped_expired);
+        consumer.cursor.passed_over(seq);
+        return Offered::PassedOver;
+    }
+    let routed = Arc::new(routed);
+    let members: Vec<SubRef> = {
+        let mut members = consumer.members();
+        members.turn = members.turn.wrapping_add(1);
+        let turn = members.turn;
+        let count = members.list.len();
+        (0..count).map(|offset| members.list[(turn + offset) % count].clone()).collect()
+    };
+    let mut blocked_on = None;
+    for member in &members {
+        // Marked in flight first: the subscriber may acknowledge at once.
+        consumer.cursor.delivered(seq);
+        match push_to(shared, member, Entry::new(routed.clone())) {
+            Pushed::Done => {
+                bump(&shared.stats.stream_deliveries);
+                return Offered::Delivered;
+            }
+            Pushed::Full => blocked_on = blocked_on.or_else(|| Some(member.conn.clone())),
+            Pushed::Gone => {}
+        }
+        consumer.cursor.returned(seq);
+    }
+    match blocked_on {
+        Some(conn) => Offered::Blocked(conn),
+        None => Offered::NoMembers,
+    }
+}

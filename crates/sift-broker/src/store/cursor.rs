@@ -1,0 +1,266 @@
+//! A stream consumer's position: what it has read, what is in flight, and
+//! what is done.
+//!
+//! Every stored message at or below the *ack floor* is done. Above it, a
+//! message is one of: done (acknowledged, passed over by the filter, lost in
+//! a gap), in flight (queued or written to a subscriber, not yet
+//! acknowledged), returned (its subscriber left before acknowledging it: it
+//! is delivered again), or not read yet (at or above `next_read`). Only the
+//! floor and the done ranges above it are stored for a durable
+//! subscription, so after a restart every message that was in flight is
+//! delivered again: at least once, never lost.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use super::ranges::RangeSet;
+
+/// Where a stored position says a consumer stands: the ack floor and the
+/// done ranges above it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredPosition {
+    /// Every sequence at or below this is done.
+    pub ack_floor: u64,
+    /// Done ranges above the floor, inclusive, in order, not touching it.
+    pub done_above: Vec<(u64, u64)>,
+}
+
+/// The mutable part of a [`Cursor`].
+#[derive(Debug, Default)]
+struct CursorState {
+    next_read: u64,
+    ack_floor: u64,
+    done: RangeSet,
+    in_flight: BTreeSet<u64>,
+    returned: BTreeSet<u64>,
+    /// Changed since the position was last handed to storage.
+    dirty: bool,
+}
+
+impl CursorState {
+    fn raise_floor(&mut self) {
+        while let Some(last) = self.done.take_run_starting_at(self.ack_floor + 1) {
+            self.ack_floor = last;
+        }
+        debug_assert!(!self.done.contains(self.ack_floor), "a done run still touches the floor");
+        debug_assert!(self.in_flight.iter().all(|seq| *seq > self.ack_floor), "a message in flight is below the floor");
+    }
+}
+
+/// One consumer's position in one stream, shared by the task that reads the
+/// stream and the outboxes whose acknowledgements move it.
+#[derive(Debug)]
+pub struct Cursor {
+    state: Mutex<CursorState>,
+    /// Wakes the consumer task: an acknowledgement opened its window, a
+    /// delivery came back, or a subscriber came or went.
+    pub wake: Notify,
+}
+
+impl Cursor {
+    /// A cursor whose first message to read is `first_seq`.
+    pub fn starting_at(first_seq: u64) -> Cursor {
+        let first_seq = first_seq.max(1);
+        let state = CursorState { next_read: first_seq, ack_floor: first_seq - 1, ..CursorState::default() };
+        Cursor { state: Mutex::new(state), wake: Notify::new() }
+    }
+
+    /// A cursor resuming from a stored position: everything in flight when
+    /// it was stored is read again.
+    pub fn resuming(position: &StoredPosition) -> Cursor {
+        let mut done = RangeSet::new();
+        for (first, last) in &position.done_above {
+            if *last > position.ack_floor {
+                done.insert_range((*first).max(position.ack_floor + 1), *last);
+            }
+        }
+        let mut state = CursorState {
+            next_read: position.ack_floor + 1,
+            ack_floor: position.ack_floor,
+            done,
+            ..CursorState::default()
+        };
+        state.raise_floor();
+        Cursor { state: Mutex::new(state), wake: Notify::new() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, CursorState> {
+        // Every method leaves the state consistent before it can panic.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The next sequence to read from the stream, passing over done ones.
+    pub fn next_read(&self) -> u64 {
+        let mut state = self.lock();
+        let next = state.done.next_absent(state.next_read);
+        state.next_read = next;
+        next
+    }
+
+    /// The smallest sequence that came back from a departed subscriber; it
+    /// stays returned until [`Cursor::delivered`] or [`Cursor::passed_over`].
+    pub fn first_returned(&self) -> Option<u64> {
+        self.lock().returned.first().copied()
+    }
+
+    /// True when `seq` needs no delivery: at or below the floor, or done.
+    pub fn is_done(&self, seq: u64) -> bool {
+        let state = self.lock();
+        seq <= state.ack_floor || state.done.contains(seq)
+    }
+
+    /// `seq` was queued for a subscriber: it is in flight.
+    pub fn delivered(&self, seq: u64) {
+        let mut state = self.lock();
+        state.in_flight.insert(seq);
+        state.returned.remove(&seq);
+        if seq >= state.next_read {
+            state.next_read = seq + 1;
+        }
+    }
+
+    /// `seq` will never be delivered to this consumer (the filter passed over
+    /// it, it expired, or it is in a gap): it is done.
+    pub fn passed_over(&self, seq: u64) {
+        self.done_range(seq, seq);
+    }
+
+    /// Every sequence of `first..=last` is done (a gap, or a filtered run).
+    pub fn done_range(&self, first: u64, last: u64) {
+        let mut state = self.lock();
+        if last <= state.ack_floor {
+            return;
+        }
+        let first = first.max(state.ack_floor + 1);
+        // Passed-over and lost sequences were never handed to a subscriber.
+        debug_assert!(state.in_flight.range(first..=last).next().is_none(), "{first}..={last} is in flight");
+        let returned: Vec<u64> = state.returned.range(first..=last).copied().collect();
+        for seq in returned {
+            state.returned.remove(&seq);
+        }
+        state.done.insert_range(first, last);
+        if last >= state.next_read {
+            state.next_read = last + 1;
+        }
+        state.raise_floor();
+        state.dirty = true;
+    }
+
+    /// The subscriber acknowledged `seq` (or gave up on it for good).
+    pub fn acked(&self, seq: u64) {
+        let mut state = self.lock();
+        if !state.in_flight.remove(&seq) || seq <= state.ack_floor {
+            return;
+        }
+        state.done.insert(seq);
+        state.raise_floor();
+        state.dirty = true;
+    }
+
+    /// `seq` was in flight to a subscriber that left without acknowledging
+    /// it: it goes to the next one (or waits for one).
+    pub fn returned(&self, seq: u64) {
+        let mut state = self.lock();
+        if state.in_flight.remove(&seq) {
+            state.returned.insert(seq);
+        }
+    }
+
+    /// Messages delivered and not yet acknowledged.
+    pub fn in_flight(&self) -> usize {
+        let state = self.lock();
+        state.in_flight.len() + state.returned.len()
+    }
+
+    /// The ack floor.
+    pub fn ack_floor(&self) -> u64 {
+        self.lock().ack_floor
+    }
+
+    /// The position to store, and whether it changed since the last call
+    /// that took it.
+    pub fn take_position(&self) -> Option<StoredPosition> {
+        let mut state = self.lock();
+        if !std::mem::take(&mut state.dirty) {
+            return None;
+        }
+        Some(StoredPosition { ack_floor: state.ack_floor, done_above: state.done.iter().collect() })
+    }
+
+    /// The position now, changed or not.
+    pub fn position(&self) -> StoredPosition {
+        let state = self.lock();
+        StoredPosition { ack_floor: state.ack_floor, done_above: state.done.iter().collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_out_of_order_raise_the_floor_once_contiguous() {
+        let cursor = Cursor::starting_at(1);
+        for seq in 1..=4 {
+            assert_eq!(cursor.next_read(), seq);
+            cursor.delivered(seq);
+        }
+        cursor.acked(2);
+        cursor.acked(4);
+        assert_eq!(cursor.ack_floor(), 0);
+        assert_eq!(cursor.position().done_above, [(2, 2), (4, 4)]);
+        cursor.acked(1);
+        assert_eq!(cursor.ack_floor(), 2);
+        cursor.acked(3);
+        assert_eq!(cursor.ack_floor(), 4);
+        assert!(cursor.position().done_above.is_empty());
+        assert_eq!(cursor.in_flight(), 0);
+    }
+
+    #[test]
+    fn passed_over_runs_stay_one_range_behind_an_unacked_delivery() {
+        let cursor = Cursor::starting_at(10);
+        cursor.delivered(10);
+        for seq in 11..10_000 {
+            cursor.passed_over(seq);
+        }
+        assert_eq!(cursor.position(), StoredPosition { ack_floor: 9, done_above: vec![(11, 9_999)] });
+        assert_eq!(cursor.next_read(), 10_000);
+        cursor.acked(10);
+        assert_eq!(cursor.ack_floor(), 9_999);
+    }
+
+    #[test]
+    fn a_resumed_cursor_reads_again_what_was_in_flight() {
+        let cursor = Cursor::starting_at(1);
+        for seq in 1..=5 {
+            cursor.delivered(seq);
+        }
+        cursor.acked(1);
+        cursor.acked(3);
+        let stored = cursor.take_position().expect("changed");
+        assert!(cursor.take_position().is_none(), "taken once");
+        let resumed = Cursor::resuming(&stored);
+        assert_eq!(resumed.ack_floor(), 1);
+        assert_eq!(resumed.next_read(), 2);
+        resumed.delivered(2);
+        assert_eq!(resumed.next_read(), 4, "3 was acknowledged before the restart");
+    }
+
+    #[test]
+    fn returned_messages_go_out_again_first() {
+        let cursor = Cursor::starting_at(1);
+        cursor.delivered(1);
+        cursor.delivered(2);
+        cursor.returned(2);
+        cursor.returned(9);
+        assert_eq!(cursor.first_returned(), Some(2));
+        cursor.delivered(2);
+        assert_eq!(cursor.first_returned(), None, "9 was never in flight");
+        cursor.acked(1);
+        cursor.acked(2);
+        assert_eq!(cursor.ack_floor(), 2);
+    }
+}

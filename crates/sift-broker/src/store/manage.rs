@@ -1,0 +1,120 @@
+//! `MANAGE`: streams and durable subscriptions, added, listed, described
+//! and removed (`docs/PROTOCOL.md` §6.17). Requests and replies are JSON.
+
+use serde_json::{json, Value};
+use sift_proto::{ErrorCode, Frame, ManageOp};
+
+use super::consumer::Consumer;
+use super::registry::Refusal;
+use super::stream::StreamDefinition;
+use crate::connection::Session;
+use crate::server::BrokerShared;
+
+/// Bytes of an `ADMIN_REPLY` besides its JSON: type, request id, length.
+const REPLY_OVERHEAD_BYTES: usize = 1 + 8 + 4;
+
+impl Session {
+    /// Answers a `MANAGE` with an `ADMIN_REPLY`, or an `ERROR` naming what
+    /// was refused.
+    pub(crate) fn manage(&mut self, request_id: u64, op: ManageOp, body: &str) {
+        match reply(&self.shared, op, body) {
+            Ok(document) => {
+                let json = document.to_string();
+                let limit = self.shared.config.limits.max_frame_bytes as usize;
+                if json.len() + REPLY_OVERHEAD_BYTES > limit {
+                    let message =
+                        format!("the {} reply is {} bytes, more than max_frame_bytes = {limit}", op.name(), json.len());
+                    self.refuse(ErrorCode::Internal, request_id, message);
+                    return;
+                }
+                self.conn.send_control(&Frame::AdminReply { request_id, json });
+            }
+            Err((code, message)) => self.refuse(code, request_id, message),
+        }
+    }
+}
+
+/// The JSON reply to one `MANAGE` request.
+fn reply(shared: &BrokerShared, op: ManageOp, body: &str) -> Result<Value, Refusal> {
+    let request: Value = match body.trim() {
+        "" => json!({}),
+        text => serde_json::from_str(text)
+            .map_err(|error| (ErrorCode::InvalidField, format!("{} request is not JSON: {error}", op.name())))?,
+    };
+    let storage = &shared.storage;
+    match op {
+        ManageOp::StreamAdd => {
+            let definition: StreamDefinition = serde_json::from_value(request)
+                .map_err(|error| (ErrorCode::InvalidField, format!("stream_add: {error}")))?;
+            let stream = storage.add_stream(definition)?;
+            shared.links.stream_interest(&stream, true, &shared.stats);
+            Ok(stream.info_json())
+        }
+        ManageOp::StreamRm => {
+            let name = name_of(op, &request)?;
+            let stream = storage.remove_stream(name)?;
+            shared.links.stream_interest(&stream, false, &shared.stats);
+            Ok(json!({ "removed": name }))
+        }
+        ManageOp::StreamLs => {
+            let streams: Vec<Value> = storage.streams().iter().map(|stream| stream.info_json()).collect();
+            Ok(json!({ "streams": streams }))
+        }
+        ManageOp::StreamInfo => {
+            let name = name_of(op, &request)?;
+            let stream = storage.stream(name).ok_or_else(|| (ErrorCode::UnknownStream, format!("no stream {name}")))?;
+            Ok(stream.info_json())
+        }
+        ManageOp::DurableLs => {
+            let durables: Vec<Value> = storage.durables().iter().map(|consumer| durable_json(consumer)).collect();
+            Ok(json!({ "durables": durables }))
+        }
+        ManageOp::DurableInfo => {
+            let name = name_of(op, &request)?;
+            let consumer = storage
+                .durable(name)
+                .ok_or_else(|| (ErrorCode::UnknownDurable, format!("no durable subscription {name}")))?;
+            Ok(durable_json(&consumer))
+        }
+        ManageOp::DurableRm => {
+            let name = name_of(op, &request)?;
+            let consumer = storage.remove_durable(name)?;
+            shared.links.durable_interest(&consumer, false, &shared.stats);
+            Ok(json!({ "removed": name }))
+        }
+    }
+}
+
+/// The `name` field every single-object request carries.
+fn name_of(op: ManageOp, request: &Value) -> Result<&str, Refusal> {
+    request
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| (ErrorCode::InvalidField, format!("{} needs a \"name\" string", op.name())))
+}
+
+/// A durable subscription as the `durable_info` JSON of §6.17.
+pub fn durable_json(consumer: &Consumer) -> Value {
+    let position = consumer.cursor.position();
+    let done_above: u64 = position.done_above.iter().map(|(first, last)| last - first + 1).sum();
+    let last_seq = consumer.stream.log.last_seq();
+    let pending = last_seq.saturating_sub(position.ack_floor).saturating_sub(done_above);
+    let (definition, stored_floor) = match &consumer.durable {
+        Some(record) => (Some(&record.definition), record.stored_floor()),
+        None => (None, 0),
+    };
+    json!({
+        "name": definition.map(|definition| definition.name.clone()),
+        "stream": consumer.stream.name(),
+        "topic_filter": consumer.topic_filter.as_str(),
+        "filter_kind": definition.map(|definition| definition.filter_kind.clone()),
+        "filter": definition.map(|definition| definition.filter.clone()),
+        "shared": definition.is_some_and(|definition| definition.shared),
+        "ack_floor": position.ack_floor,
+        "stored_ack_floor": stored_floor,
+        "acked_above": done_above,
+        "pending": pending,
+        "in_flight": consumer.cursor.in_flight(),
+        "consumers": consumer.member_count(),
+    })
+}

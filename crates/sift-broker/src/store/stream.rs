@@ -1,0 +1,264 @@
+//! A stream: a named, stored log of the messages published on some topics.
+//!
+//! The definition (name, topics, retention, fsync policy) is kept beside the
+//! segments as `stream.json`, written atomically, so that a stream added at
+//! run time comes back after a restart. The log itself is `sift-store`'s.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sift_core::{TopicFilter, TopicName};
+use sift_proto::ErrorCode;
+use sift_store::{FsyncPolicy, Log, LogConfig, Recovery, Retention, StoreError};
+use tokio::sync::Notify;
+
+use super::gate::ConfirmGate;
+use super::StorageConfig;
+
+/// Name of the stream that keeps persistent messages no named stream holds.
+pub const DEFAULT_STREAM: &str = "default";
+
+/// Longest stream or durable subscription name.
+pub const NAME_BYTES_MAX: usize = 128;
+
+/// File holding a stream's definition, in its directory.
+pub const DEFINITION_FILE: &str = "stream.json";
+
+/// A stream as configured: in `[[streams]]`, by `sift stream add`, or in
+/// its `stream.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamDefinition {
+    /// The stream's name: letters, digits, `-`, `_` and `.`.
+    pub name: String,
+    /// Topic filters whose messages it stores (every mode).
+    #[serde(default)]
+    pub topics: Vec<String>,
+    /// Messages older than this are removed (whole segments); 0 = no limit.
+    #[serde(default)]
+    pub max_age_ms: u64,
+    /// Stored bytes kept at most (whole segments); 0 = no limit.
+    #[serde(default)]
+    pub max_bytes: u64,
+    /// Messages kept at most (whole segments); 0 = no limit.
+    #[serde(default)]
+    pub max_msgs: u64,
+    /// `always`, `every:MS` or `os`; empty = `storage.fsync_default`.
+    #[serde(default)]
+    pub fsync: String,
+}
+
+/// Checks a stream or durable subscription name, which becomes a directory name.
+pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(format!("{kind} name {name:?} must be 1 to {NAME_BYTES_MAX} bytes"));
+    }
+    if name.starts_with('.') {
+        return Err(format!("{kind} name {name:?} must not start with '.'"));
+    }
+    match name.char_indices().find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
+        Some((position, c)) => {
+            Err(format!("{kind} name {name:?} has {c:?} at byte {position}; use letters, digits, '-', '_' and '.'"))
+        }
+        None => Ok(()),
+    }
+}
+
+impl StreamDefinition {
+    /// The definition of the `default` stream.
+    pub fn default_stream(config: &StorageConfig) -> StreamDefinition {
+        StreamDefinition {
+            name: DEFAULT_STREAM.to_string(),
+            topics: Vec::new(),
+            max_age_ms: config.default_max_age_ms,
+            max_bytes: config.default_max_bytes,
+            max_msgs: config.default_max_msgs,
+            fsync: String::new(),
+        }
+    }
+
+    /// Checks the definition and parses its topic filters and policy.
+    pub fn parse(&self, config: &StorageConfig) -> Result<(Vec<TopicFilter>, FsyncPolicy), String> {
+        check_name("stream", &self.name)?;
+        if self.name != DEFAULT_STREAM && self.topics.is_empty() {
+            return Err(format!("stream {} needs at least one topic filter", self.name));
+        }
+        if self.name == DEFAULT_STREAM && !self.topics.is_empty() {
+            return Err(
+                "the default stream takes the persistent messages no named stream holds; it has no topics".into()
+            );
+        }
+        let topics = self
+            .topics
+            .iter()
+            .map(|topic| {
+                TopicFilter::new(topic.as_str())
+                    .map_err(|error| format!("stream {}: topic filter {topic:?}: {error}", self.name))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let fsync_text = if self.fsync.is_empty() { config.fsync_default.as_str() } else { self.fsync.as_str() };
+        let fsync = fsync_text
+            .parse::<FsyncPolicy>()
+            .map_err(|error| format!("stream {}: fsync {fsync_text:?}: {error}", self.name))?;
+        Ok((topics, fsync))
+    }
+}
+
+/// One open stream.
+#[derive(Debug)]
+pub struct Stream {
+    /// Its definition.
+    pub definition: StreamDefinition,
+    /// Its parsed topic filters.
+    pub topics: Vec<TopicFilter>,
+    /// Its policy, parsed.
+    pub fsync: FsyncPolicy,
+    /// The message log.
+    pub log: Log,
+    /// Notified each time the appender made more messages readable.
+    pub appended: Arc<Notify>,
+    /// How the last persistent append fared.
+    health: Arc<WriteHealth>,
+}
+
+/// How long after a failed write persistent publishes are refused at once
+/// instead of queued for a disk that refuses them; the first one after it
+/// is let through to find out whether space came back.
+pub const FAILED_WRITE_HOLD_NS: u64 = 250_000_000;
+
+/// The outcome of the last persistent append of a stream.
+#[derive(Debug, Default)]
+struct WriteHealth {
+    /// When the last append failed (ns since the epoch), 0 when it succeeded.
+    failed_at_ns: AtomicU64,
+    /// True when that failure was a full disk.
+    full: AtomicBool,
+}
+
+impl WriteHealth {
+    fn record(&self, result: &Result<u64, StoreError>) {
+        match result {
+            Ok(_) => self.failed_at_ns.store(0, Ordering::Relaxed),
+            Err(error) => {
+                self.full.store(error.is_full(), Ordering::Relaxed);
+                self.failed_at_ns.store(crate::publish::now_ns().max(1), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Stream {
+    /// Opens (or creates) the stream in `dir`, recovering its log.
+    pub fn open(
+        dir: &Path,
+        definition: StreamDefinition,
+        config: &StorageConfig,
+    ) -> Result<(Stream, Recovery), super::StorageError> {
+        let (topics, fsync) = definition.parse(config).map_err(super::StorageError::Invalid)?;
+        let appended = Arc::new(Notify::new());
+        let hook_target = appended.clone();
+        let log_config = LogConfig {
+            fsync,
+            retention: Retention {
+                max_age_ns: definition.max_age_ms.saturating_mul(1_000_000),
+                max_bytes: definition.max_bytes,
+                max_msgs: definition.max_msgs,
+            },
+            segment_bytes_max: config.segment_bytes_max,
+            append_queue_bytes_max: config.append_queue_bytes_max,
+            ..LogConfig::default()
+        };
+        let (log, recovery) = Log::open(dir, log_config, Box::new(move |_| hook_target.notify_waiters()))
+            .map_err(|source| super::StorageError::Open { stream: definition.name.clone(), source })?;
+        let stream = Stream { definition, topics, fsync, log, appended, health: Arc::default() };
+        Ok((stream, recovery))
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.definition.name
+    }
+
+    /// True when one of the stream's topic filters matches `topic`.
+    pub fn holds(&self, topic: &TopicName) -> bool {
+        self.topics.iter().any(|filter| filter.matches(topic))
+    }
+
+    /// True when every topic `filter` matches is held by this stream.
+    pub fn covers(&self, filter: &TopicFilter) -> bool {
+        self.topics.iter().any(|topic| topic.covers(filter))
+    }
+
+    /// True unless the last persistent append failed.
+    pub fn is_writable(&self) -> bool {
+        self.health.failed_at_ns.load(Ordering::Relaxed) == 0
+    }
+
+    /// The refusal for a persistent publish while the stream's last append
+    /// failed less than [`FAILED_WRITE_HOLD_NS`] ago.
+    pub fn refusal_while_failing(&self, now_ns: u64) -> Option<(ErrorCode, String)> {
+        let failed_at_ns = self.health.failed_at_ns.load(Ordering::Relaxed);
+        if failed_at_ns == 0 || now_ns.saturating_sub(failed_at_ns) >= FAILED_WRITE_HOLD_NS {
+            return None;
+        }
+        let (code, why) = match self.health.full.load(Ordering::Relaxed) {
+            true => (ErrorCode::StorageFull, "its disk is full"),
+            false => (ErrorCode::StorageError, "its last write failed"),
+        };
+        Some((
+            code,
+            format!("persistent message not stored: stream {} refuses writes ({why}); retry later", self.name()),
+        ))
+    }
+
+    /// Stores a message whose publisher waits for nothing. A full append
+    /// queue drops it, counted by the log.
+    pub fn append_unconfirmed(&self, timestamp_ns: u64, encoded: Bytes) {
+        if let Err(error) = self.log.append(timestamp_ns, encoded, None) {
+            tracing::debug!(stream = %self.name(), %error, "message not stored");
+        }
+    }
+
+    /// Stores a persistent message; `gate` hears the outcome.
+    pub fn append_confirmed(&self, timestamp_ns: u64, encoded: Bytes, gate: Arc<ConfirmGate>) {
+        let name = self.name().to_string();
+        let health = self.health.clone();
+        let completion_gate = gate.clone();
+        let completion: sift_store::Completion = Box::new(move |result| {
+            health.record(&result);
+            completion_gate.stored(&name, result);
+        });
+        // A refused append never runs its completion: the gate hears it here.
+        if let Err(error) = self.log.append(timestamp_ns, encoded, Some(completion)) {
+            let result = Err(error);
+            self.health.record(&result);
+            gate.stored(self.name(), result);
+        }
+    }
+
+    /// The stream as the `stream_info` JSON of `docs/PROTOCOL.md` §6.17.
+    pub fn info_json(&self) -> Value {
+        let stats = self.log.stats();
+        json!({
+            "name": self.definition.name,
+            "topics": self.definition.topics,
+            "fsync": self.fsync.to_string(),
+            "max_age_ms": self.definition.max_age_ms,
+            "max_bytes": self.definition.max_bytes,
+            "max_msgs": self.definition.max_msgs,
+            "first_seq": stats.first_seq,
+            "last_seq": stats.last_seq,
+            "messages": stats.messages,
+            "bytes": stats.bytes,
+            "segments": stats.segments,
+            "damaged_records": stats.damaged_records,
+            "fsyncs": stats.fsyncs,
+            "write_errors": stats.write_errors,
+            "writable": self.is_writable(),
+        })
+    }
+}

@@ -1,0 +1,122 @@
+//! `SUBSCRIBE` with a stream source: a replay, or a durable subscription
+//! created or resumed.
+//!
+//! A stream subscription is not in the router: its messages come from the
+//! stream, through its [`Consumer`]. Its queue is bounded by
+//! `storage.stream_queue_capacity` and always uses `block`, so the consumer
+//! reads no further ahead than the subscriber acknowledges.
+
+use std::sync::Arc;
+
+use sift_core::TopicFilter;
+use sift_filter::ContentFilter;
+use sift_proto::{ErrorCode, Frame, QueuePolicy, StreamSource, Subscribe};
+
+use super::consumer::{self, Consumer};
+use super::cursor::Cursor;
+use super::registry::{start_seq, DurableRequest, OpenedDurable, Refusal};
+use crate::connection::Session;
+use crate::subscription::{SubRef, Subscription};
+
+impl Session {
+    /// Opens a stream subscription after the checks of any subscription.
+    pub(crate) fn subscribe_stream(&mut self, request: Subscribe, source: StreamSource) -> bool {
+        let sub_id = request.sub_id;
+        let reference = u64::from(sub_id);
+        let (topic_filter, content, mut options) = match self.check_subscribe(&request) {
+            Ok(checked) => checked,
+            Err((code, message)) => {
+                self.refuse(code, reference, message);
+                return true;
+            }
+        };
+        if !request.queue_group.is_empty() {
+            let message = "a stream subscription cannot join a queue group; share a durable subscription instead";
+            self.refuse(ErrorCode::InvalidField, reference, message.into());
+            return true;
+        }
+        options.policy = QueuePolicy::Block;
+        if request.queue_capacity == 0 {
+            options.capacity = self.shared.config.storage.stream_queue_capacity;
+        }
+        let subscription = SubRef(Arc::new(Subscription {
+            key: options.key,
+            sub_id,
+            conn: self.conn.clone(),
+            topic_filter: topic_filter.clone(),
+            group: None,
+            content: content.clone(),
+            ack_mode: request.ack_mode,
+            policy: QueuePolicy::Block,
+            label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
+        }));
+        let opened = match source.durable.is_empty() {
+            true => self
+                .open_replay(&source, topic_filter, content, subscription.clone())
+                .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
+            false => {
+                let durable = DurableRequest {
+                    name: &source.durable,
+                    stream: &source.stream,
+                    topic_filter: &topic_filter,
+                    filter_kind: request.filter_kind,
+                    filter: &request.filter,
+                    content,
+                    shared: request.flags & sift_proto::subscribe_flags::SHARED != 0,
+                    start: source.start,
+                };
+                self.shared.storage.open_durable(&durable, subscription.clone())
+            }
+        };
+        let OpenedDurable { consumer, start_task, created } = match opened {
+            Ok(opened) => opened,
+            Err((code, message)) => {
+                self.refuse(code, reference, message);
+                return true;
+            }
+        };
+        if created {
+            self.shared.links.durable_interest(&consumer, true, &self.shared.stats);
+        }
+        self.conn.lock().add_subscription(sub_id, options);
+        // SUBSCRIBED goes out before any delivery: control frames come first.
+        self.conn.send_control(&Frame::Subscribed { sub_id });
+        self.subscriptions.insert(sub_id, subscription);
+        self.stream_subs.insert(sub_id, consumer.clone());
+        if start_task {
+            tokio::spawn(consumer::run(self.shared.clone(), consumer));
+        }
+        true
+    }
+
+    /// A consumer that the subscription alone uses and that is forgotten
+    /// with it.
+    fn open_replay(
+        &self,
+        source: &StreamSource,
+        topic_filter: TopicFilter,
+        content: Option<Arc<ContentFilter>>,
+        member: SubRef,
+    ) -> Result<(Arc<Consumer>, bool), Refusal> {
+        let storage = &self.shared.storage;
+        let stream = match source.stream.as_str() {
+            "" => storage.stream_covering(&topic_filter),
+            name => storage.stream(name).ok_or_else(|| (ErrorCode::UnknownStream, format!("no stream {name}")))?,
+        };
+        let first = start_seq(&stream, &source.start).map_err(|error| (ErrorCode::StorageError, error.to_string()))?;
+        let cursor = Arc::new(Cursor::starting_at(first));
+        let consumer = Arc::new(Consumer::new(stream, cursor, topic_filter, content, None));
+        let start_task = consumer.attach(member);
+        Ok((consumer, start_task))
+    }
+
+    /// Ends a stream subscription: what it held unacknowledged goes back to
+    /// its consumer, for another subscriber of a shared durable or for the
+    /// next time the durable is resumed.
+    pub(crate) fn release_stream_subscription(&mut self, subscription: &SubRef, consumer: &Consumer) {
+        let entries = self.conn.lock().remove_subscription(subscription.sub_id);
+        let seqs = entries.iter().filter_map(|entry| entry.routed.stream.as_ref().map(|stream| stream.seq));
+        consumer.detach(subscription.key, seqs);
+        self.conn.space.notify_waiters();
+    }
+}

@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{dds, fjm2, ges, jbi, nb, pubsub};
+use sift_bench::scenarios::{dds, fjm2, ges, jbi, nb, persist, pubsub};
 
 use crate::CliError;
 
@@ -27,6 +27,8 @@ enum Scenario {
     Ges(ges::GesArgs),
     /// NaradaBrokering §2.1: transit delay and its deviation against payload size, and per broker hop.
     Nb(nb::NbArgs),
+    /// Persistent publishing by fsync policy, size, publishers and window; replay and query scans.
+    Persist(persist::PersistArgs),
 }
 
 /// Runs the chosen scenario.
@@ -38,6 +40,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         Scenario::Jbi(args) => jbi::run(args).await?,
         Scenario::Ges(args) => ges::run(args).await?,
         Scenario::Nb(args) => nb::run(args).await?,
+        Scenario::Persist(args) => persist::run(args).await?,
     }
     Ok(())
 }

@@ -147,6 +147,23 @@ fn nb_quick() {
     assert_eq!(report["tables"][1]["name"], "per_hop");
 }
 
+#[test]
+fn persist_quick() {
+    let report = smoke("persist", &["--count", "200", "--read-count", "500"]);
+    let publishing = &report["tables"][0];
+    // Policies always and os, 128 B, one publisher, windows 1 and 256.
+    assert_eq!(publishing["rows"].as_array().map(Vec::len), Some(4));
+    for row in publishing["rows"].as_array().expect("rows") {
+        assert!(row[column(publishing, "msgs/s")].as_f64() > Some(0.0), "{row}");
+    }
+    let reading = &report["tables"][1];
+    let rows = reading["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 5, "a replay and a query in each of the four languages");
+    for row in rows {
+        assert_eq!(row[column(reading, "messages")].as_u64(), Some(500), "every stored message read: {row}");
+    }
+}
+
 /// Index of the column called `name` in a table of a report.
 fn column(table: &serde_json::Value, name: &str) -> usize {
     let columns = table["columns"].as_array().expect("columns");

@@ -5,4 +5,5 @@ pub mod fjm2;
 pub mod ges;
 pub mod jbi;
 pub mod nb;
+pub mod persist;
 pub mod pubsub;

@@ -577,3 +577,33 @@ async fn a_full_disk_refuses_persistent_publishes_and_storing_resumes_when_space
     assert_eq!(seqs, (1..=resumed).collect::<Vec<u64>>(), "every confirmed message is there");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn streams_and_durables_receive_messages_published_on_other_brokers() {
+    use crate::network_support::{converged, eventually, link_addr, linked_broker_with, node, CLUSTER};
+    let first = node("a", &[]).await;
+    let routing = sift_broker::config::RoutingMode::Interest;
+    let second = linked_broker_with("b", CLUSTER, None, &[link_addr(&first)], routing, |config| {
+        config.streams = vec![stream("orders", &["orders.>"])];
+    })
+    .await;
+    converged(&[&first, &second], &["a", "b"]).await;
+    // b's stream and b's durable on `default` are interest that a learns.
+    let subscriber = client(&second, "sub").await;
+    let durable = SubscribeOptions::new("alerts").durable("alerts", "", StartPosition::New);
+    subscriber.subscribe(durable.clone()).await.expect("created").unsubscribe().await.expect("away");
+    eventually("a knows b's stream and durable", || {
+        let remote = first.remote_interest();
+        ["orders.>", "alerts"].iter().all(|topic| remote.iter().any(|(broker, held, _)| broker == "b" && held == topic))
+    })
+    .await;
+    let publisher = client(&first, "pub").await;
+    publisher.publish_confirmed(reliable("orders.new", "o1"), PublishOptions::default()).await.expect("sent");
+    let confirm = publisher.publish_confirmed(persistent("alerts", "a1"), PublishOptions::default()).await.expect("ok");
+    assert_eq!(confirm.stream, "default", "stored at its own broker first");
+    let reader = client(&second, "reader").await;
+    wait_for_last_seq(&reader, "orders", 1).await;
+    let mut resumed = subscriber.subscribe(durable).await.expect("resumed");
+    assert_eq!(text(&next(&mut resumed).await), "a1", "stored at b for b's durable while it was away");
+    crate::network_support::shutdown_all(vec![first, second]).await;
+}

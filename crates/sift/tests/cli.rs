@@ -250,3 +250,68 @@ fn admin_stats_as_json_counts_a_publish_and_tables_are_readable() {
     assert!(!unknown.status.success(), "an unknown query is a usage error");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// Runs `sift ARGS` to completion and returns its standard output, failing
+/// the test with its standard error when it fails.
+fn sift_ok(args: &[&str]) -> String {
+    let output = Command::new(SIFT).args(args).output().expect("runs");
+    assert!(output.status.success(), "sift {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[test]
+fn streams_durables_queries_and_verify_as_a_user_runs_them() {
+    let data = temp_dir("streams");
+    let (broker, address) = start_broker(&data);
+    let server = ["--server", address.as_str()];
+    let added = sift_ok(
+        &[&["stream", "add", "orders", "--topic", "orders.>", "--max-age", "7d", "--fsync", "every:5"][..], &server]
+            .concat(),
+    );
+    assert!(added.starts_with("orders topics=[\"orders.>\"] fsync=every:5"), "{added}");
+    // A durable with a filter, created and left.
+    let durable =
+        ["sub", "--server", address.as_str(), "--topic", "orders.>", "--durable", "big", "--where", "qty > 5"];
+    let created = start_sub(&address, &durable[3..]);
+    drop(created);
+    for (qty, payload) in [(1, "small"), (9, "big-one"), (7, "big-two")] {
+        let printed = sift_ok(
+            &[
+                &[
+                    "pub",
+                    "--topic",
+                    "orders.new",
+                    "--mode",
+                    "persistent",
+                    "--prop",
+                    &format!("qty={qty}"),
+                    "--payload",
+                    payload,
+                ][..],
+                &server,
+            ]
+            .concat(),
+        );
+        assert!(printed.contains("stored in orders #"), "{printed}");
+    }
+    let resumed = sift_ok(&[&durable[..], &["--count", "2"]].concat());
+    assert!(resumed.contains("big-one") && resumed.contains("big-two") && !resumed.contains("small"), "{resumed}");
+    let queried = sift_ok(&[&["query", "--stream", "orders", "--where", "qty < 8"][..], &server].concat());
+    assert!(
+        queried.contains("small")
+            && queried.contains("big-two")
+            && queried.ends_with("2 matched (3 scanned, 0 unreadable)\n"),
+        "{queried}"
+    );
+    let replayed = sift_ok(
+        &[&["sub", "--topic", "orders.>", "--stream", "orders", "--from", "last:1", "--count", "1"][..], &server]
+            .concat(),
+    );
+    assert!(replayed.starts_with("#3 ") && replayed.contains("big-two"), "{replayed}");
+    let durables = sift_ok(&[&["durable", "ls"][..], &server].concat());
+    assert!(durables.contains("big stream=orders"), "{durables}");
+    drop(broker);
+    let verified = sift_ok(&["stream", "verify", "orders", "--data-dir", data.to_str().expect("utf-8 path")]);
+    assert!(verified.contains("3 records"), "{verified}");
+    let _ = std::fs::remove_dir_all(&data);
+}

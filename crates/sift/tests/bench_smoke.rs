@@ -130,6 +130,16 @@ fn ges_quick() {
         };
         assert_eq!(cell(row, "server_hops").as_u64(), Some(hops), "{row}");
     }
+    // §8.3.4: each persistent client receives every event it missed while away.
+    let persistent = report["tables"].as_array().expect("tables").iter().find(|table| table["name"] == "persistent");
+    let persistent = persistent.expect("the persistent-client table");
+    let rows = persistent["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "one persistent client at each measuring broker");
+    for row in rows {
+        let missed = row[column(persistent, "missed")].as_u64();
+        assert_eq!(row[column(persistent, "received")].as_u64(), missed, "{row}");
+        assert!(missed > Some(0), "{row}");
+    }
 }
 
 #[test]

@@ -30,6 +30,7 @@
 //! others' work.
 
 mod paper;
+mod persistent;
 mod plan;
 mod round;
 mod tables;
@@ -214,9 +215,33 @@ pub async fn run(args: GesArgs) -> Result<(), BenchError> {
         measured?;
     }
     drop(progress);
+    let network = TopologyNetwork::start(&file, None).await?;
+    let epoch = persistent_epoch(&network, &args).await;
+    network.shutdown().await;
+    let epoch = epoch?;
     fill_report(&mut report, &args, &plan, &source, &runs)?;
+    report.tables.push(epoch);
     finish(&report, &args.common, Printed::Tables)?;
     Ok(())
+}
+
+/// The §8.3.4 persistent-client epoch on the base network.
+async fn persistent_epoch(network: &TopologyNetwork, args: &GesArgs) -> Result<crate::report::Table, BenchError> {
+    let measuring = measuring_hops(network, args)?;
+    let events = if args.common.quick { persistent::EPOCH_EVENTS_QUICK } else { persistent::EPOCH_EVENTS_FULL };
+    persistent::run(network, &args.publisher, &measuring, events, args.seed).await
+}
+
+/// Each measuring broker with its server hops from the publisher.
+fn measuring_hops(network: &TopologyNetwork, args: &GesArgs) -> Result<Vec<(String, u32)>, BenchError> {
+    let mut measuring = Vec::new();
+    for broker in args.measuring_brokers() {
+        let hops = network.server_hops(&args.publisher, broker)?.ok_or_else(|| {
+            BenchError::Usage(format!("broker {broker} cannot be reached from broker {}", args.publisher))
+        })?;
+        measuring.push((broker.to_string(), hops));
+    }
+    Ok(measuring)
 }
 
 /// Runs every round of `part` on its running network.
@@ -227,13 +252,7 @@ async fn measure_part(
     progress: &Progress,
     runs: &mut Vec<PointRun>,
 ) -> Result<(), BenchError> {
-    let mut measuring = Vec::new();
-    for broker in args.measuring_brokers() {
-        let hops = network.server_hops(&args.publisher, broker)?.ok_or_else(|| {
-            BenchError::Usage(format!("broker {broker} cannot be reached from broker {}", args.publisher))
-        })?;
-        measuring.push((broker.to_string(), hops));
-    }
+    let measuring = measuring_hops(network, args)?;
     let roles = Roles { publisher: args.publisher.clone(), measuring, per_broker: args.subscribers_per_broker };
     for planned in &part.rounds {
         let workload = GesWorkload::new(args.seed, planned.matching_percent)

@@ -1,28 +1,40 @@
 //! The appender thread: the only writer of a log.
 //!
-//! It takes every append already queued (up to [`WRITE_BATCH_BYTES_MAX`]),
-//! gives them consecutive sequences, writes them with one `write`, syncs
-//! under `always`, and only then makes them visible and completes them. So
-//! under load one `fdatasync` serves every publish that arrived while the
-//! previous one ran: group commit. A failed write or sync cuts the segment
-//! back to where the batch began and fails the batch; the thread goes on,
-//! and the next batch tries again.
+//! It blocks until an append arrives, then takes every append already
+//! queued behind it (up to [`WRITE_BATCH_BYTES_MAX`]), gives them
+//! consecutive sequences, encodes them into one buffer and writes it with
+//! one positioned write. Under `always` it then `fdatasync`s, and only
+//! after that makes the records visible and completes them. So under load
+//! one `fdatasync` serves every append that arrived while the previous one
+//! ran: group commit, with no timer and no added latency when idle.
+//!
+//! Order of effects after a successful write, which readers rely on:
+//! segment metadata, then the last visible sequence (`Release`), then the
+//! completions, then the append hook. A completion therefore never fires
+//! before a new reader can read its record.
+//!
+//! A failed write or sync fails the batch (see `active.rs`): its sequences
+//! are given again to the next batch, which tries again, so storing
+//! resumes by itself when space returns. Nothing completed before is
+//! touched.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::fs::OpenOptions;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::active::ActiveSegment;
 use crate::config::FsyncPolicy;
 use crate::error::StoreError;
-use crate::log::{segment_name, AppendRequest, Completion, Segment, Shared};
+use crate::log::{AppendRequest, Command, Completion, Shared};
 use crate::record::{encode_record, record_len};
+use crate::retention::RetentionOutcome;
+use crate::segment::{segment_name, Segment};
 
-/// Most bytes of records written with one `write`.
+/// Most body bytes taken into one write batch.
 pub const WRITE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
-/// How often retention is checked besides after each segment roll.
+/// How often retention runs besides after each segment roll (only for a
+/// log that has a retention limit).
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One record of the batch being written.
@@ -30,42 +42,39 @@ struct Pending {
     seq: u64,
     timestamp_ns: u64,
     offset_in_batch: u64,
-    body_len: u64,
-    counted: bool,
+    record_bytes: u64,
     completion: Option<Completion>,
 }
 
+/// The appender's state; owned by its thread.
 pub(crate) struct Appender {
     shared: Arc<Shared>,
-    file: File,
-    path: PathBuf,
-    /// Bytes of whole records in the active segment.
-    offset: u64,
+    active: ActiveSegment,
+    /// The sequence the next record gets.
     next_seq: u64,
-    active_records: u64,
+    /// Encoded records of the batch not yet written.
     buffer: Vec<u8>,
     pending: Vec<Pending>,
+    /// When data was first written and not yet synced (not under `always`).
     unsynced_since: Option<Instant>,
     last_retention: Instant,
 }
 
 impl Appender {
+    /// The appender of `shared`'s last segment.
     pub(crate) fn new(shared: Arc<Shared>) -> Result<Appender, StoreError> {
-        let (path, offset, next_seq, active_records) = {
+        let (path, length, records, next_seq) = {
             let segments = shared.segments();
             let Some(active) = segments.last() else {
                 return Err(StoreError::Invalid("a log has at least one segment".into()));
             };
-            (active.path.clone(), active.bytes, active.last_seq + 1, active.messages())
+            (active.path.clone(), active.bytes, active.messages(), active.last_seq + 1)
         };
         let file = OpenOptions::new().write(true).open(&path).map_err(|error| StoreError::io(&path, "open", error))?;
         Ok(Appender {
             shared,
-            file,
-            path,
-            offset,
+            active: ActiveSegment::new(Box::new(file), path, length, records),
             next_seq,
-            active_records,
             buffer: Vec::new(),
             pending: Vec::new(),
             unsynced_since: None,
@@ -73,35 +82,66 @@ impl Appender {
         })
     }
 
-    /// Serves appends until every sender is gone, then syncs what is unsynced.
-    pub(crate) fn run(mut self, receiver: mpsc::Receiver<AppendRequest>) {
+    /// Serves commands until every sender is gone, then syncs what is
+    /// unsynced (under every policy) and returns how that went.
+    pub(crate) fn run(mut self, receiver: mpsc::Receiver<Command>) -> Result<(), StoreError> {
         loop {
-            match receiver.recv_timeout(self.next_timer()) {
-                Ok(first) => {
-                    let mut batch_bytes = first.body.len();
-                    let mut batch = vec![first];
-                    while batch_bytes < WRITE_BATCH_BYTES_MAX {
-                        let Ok(next) = receiver.try_recv() else { break };
-                        batch_bytes += next.body.len();
-                        batch.push(next);
-                    }
-                    self.write_batch(batch);
-                }
+            let received = match self.next_timer() {
+                Some(wait) => receiver.recv_timeout(wait),
+                None => receiver.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            };
+            match received {
+                Ok(command) => self.serve(command, &receiver),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    self.sync_unsynced();
-                    return;
-                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return self.finish(),
             }
             self.run_timers();
         }
     }
 
-    fn next_timer(&self) -> Duration {
-        let retention_due = RETENTION_CHECK_INTERVAL.saturating_sub(self.last_retention.elapsed());
-        match (self.shared.config.fsync, self.unsynced_since) {
-            (FsyncPolicy::Every(interval), Some(since)) => interval.saturating_sub(since.elapsed()).min(retention_due),
-            _ => retention_due,
+    /// Runs one command; an append takes every append queued behind it
+    /// into its batch.
+    fn serve(&mut self, command: Command, receiver: &mpsc::Receiver<Command>) {
+        match command {
+            Command::Retain { now_ns, reply } => {
+                let _ = reply.send(self.retain(now_ns));
+            }
+            Command::Append(first) => {
+                let mut batch_bytes = first.body.len();
+                let mut batch = vec![first];
+                let mut after_batch = None;
+                while batch_bytes < WRITE_BATCH_BYTES_MAX {
+                    match receiver.try_recv() {
+                        Ok(Command::Append(next)) => {
+                            batch_bytes += next.body.len();
+                            batch.push(next);
+                        }
+                        Ok(other) => {
+                            after_batch = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                self.write_batch(batch);
+                if let Some(command) = after_batch {
+                    self.serve(command, receiver);
+                }
+            }
+        }
+    }
+
+    /// How long until a timer is due: the `every` sync, the retention tick.
+    fn next_timer(&self) -> Option<Duration> {
+        let sync_due = match (self.shared.config.fsync, self.unsynced_since) {
+            (FsyncPolicy::Every(interval), Some(since)) => Some(interval.saturating_sub(since.elapsed())),
+            _ => None,
+        };
+        let retention_due =
+            self.has_retention().then(|| RETENTION_CHECK_INTERVAL.saturating_sub(self.last_retention.elapsed()));
+        match (sync_due, retention_due) {
+            (Some(sync), Some(retention)) => Some(sync.min(retention)),
+            (sync, retention) => sync.or(retention),
         }
     }
 
@@ -111,48 +151,77 @@ impl Appender {
                 self.sync_unsynced();
             }
         }
-        if self.last_retention.elapsed() >= RETENTION_CHECK_INTERVAL {
-            self.retain();
-        }
-    }
-
-    fn retain(&mut self) {
-        self.last_retention = Instant::now();
-        crate::retention::apply(&self.shared, crate::now_ns());
-    }
-
-    fn sync_unsynced(&mut self) {
-        if self.unsynced_since.is_some() {
-            match self.sync() {
-                Ok(()) => self.unsynced_since = None,
-                Err(error) => self.count_error(&error),
+        if self.has_retention() && self.last_retention.elapsed() >= RETENTION_CHECK_INTERVAL {
+            if let Err(error) = self.retain(crate::now_ns()) {
+                self.count_error(&error);
             }
         }
     }
 
-    fn sync(&self) -> Result<(), StoreError> {
-        let started = Instant::now();
-        self.file.sync_data().map_err(|error| StoreError::io(&self.path, "sync", error))?;
-        let elapsed_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let counters = &self.shared.counters;
-        counters.fsyncs.fetch_add(1, Ordering::Relaxed);
-        counters.fsync_ns_total.fetch_add(elapsed_ns, Ordering::Relaxed);
-        counters.fsync_ns_max.fetch_max(elapsed_ns, Ordering::Relaxed);
-        Ok(())
+    fn has_retention(&self) -> bool {
+        self.shared.config.retention != crate::config::Retention::default()
     }
 
+    /// A retention pass: rolls the active segment first when its newest
+    /// record is past the age limit (so that it can go too), then removes
+    /// old segments.
+    fn retain(&mut self, now_ns: u64) -> Result<RetentionOutcome, StoreError> {
+        self.last_retention = Instant::now();
+        let max_age_ns = self.shared.config.retention.max_age_ns;
+        let aged = max_age_ns > 0
+            && self.active.records() > 0
+            && self
+                .shared
+                .segments()
+                .last()
+                .is_some_and(|active| active.max_timestamp_ns < now_ns.saturating_sub(max_age_ns));
+        if aged {
+            debug_assert!(self.pending.is_empty(), "retention runs between batches");
+            self.roll()?;
+        }
+        crate::retention::remove_old_segments(&self.shared, now_ns)
+    }
+
+    /// Syncs the active segment if it has unsynced data; a failure is
+    /// counted and retried an interval later.
+    fn sync_unsynced(&mut self) {
+        if self.unsynced_since.is_none() {
+            return;
+        }
+        match self.active.sync(&self.shared.counters) {
+            Ok(()) => self.unsynced_since = None,
+            Err(error) => {
+                self.count_error(&error);
+                self.unsynced_since = Some(Instant::now());
+            }
+        }
+    }
+
+    /// At close: syncs what is unsynced, under every policy.
+    fn finish(mut self) -> Result<(), StoreError> {
+        debug_assert!(self.pending.is_empty(), "batches are written whole");
+        match self.unsynced_since.take() {
+            Some(_) => self.active.sync(&self.shared.counters),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a failure no completion reports, and says it once.
     fn count_error(&self, error: &StoreError) {
         self.shared.counters.write_errors.fetch_add(1, Ordering::Relaxed);
-        // One line per failure: the completions tell the publishers.
         eprintln!("sift-store: {error}");
     }
 
-    fn write_batch(&mut self, batch: Vec<AppendRequest>) {
+    /// Numbers, encodes and writes `batch`, rolling the segment where a
+    /// record would not fit, and completes every request in it.
+    pub(crate) fn write_batch(&mut self, batch: Vec<AppendRequest>) {
+        let batch_bytes: u64 = batch.iter().map(|request| request.body.len() as u64).sum();
         for request in batch {
-            let length = record_len(request.body.len()) as u64;
-            if self.must_roll(length) {
+            let record_bytes = record_len(request.body.len()) as u64;
+            if self.must_roll(record_bytes) {
                 self.flush();
-                if let Err(error) = self.roll() {
+                let rolled = self.roll().and_then(|()| self.retain_after_roll());
+                if let Err(error) = rolled {
                     self.count_error(&error);
                 }
             }
@@ -162,73 +231,64 @@ impl Appender {
                 seq: self.next_seq,
                 timestamp_ns: request.timestamp_ns,
                 offset_in_batch,
-                body_len: request.body.len() as u64,
-                counted: request.completion.is_none(),
+                record_bytes,
                 completion: request.completion,
             });
             self.next_seq += 1;
         }
         self.flush();
+        self.shared.queued_bytes.fetch_sub(batch_bytes, Ordering::Relaxed);
     }
 
-    /// True when a record of `length` bytes belongs in a new segment.
-    fn must_roll(&self, length: u64) -> bool {
+    fn retain_after_roll(&mut self) -> Result<(), StoreError> {
+        match self.has_retention() {
+            true => crate::retention::remove_old_segments(&self.shared, crate::now_ns()).map(|_| ()),
+            false => Ok(()),
+        }
+    }
+
+    /// True when a record of `record_bytes` belongs in a new segment: the
+    /// active one holds a record already, and is at its message limit or
+    /// would pass its byte limit.
+    fn must_roll(&self, record_bytes: u64) -> bool {
         let config = &self.shared.config;
-        let bytes = self.offset + self.buffer.len() as u64;
-        let records = self.active_records + self.pending.len() as u64;
-        records > 0 && (records >= config.segment_msgs_max() || bytes + length > config.segment_bytes_limit())
+        let records = self.active.records() + self.pending.len() as u64;
+        let bytes = self.active.length() + self.buffer.len() as u64;
+        records > 0 && (records >= config.segment_msgs_max() || bytes + record_bytes > config.segment_bytes_limit())
     }
 
-    /// Writes the buffered records, syncs under `always`, then publishes
-    /// and completes them; on failure cuts back and fails them.
+    /// Writes the buffered records (syncing under `always`), then publishes
+    /// and completes them; on failure fails them and takes their sequences back.
     fn flush(&mut self) {
         if self.pending.is_empty() {
             return;
         }
-        let written = self
-            .file
-            .write_all_at(&self.buffer, self.offset)
-            .map_err(|error| StoreError::io(&self.path, "write", error))
-            .and_then(|()| match self.shared.config.fsync {
-                FsyncPolicy::Always => self.sync(),
-                _ => Ok(()),
-            });
+        let batch_offset = self.active.length();
+        let sync = self.shared.config.fsync == FsyncPolicy::Always;
         let pending = std::mem::take(&mut self.pending);
-        let counted: u64 = pending.iter().filter(|record| record.counted).map(|record| record.body_len).sum();
-        self.shared.queued_bytes.fetch_sub(counted, Ordering::Relaxed);
-        match written {
-            Ok(()) => self.publish(pending),
+        let stored = self.active.store(&self.buffer, pending.len() as u64, sync, &self.shared.counters);
+        self.buffer.clear();
+        match stored {
+            Ok(()) => self.publish(pending, batch_offset),
             Err(error) => self.fail(pending, error),
         }
-        self.buffer.clear();
     }
 
-    fn publish(&mut self, pending: Vec<Pending>) {
-        let batch_offset = self.offset;
-        let last_seq = pending.last().map_or(self.next_seq - 1, |record| record.seq);
+    /// Makes written records visible, then completes them, then tells the hook.
+    fn publish(&mut self, pending: Vec<Pending>, batch_offset: u64) {
+        let Some(last_seq) = pending.last().map(|record| record.seq) else { return };
         {
             let mut segments = self.shared.segments();
+            let interval = self.shared.config.index_interval_bytes;
             if let Some(active) = segments.last_mut() {
-                let interval = self.shared.config.index_interval_bytes;
                 for record in &pending {
                     let offset = batch_offset + record.offset_in_batch;
-                    if active.index.last().is_none_or(|(_, indexed)| offset >= indexed + interval) {
-                        active.index.push((record.seq, offset));
-                    }
-                    if active.messages() == 0 {
-                        active.min_timestamp_ns = record.timestamp_ns;
-                    }
-                    active.min_timestamp_ns = active.min_timestamp_ns.min(record.timestamp_ns);
-                    active.max_timestamp_ns = active.max_timestamp_ns.max(record.timestamp_ns);
-                    active.last_seq = record.seq;
+                    active.add_record(record.seq, record.timestamp_ns, offset, offset + record.record_bytes, interval);
                 }
-                active.bytes = batch_offset + self.buffer.len() as u64;
-                debug_assert_eq!(active.last_seq, last_seq, "the active segment ends with the batch");
+                debug_assert_eq!(active.bytes, self.active.length(), "metadata and file agree");
             }
         }
-        self.offset += self.buffer.len() as u64;
-        self.active_records += pending.len() as u64;
-        if !matches!(self.shared.config.fsync, FsyncPolicy::Always) && self.unsynced_since.is_none() {
+        if self.shared.config.fsync != FsyncPolicy::Always && self.unsynced_since.is_none() {
             self.unsynced_since = Some(Instant::now());
         }
         self.shared.last_seq.store(last_seq, Ordering::Release);
@@ -240,62 +300,106 @@ impl Appender {
         (self.shared.on_append)(last_seq);
     }
 
+    /// Fails every record of a batch that could not be stored, and gives
+    /// their sequences to the next batch.
     fn fail(&mut self, pending: Vec<Pending>, error: StoreError) {
-        self.count_error(&error);
-        // Nothing of the batch may stay: a later batch must follow the last
-        // record that was published.
-        if let Err(cut_error) = self.file.set_len(self.offset) {
-            self.count_error(&StoreError::io(&self.path, "truncate", cut_error));
-        }
+        self.shared.counters.write_errors.fetch_add(1, Ordering::Relaxed);
         self.next_seq -= pending.len() as u64;
-        let full = error.is_full();
+        debug_assert_eq!(pending.first().map(|record| record.seq), Some(self.next_seq));
         for record in pending {
             if let Some(completion) = record.completion {
-                let failure = match full {
-                    true => StoreError::Full { path: self.path.clone() },
-                    false => StoreError::Io {
-                        path: self.path.clone(),
-                        op: "write",
-                        source: std::io::Error::other(error.to_string()),
-                    },
-                };
-                completion(Err(failure));
+                completion(Err(error.duplicate()));
             }
         }
     }
 
-    /// Seals the active segment and starts the next one.
+    /// Seals the active segment (synced unless the policy is `os`) and
+    /// starts the next one, named by the next sequence. A failure leaves
+    /// the active segment as it was (it grows past its limit until a later
+    /// roll succeeds) and no new file behind.
     fn roll(&mut self) -> Result<(), StoreError> {
-        if !matches!(self.shared.config.fsync, FsyncPolicy::Os) {
-            self.sync()?;
-            self.unsynced_since = None;
+        debug_assert!(self.pending.is_empty(), "a roll follows a flush");
+        if self.shared.config.fsync != FsyncPolicy::Os && self.unsynced_since.is_some() {
+            self.active.sync(&self.shared.counters)?;
         }
         let path = self.shared.dir.join(segment_name(self.next_seq));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|error| StoreError::io(&path, "create", error))?;
-        crate::files::sync_dir(&self.shared.dir)?;
-        let reading = file.try_clone().map_err(|error| StoreError::io(&path, "open", error))?;
-        self.shared.segments().push(Segment {
-            first_seq: self.next_seq,
-            path: path.clone(),
-            file: Arc::new(reading),
-            bytes: 0,
-            last_seq: self.next_seq - 1,
-            min_timestamp_ns: 0,
-            max_timestamp_ns: 0,
-            index: Vec::new(),
-            damaged: Vec::new(),
-        });
-        self.file = file;
-        self.path = path;
-        self.offset = 0;
-        self.active_records = 0;
-        self.retain();
+        let opened = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path);
+        let file = opened.map_err(|error| StoreError::io(&path, "create", error))?;
+        let prepared = crate::files::sync_dir(&self.shared.dir)
+            .and_then(|()| file.try_clone().map_err(|error| StoreError::io(&path, "open", error)));
+        let reading = match prepared {
+            Ok(reading) => reading,
+            Err(error) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(error);
+            }
+        };
+        self.shared.segments().push(Segment::empty(self.next_seq, path.clone(), Arc::new(reading)));
+        self.active = ActiveSegment::new(Box::new(file), path, 0, 0);
+        self.unsynced_since = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::active::tests::FailingFile;
+    use crate::config::LogConfig;
+
+    type Outcomes = Arc<Mutex<Vec<Result<u64, bool>>>>;
+
+    /// Requests whose completions record (seq or is-full) into `outcomes`.
+    fn requests(count: usize, outcomes: &Outcomes) -> Vec<AppendRequest> {
+        (0..count)
+            .map(|index| {
+                let outcomes = outcomes.clone();
+                let completion: Completion = Box::new(move |result: Result<u64, StoreError>| {
+                    outcomes.lock().expect("not poisoned").push(result.map_err(|error| error.is_full()));
+                });
+                AppendRequest {
+                    timestamp_ns: index as u64,
+                    body: Bytes::from_static(b"body"),
+                    completion: Some(completion),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_batch_is_failed_whole_and_its_sequences_go_to_the_next() {
+        let dir = std::env::temp_dir().join(format!("sift-store-appender-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let hooked = Arc::new(Mutex::new(Vec::new()));
+        let hook_target = hooked.clone();
+        let hook = Box::new(move |seq| hook_target.lock().expect("not poisoned").push(seq));
+        let (shared, _) = Shared::open(&dir, LogConfig::default(), hook).expect("opens");
+        let shared = Arc::new(shared);
+        let mut appender = Appender::new(shared.clone()).expect("appender");
+        let file = FailingFile::default();
+        appender.active = ActiveSegment::new(Box::new(file.clone()), "memory.seg".into(), 0, 0);
+        let outcomes = Outcomes::default();
+        appender.write_batch(requests(2, &outcomes));
+        let written_before = file.state().bytes.len();
+        file.state().capacity_bytes = Some(written_before + 10);
+        appender.write_batch(requests(3, &outcomes));
+        assert_eq!(shared.last_seq.load(Ordering::Acquire), 2, "nothing of the failed batch is visible");
+        let written = file.state().bytes.len();
+        file.state().capacity_bytes = None;
+        appender.write_batch(requests(1, &outcomes));
+        let outcomes = outcomes.lock().expect("not poisoned").clone();
+        assert_eq!(outcomes, [Ok(1), Ok(2), Err(true), Err(true), Err(true), Ok(3)]);
+        assert_eq!(*hooked.lock().expect("not poisoned"), [2, 3]);
+        assert_eq!(written, 2 * record_len(4), "the failed batch was cut off");
+        assert_eq!(shared.counters.write_errors.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            shared.segments().last().map(|segment| (segment.last_seq, segment.bytes)),
+            Some((3, 3 * record_len(4) as u64))
+        );
+        std::fs::remove_dir_all(&dir).expect("cleaned");
     }
 }

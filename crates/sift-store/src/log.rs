@@ -1,124 +1,47 @@
 //! A stream's log: its segments, opened and recovered, appended to by one
 //! thread, read by any number of readers.
+//!
+//! The [`Log`] handle only queues work: appends (and retention passes) go
+//! over a channel to the appender thread (`appender.rs`), which is the only
+//! writer of the active segment and of the segment list's shape. Readers
+//! and the figures read the shared state directly: the segment list under
+//! a mutex held for short copies, the last visible sequence in an atomic.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread::{JoinHandle, ThreadId};
 
 use bytes::Bytes;
 
 use crate::config::LogConfig;
 use crate::error::StoreError;
 use crate::reader::LogReader;
+use crate::record::RECORD_BODY_BYTES_MAX;
 use crate::recovery::{open_segments, Recovery};
-use crate::scan::DamagedRun;
+use crate::retention::RetentionOutcome;
+use crate::segment::Segment;
+use crate::stats::{Counters, LogStats};
 
 /// Called with the outcome of an append: its sequence once stored under the
-/// log's fsync policy, or why it was not.
+/// log's fsync policy, or why it was not. Runs on the appender thread, so
+/// it must be quick and must not wait for the log (no `apply_retention`,
+/// no `close`).
 pub type Completion = Box<dyn FnOnce(Result<u64, StoreError>) + Send>;
-/// Called with the new last visible sequence after each written batch.
+/// Called on the appender thread with the new last visible sequence after
+/// each written batch (to wake readers). Same rules as [`Completion`].
 pub type AppendHook = Box<dyn Fn(u64) + Send + Sync>;
-
-/// One segment file, as the log keeps it in memory.
-#[derive(Debug)]
-pub struct Segment {
-    /// The sequence of its first record (its file name).
-    pub first_seq: u64,
-    /// Its path.
-    pub path: PathBuf,
-    /// The open file (readers `pread` it; unlinking keeps it readable).
-    pub file: Arc<File>,
-    /// Bytes of whole records.
-    pub bytes: u64,
-    /// Sequence of its last record; `first_seq - 1` when empty.
-    pub last_seq: u64,
-    /// Smallest record timestamp.
-    pub min_timestamp_ns: u64,
-    /// Largest record timestamp.
-    pub max_timestamp_ns: u64,
-    /// Sparse index: (seq, offset), ascending.
-    pub index: Vec<(u64, u64)>,
-    /// Runs of sequences it cannot serve.
-    pub damaged: Vec<DamagedRun>,
-}
-
-impl Segment {
-    /// Sequences it spans (damaged ones included).
-    pub fn messages(&self) -> u64 {
-        (self.last_seq + 1).saturating_sub(self.first_seq)
-    }
-
-    /// The indexed offset to start reading `seq` from.
-    pub fn offset_for(&self, seq: u64) -> u64 {
-        match self.index.partition_point(|(indexed, _)| *indexed <= seq) {
-            0 => 0,
-            after => self.index[after - 1].1,
-        }
-    }
-}
-
-/// The name of the segment file starting at `first_seq`.
-pub fn segment_name(first_seq: u64) -> String {
-    format!("{first_seq:020}.seg")
-}
-
-/// Counters of a log, read with [`Log::stats`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub fsyncs: AtomicU64,
-    pub fsync_ns_total: AtomicU64,
-    pub fsync_ns_max: AtomicU64,
-    pub write_errors: AtomicU64,
-    pub damaged_records: AtomicU64,
-    pub torn_tails_cut: AtomicU64,
-    pub appends_refused_queue_full: AtomicU64,
-    pub retention_segments_removed: AtomicU64,
-    pub retention_messages_removed: AtomicU64,
-}
-
-/// A copy of a log's figures.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LogStats {
-    /// Bytes stored.
-    pub bytes: u64,
-    /// Messages stored (from the first to the last sequence).
-    pub messages: u64,
-    /// Segment files.
-    pub segments: usize,
-    /// Oldest stored sequence (`last_seq + 1` when empty).
-    pub first_seq: u64,
-    /// Newest visible sequence, 0 when none ever.
-    pub last_seq: u64,
-    /// `fdatasync` calls.
-    pub fsyncs: u64,
-    /// Their total time.
-    pub fsync_ns_total: u64,
-    /// The longest.
-    pub fsync_ns_max: u64,
-    /// Failed writes or syncs.
-    pub write_errors: u64,
-    /// Damaged records found (at open and since).
-    pub damaged_records: u64,
-    /// Torn tails cut at open.
-    pub torn_tails_cut: u64,
-    /// Appends refused because the queue was full.
-    pub appends_refused_queue_full: u64,
-    /// Segments removed by retention.
-    pub retention_segments_removed: u64,
-    /// Messages removed by retention.
-    pub retention_messages_removed: u64,
-}
 
 /// State shared by the log, its appender thread and its readers.
 pub(crate) struct Shared {
     pub dir: PathBuf,
     pub config: LogConfig,
+    /// Segments in sequence order; the last is the active one. Never empty.
     pub segments: Mutex<Vec<Segment>>,
-    /// Newest sequence readers may read.
+    /// Newest sequence readers may read (written with `Release` after the
+    /// segment metadata describing it).
     pub last_seq: AtomicU64,
-    /// Body bytes of queued appends without completion.
+    /// Body bytes queued for the appender and not yet written.
     pub queued_bytes: AtomicU64,
     pub counters: Counters,
     pub on_append: AppendHook,
@@ -131,8 +54,34 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// Recovers the segments of `dir` (created if missing) into shared state.
+    pub(crate) fn open(dir: &Path, config: LogConfig, on_append: AppendHook) -> Result<(Shared, Recovery), StoreError> {
+        config.validate()?;
+        if !dir.is_dir() {
+            std::fs::create_dir_all(dir).map_err(|error| StoreError::io(dir, "create", error))?;
+            crate::files::sync_parent(dir)?;
+        }
+        let (segments, recovery) = open_segments(dir, config.index_interval_bytes, true)?;
+        debug_assert!(!segments.is_empty(), "opening creates the first segment");
+        let counters = Counters::default();
+        let damaged: u64 = recovery.damaged.iter().map(|damage| damage.count).sum();
+        counters.damaged_records.store(damaged, Ordering::Relaxed);
+        counters.torn_tails_cut.store(u64::from(recovery.torn_tail.is_some()), Ordering::Relaxed);
+        let shared = Shared {
+            dir: dir.to_path_buf(),
+            config,
+            segments: Mutex::new(segments),
+            last_seq: AtomicU64::new(recovery.last_seq),
+            queued_bytes: AtomicU64::new(0),
+            counters,
+            on_append,
+        };
+        Ok((shared, recovery))
+    }
+
+    /// The segment list. Every change to it is made whole under the lock,
+    /// so a panic elsewhere cannot leave it half-done: poisoning is ignored.
     pub(crate) fn segments(&self) -> MutexGuard<'_, Vec<Segment>> {
-        // Updates to the list are single assignments; a panic cannot leave it half-done.
         self.segments.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
@@ -144,11 +93,20 @@ pub(crate) struct AppendRequest {
     pub completion: Option<Completion>,
 }
 
-/// A stream's message log.
+/// Work for the appender thread.
+pub(crate) enum Command {
+    /// Store a record.
+    Append(AppendRequest),
+    /// Run retention as of `now_ns` and answer.
+    Retain { now_ns: u64, reply: mpsc::Sender<Result<RetentionOutcome, StoreError>> },
+}
+
+/// A stream's message log. `Send + Sync`: share it with an `Arc`.
 pub struct Log {
     shared: Arc<Shared>,
-    sender: Mutex<Option<mpsc::Sender<AppendRequest>>>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    sender: Option<mpsc::Sender<Command>>,
+    thread: Option<JoinHandle<Result<(), StoreError>>>,
+    appender_id: ThreadId,
 }
 
 impl std::fmt::Debug for Log {
@@ -159,64 +117,53 @@ impl std::fmt::Debug for Log {
 
 impl Log {
     /// Opens the log in `dir` (created if missing), recovering every
-    /// segment: a torn tail is cut, damaged records are reported.
+    /// segment (a torn tail is cut, damage reported; see `recovery.rs` for
+    /// the cost), and starts its appender thread `sift-store-<dirname>`.
     pub fn open(dir: &Path, config: LogConfig, on_append: AppendHook) -> Result<(Log, Recovery), StoreError> {
-        std::fs::create_dir_all(dir).map_err(|error| StoreError::io(dir, "create", error))?;
-        let (segments, recovery) = open_segments(dir, config.index_interval_bytes, true)?;
-        let last_seq = segments.last().map_or(0, |segment| segment.last_seq);
-        let counters = Counters::default();
-        counters.damaged_records.store(recovery.damaged.iter().map(|damage| damage.count).sum(), Ordering::Relaxed);
-        counters.torn_tails_cut.store(u64::from(recovery.torn_tail.is_some()), Ordering::Relaxed);
-        let shared = Arc::new(Shared {
-            dir: dir.to_path_buf(),
-            config,
-            segments: Mutex::new(segments),
-            last_seq: AtomicU64::new(last_seq),
-            queued_bytes: AtomicU64::new(0),
-            counters,
-            on_append,
-        });
-        let (sender, receiver) = mpsc::channel();
+        let (shared, recovery) = Shared::open(dir, config, on_append)?;
+        let shared = Arc::new(shared);
         let appender = crate::appender::Appender::new(shared.clone())?;
-        let name = format!(
-            "sift-store-{}",
-            dir.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned())
-        );
+        let (sender, receiver) = mpsc::channel();
+        let dir_name = dir.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned());
         let thread = std::thread::Builder::new()
-            .name(name)
+            .name(format!("sift-store-{dir_name}"))
             .spawn(move || appender.run(receiver))
             .map_err(|error| StoreError::io(dir, "start the appender thread for", error))?;
-        let log = Log { shared, sender: Mutex::new(Some(sender)), thread: Mutex::new(Some(thread)) };
+        let appender_id = thread.thread().id();
+        let log = Log { shared, sender: Some(sender), thread: Some(thread), appender_id };
         Ok((log, recovery))
     }
 
-    /// Queues an append. One with a completion is always taken (the
-    /// caller's confirm windows bound how many wait); one without is
-    /// refused with [`StoreError::QueueFull`] past `append_queue_bytes_max`,
-    /// so that data nobody waits for never blocks a publisher. A refused
-    /// append never runs its completion.
+    /// Queues an append of `body` stamped `timestamp_ns`; `completion` hears
+    /// its sequence once it is stored under the fsync policy, or why not.
+    ///
+    /// An append with a completion is always taken: how many of those wait
+    /// is bounded upstream, by the publishers' confirm windows. One without
+    /// is refused with [`StoreError::QueueFull`] (and counted) while the
+    /// bytes waiting for the appender exceed `append_queue_bytes_max`, so
+    /// that data nobody waits for never blocks or swamps anything. A
+    /// refused append never runs its completion: the error is the answer.
     pub fn append(&self, timestamp_ns: u64, body: Bytes, completion: Option<Completion>) -> Result<(), StoreError> {
-        if completion.is_none() {
-            let queued = self.shared.queued_bytes.load(Ordering::Relaxed);
-            if queued + body.len() as u64 > self.shared.config.append_queue_bytes_max {
-                self.shared.counters.appends_refused_queue_full.fetch_add(1, Ordering::Relaxed);
-                return Err(StoreError::QueueFull);
-            }
-            self.shared.queued_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        if body.len() > RECORD_BODY_BYTES_MAX {
+            return Err(StoreError::RecordTooLarge { body_bytes: body.len(), limit: RECORD_BODY_BYTES_MAX });
         }
-        let sender = self.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(sender) = sender.as_ref() else { return Err(StoreError::Closed) };
-        let counted = completion.is_none();
+        let Some(sender) = self.sender.as_ref() else { return Err(StoreError::Closed) };
         let length = body.len() as u64;
-        sender.send(AppendRequest { timestamp_ns, body, completion }).map_err(|_| {
-            if counted {
-                self.shared.queued_bytes.fetch_sub(length, Ordering::Relaxed);
-            }
+        let queued = &self.shared.queued_bytes;
+        if completion.is_none()
+            && queued.load(Ordering::Relaxed).saturating_add(length) > self.config().append_queue_bytes_max
+        {
+            self.shared.counters.appends_refused_queue_full.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::QueueFull);
+        }
+        queued.fetch_add(length, Ordering::Relaxed);
+        sender.send(Command::Append(AppendRequest { timestamp_ns, body, completion })).map_err(|_| {
+            queued.fetch_sub(length, Ordering::Relaxed);
             StoreError::Closed
         })
     }
 
-    /// A reader with its own view of the segments.
+    /// A reader with its own position; readers do not wait for each other.
     pub fn reader(&self) -> LogReader {
         LogReader::new(self.shared.clone())
     }
@@ -224,7 +171,7 @@ impl Log {
     /// Oldest stored sequence (`last_seq + 1` when nothing is stored).
     pub fn first_seq(&self) -> u64 {
         let segments = self.shared.segments();
-        segments.first().map_or(1, |segment| segment.first_seq)
+        segments.first().map_or_else(|| self.last_seq() + 1, |segment| segment.first_seq)
     }
 
     /// Newest visible sequence, 0 when none was ever stored.
@@ -238,38 +185,13 @@ impl Log {
     }
 
     /// The first sequence, in log order, whose timestamp is at or after
-    /// `timestamp_ns`; `last_seq + 1` when none is.
+    /// `timestamp_ns`; `last_seq + 1` when there is none. Timestamps need
+    /// not grow with sequences (publishers' clocks differ), so this is the
+    /// first record in log order, not a binary search: segments whose
+    /// newest timestamp is before `timestamp_ns` are skipped whole, the
+    /// first other one is scanned.
     pub fn seq_at_or_after_time(&self, timestamp_ns: u64) -> Result<u64, StoreError> {
-        let candidates: Vec<u64> = {
-            let segments = self.shared.segments();
-            segments
-                .iter()
-                .filter(|segment| segment.max_timestamp_ns >= timestamp_ns && segment.messages() > 0)
-                .map(|segment| segment.first_seq)
-                .collect()
-        };
-        let mut reader = self.reader();
-        let mut records = Vec::new();
-        for first_seq in candidates {
-            let mut next = first_seq;
-            loop {
-                records.clear();
-                let outcome = reader.read(next, 1024, 1 << 20, &mut records)?;
-                if let Some(found) = records.iter().find(|record| record.timestamp_ns >= timestamp_ns) {
-                    return Ok(found.seq);
-                }
-                let same_segment = self
-                    .shared
-                    .segments()
-                    .iter()
-                    .any(|segment| segment.first_seq == first_seq && outcome.next_seq <= segment.last_seq);
-                if (records.is_empty() && outcome.gaps.is_empty()) || !same_segment {
-                    break;
-                }
-                next = outcome.next_seq;
-            }
-        }
-        Ok(self.last_seq() + 1)
+        crate::reader::seq_at_or_after_time(&self.shared, timestamp_ns)
     }
 
     /// The log's figures now.
@@ -297,24 +219,58 @@ impl Log {
         }
     }
 
-    /// Removes what retention no longer keeps (the appender does it too,
-    /// after each segment roll and every second).
-    pub fn apply_retention(&self, now_ns: u64) -> crate::retention::RetentionOutcome {
-        crate::retention::apply(&self.shared, now_ns)
+    /// Removes what retention no longer keeps, as of `now_ns`. The appender
+    /// does the same every [`crate::RETENTION_CHECK_INTERVAL`] and after
+    /// each segment roll; this runs a pass now, on the appender thread
+    /// after the appends already queued, and waits for it. When the active
+    /// segment's newest record is past the age limit, the pass first rolls
+    /// it, so that an idle stream empties too.
+    pub fn apply_retention(&self, now_ns: u64) -> Result<RetentionOutcome, StoreError> {
+        let on_appender = std::thread::current().id() == self.appender_id;
+        let Some(sender) = self.sender.as_ref().filter(|_| !on_appender) else {
+            // From a completion, or after close: no roll, just the removal.
+            return crate::retention::remove_old_segments(&self.shared, now_ns);
+        };
+        let (reply, answer) = mpsc::channel();
+        sender.send(Command::Retain { now_ns, reply }).map_err(|_| StoreError::Closed)?;
+        answer.recv().map_err(|_| StoreError::Closed)?
     }
 
-    /// Completes every queued append, syncs, and stops the appender.
-    pub fn close(&self) {
-        drop(self.sender.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take());
-        let thread = self.thread.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        if let Some(thread) = thread {
-            let _ = thread.join();
+    /// Completes every queued append, syncs what is unsynced (under every
+    /// policy), and stops the appender thread. Dropping the log does the
+    /// same, ignoring errors.
+    pub fn close(mut self) -> Result<(), StoreError> {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> Result<(), StoreError> {
+        drop(self.sender.take());
+        let Some(thread) = self.thread.take() else { return Ok(()) };
+        if thread.thread().id() == std::thread::current().id() {
+            // Dropped by a completion: the appender stops once it returns.
+            return Ok(());
         }
+        thread
+            .join()
+            .map_err(|_| StoreError::Invalid(format!("the appender of {} panicked", self.shared.dir.display())))?
     }
 }
 
 impl Drop for Log {
     fn drop(&mut self) {
-        self.close();
+        let _ = self.shut_down();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Log>();
+        fn sendable<T: Send>() {}
+        sendable::<LogReader>();
     }
 }

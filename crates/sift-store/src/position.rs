@@ -1,9 +1,18 @@
 //! A durable subscription's position log: one checksummed record per
-//! change, the last whole one wins. Appending is one small `write`, which a
-//! killed process keeps; `sync` makes it survive power loss too.
+//! change, the last whole one wins.
+//!
+//! Appending is one small `write`, which a killed process keeps; `sync`
+//! (or [`PositionLog::sync`]) makes it survive power loss too. A torn or
+//! damaged tail (a crash during a write) is cut at open, so the previous
+//! position stands: it is older, and resuming from an older position only
+//! delivers again what was delivered, never skips. A failed write is cut
+//! back at once for the same reason: a later record must never sit behind
+//! a broken one, where open would not find it. Past
+//! [`POSITION_LOG_BYTES_MAX`] the file is rewritten atomically with only
+//! its last record.
 //!
 //! Record, little-endian: `magic u32 | body_len u32 | crc32 u32 | body`,
-//! body = `ack_floor u64 | range count u32 | (first u64, last u64)...`.
+//! body = `ack_floor u64 | range_count u32 | (first u64, last u64) * range_count`.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -13,8 +22,14 @@ use bytes::BufMut;
 
 use crate::error::StoreError;
 
-/// Marks a position record ("SFTP").
+/// Marks a position record: the bytes `SFTP`.
 const POSITION_MAGIC: u32 = u32::from_le_bytes(*b"SFTP");
+/// Bytes before a position record's body: magic, length, checksum.
+const POSITION_HEADER_BYTES: usize = 12;
+/// Bytes of a body without ranges: the floor and the range count.
+const POSITION_BODY_FIXED_BYTES: usize = 12;
+/// Bytes of one range.
+const RANGE_BYTES: usize = 16;
 /// The log is rewritten with only its last record past this size.
 pub const POSITION_LOG_BYTES_MAX: u64 = 64 * 1024;
 /// Most done ranges above the floor a position may hold.
@@ -25,8 +40,26 @@ pub const POSITION_ACKED_ABOVE_MAX: usize = 65_536;
 pub struct Position {
     /// Every sequence at or below it is done.
     pub ack_floor: u64,
-    /// Done ranges above the floor, inclusive, ascending.
+    /// Done sequences above the floor, as inclusive ranges `(first, last)`,
+    /// ascending and disjoint. At most [`POSITION_ACKED_ABOVE_MAX`].
     pub done_above: Vec<(u64, u64)>,
+}
+
+impl Position {
+    /// Checks the bound on the ranges and that each is a range. Their
+    /// order is the caller's (the broker's range set keeps them ascending
+    /// and disjoint; a reader of the position clamps them to the floor), so
+    /// it is stored as given.
+    fn validate(&self) -> Result<(), StoreError> {
+        let count = self.done_above.len();
+        if count > POSITION_ACKED_ABOVE_MAX {
+            return Err(StoreError::Invalid(format!("{count} done ranges exceed POSITION_ACKED_ABOVE_MAX")));
+        }
+        if let Some((first, last)) = self.done_above.iter().find(|(first, last)| last < first) {
+            return Err(StoreError::Invalid(format!("done range {first}..={last} ends before it starts")));
+        }
+        Ok(())
+    }
 }
 
 /// An open position log.
@@ -34,22 +67,21 @@ pub struct Position {
 pub struct PositionLog {
     path: PathBuf,
     file: File,
+    /// Bytes of whole records: where the next one goes.
     length: u64,
 }
 
 fn encode(position: &Position) -> Result<Vec<u8>, StoreError> {
-    if position.done_above.len() > POSITION_ACKED_ABOVE_MAX {
-        let count = position.done_above.len();
-        return Err(StoreError::Invalid(format!("{count} done ranges exceed POSITION_ACKED_ABOVE_MAX")));
-    }
-    let mut body = Vec::with_capacity(12 + position.done_above.len() * 16);
+    position.validate()?;
+    let count = position.done_above.len();
+    let mut body = Vec::with_capacity(POSITION_BODY_FIXED_BYTES + count * RANGE_BYTES);
     body.put_u64_le(position.ack_floor);
-    body.put_u32_le(position.done_above.len() as u32);
+    body.put_u32_le(count as u32);
     for (first, last) in &position.done_above {
         body.put_u64_le(*first);
         body.put_u64_le(*last);
     }
-    let mut record = Vec::with_capacity(12 + body.len());
+    let mut record = Vec::with_capacity(POSITION_HEADER_BYTES + body.len());
     record.put_u32_le(POSITION_MAGIC);
     record.put_u32_le(body.len() as u32);
     record.put_u32_le(crc32fast::hash(&body));
@@ -57,39 +89,53 @@ fn encode(position: &Position) -> Result<Vec<u8>, StoreError> {
     Ok(record)
 }
 
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// The position in a whole record's body, if the body is well-formed.
+fn decode_body(body: &[u8]) -> Option<Position> {
+    if body.len() < POSITION_BODY_FIXED_BYTES {
+        return None;
+    }
+    let count = u32_at(body, 8) as usize;
+    if count > POSITION_ACKED_ABOVE_MAX || body.len() != POSITION_BODY_FIXED_BYTES + count * RANGE_BYTES {
+        return None;
+    }
+    let range = |index: usize| {
+        let at = POSITION_BODY_FIXED_BYTES + index * RANGE_BYTES;
+        (u64_at(body, at), u64_at(body, at + 8))
+    };
+    Some(Position { ack_floor: u64_at(body, 0), done_above: (0..count).map(range).collect() })
+}
+
 /// The last whole position in `bytes`, and where the whole records end.
 fn last_position(bytes: &[u8]) -> (Position, usize) {
     let mut position = Position::default();
     let mut at = 0;
-    while bytes.len() >= at + 12 {
-        let word = |offset: usize| {
-            u32::from_le_bytes([bytes[offset], bytes[offset + 1], bytes[offset + 2], bytes[offset + 3]])
-        };
-        let length = word(at + 4) as usize;
-        if word(at) != POSITION_MAGIC || bytes.len() < at + 12 + length || length < 12 {
+    while bytes.len() >= at + POSITION_HEADER_BYTES && u32_at(bytes, at) == POSITION_MAGIC {
+        let end = at + POSITION_HEADER_BYTES + u32_at(bytes, at + 4) as usize;
+        let Some(body) = bytes.get(at + POSITION_HEADER_BYTES..end) else { break };
+        if crc32fast::hash(body) != u32_at(bytes, at + 8) {
             break;
         }
-        let body = &bytes[at + 12..at + 12 + length];
-        if crc32fast::hash(body) != word(at + 8) {
-            break;
-        }
-        let long = |offset: usize| u64::from_le_bytes(body[offset..offset + 8].try_into().unwrap_or([0; 8]));
-        let count = u32::from_le_bytes(body[8..12].try_into().unwrap_or([0; 4])) as usize;
-        if body.len() != 12 + count * 16 {
-            break;
-        }
-        position = Position {
-            ack_floor: long(0),
-            done_above: (0..count).map(|index| (long(12 + index * 16), long(20 + index * 16))).collect(),
-        };
-        at += 12 + length;
+        let Some(decoded) = decode_body(body) else { break };
+        position = decoded;
+        at = end;
     }
     (position, at)
 }
 
 impl PositionLog {
-    /// Opens (or creates) the log at `path` and returns its last position;
-    /// a torn or damaged tail is cut off.
+    /// Opens (or creates) the log at `path` and returns its last whole
+    /// position (the default when there is none); a torn or damaged tail
+    /// is cut off.
     pub fn open(path: &Path) -> Result<(PositionLog, Position), StoreError> {
         let bytes = match std::fs::read(path) {
             Ok(bytes) => bytes,
@@ -104,17 +150,23 @@ impl PositionLog {
             .map_err(|error| StoreError::io(path, "open", error))?;
         if whole < bytes.len() {
             file.set_len(whole as u64).map_err(|error| StoreError::io(path, "truncate", error))?;
+            file.sync_all().map_err(|error| StoreError::io(path, "sync", error))?;
         }
         Ok((PositionLog { path: path.to_path_buf(), file, length: whole as u64 }, position))
     }
 
-    /// Appends `position`; with `sync`, waits for the disk.
+    /// Appends `position`; with `sync`, waits for the disk. Past
+    /// [`POSITION_LOG_BYTES_MAX`] the log is compacted instead (which always syncs).
     pub fn write(&mut self, position: &Position, sync: bool) -> Result<(), StoreError> {
         let record = encode(position)?;
         if self.length + record.len() as u64 > POSITION_LOG_BYTES_MAX {
             return self.compact(&record);
         }
-        self.file.write_all(&record).map_err(|error| StoreError::io(&self.path, "write", error))?;
+        if let Err(error) = self.file.write_all(&record) {
+            // A partial record must not hide the ones after it.
+            let _ = self.file.set_len(self.length);
+            return Err(StoreError::io(&self.path, "write", error));
+        }
         self.length += record.len() as u64;
         if sync {
             self.sync()?;
@@ -136,5 +188,33 @@ impl PositionLog {
             .map_err(|error| StoreError::io(&self.path, "open", error))?;
         self.length = record.len() as u64;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_round_trip_and_bad_ones_are_refused() {
+        let position = Position { ack_floor: 9, done_above: vec![(11, 12), (20, 20)] };
+        let record = encode(&position).expect("valid");
+        assert_eq!(last_position(&record), (position, record.len()));
+        assert!(encode(&Position { ack_floor: 9, done_above: vec![(12, 11)] }).is_err());
+        let too_many = Position {
+            ack_floor: 0,
+            done_above: (1..=POSITION_ACKED_ABOVE_MAX as u64 + 1).map(|seq| (seq * 2, seq * 2)).collect(),
+        };
+        assert!(encode(&too_many).is_err());
+    }
+
+    #[test]
+    fn a_damaged_record_ends_the_log_there() {
+        let first = encode(&Position { ack_floor: 1, done_above: Vec::new() }).expect("valid");
+        let mut bytes = first.clone();
+        bytes.extend(encode(&Position { ack_floor: 2, done_above: Vec::new() }).expect("valid"));
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        assert_eq!(last_position(&bytes), (Position { ack_floor: 1, done_above: Vec::new() }, first.len()));
     }
 }

@@ -1,8 +1,23 @@
 //! Reading a log: records from a sequence on, through the page cache, with
 //! every checksum checked and every sequence that cannot be served
-//! reported as a gap.
+//! reported as a gap, never skipped silently.
+//!
+//! A read finds the segment holding its first sequence, starts at the
+//! sparse index entry at or before it (or exactly where the reader's last
+//! read stopped), and reads forward in chunks with `pread`, which shares
+//! the segment's file between readers without sharing a file position.
+//! Bodies are zero-copy slices of the chunk, so a record held keeps its
+//! chunk (up to [`READ_CHUNK_BYTES`]) in memory.
+//!
+//! A record that fails its checksum here, though it passed at open (the
+//! disk changed under the log), is handled like damage found at open: the
+//! reader searches for the next whole record, returns the sequences in
+//! between as a `Damaged` gap, counts them, and remembers the run in the
+//! segment so that no later read trips over it again.
 
+use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -10,10 +25,13 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::StoreError;
 use crate::log::Shared;
-use crate::record::{claimed_len, parse_at, Parsed};
+use crate::record::{claimed_len, parse_at, resync, Parsed, RECORD_HEADER_BYTES};
+use crate::segment::DamagedRun;
 
-/// Bytes read from a segment at a time.
+/// Most bytes read from a segment at a time.
 pub const READ_CHUNK_BYTES: usize = 1024 * 1024;
+/// Records a time lookup reads at a time while scanning a segment.
+const TIME_SCAN_RECORDS: usize = 4_096;
 
 /// One stored record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,11 +49,11 @@ pub struct Record {
 pub enum GapReason {
     /// Removed by retention.
     Removed,
-    /// Damaged on disk: its checksum failed.
+    /// Damaged on disk: the record fails its checksum or is missing.
     Damaged,
 }
 
-/// Sequences a read passed over, never silently.
+/// Sequences a read passed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gap {
     /// First sequence skipped.
@@ -49,36 +67,71 @@ pub struct Gap {
 /// What a read returned besides records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOutcome {
-    /// Where to continue.
+    /// Where to continue: after the last record or gap returned.
     pub next_seq: u64,
-    /// Sequences skipped.
+    /// Sequences skipped, in order.
     pub gaps: Vec<Gap>,
 }
 
-/// A reader of one log; cheap, used by one thread at a time.
+/// Where the last read stopped, so that the next one from there does not
+/// go back to an index entry.
+#[derive(Debug, Clone, Copy)]
+struct Resume {
+    next_seq: u64,
+    segment_first_seq: u64,
+    offset: u64,
+}
+
+/// A reader of one log, with its own position; used from one thread at a
+/// time (it is `Send`), and as many readers as wanted.
 #[derive(Debug)]
 pub struct LogReader {
     shared: Arc<Shared>,
+    resume: Option<Resume>,
 }
 
-/// What a read needs of the segment holding its start.
+/// The segment a read works in, copied out of the list so that the read
+/// holds no lock while it does I/O.
 struct Place {
-    file: Arc<std::fs::File>,
-    offset: u64,
+    file: Arc<File>,
+    path: PathBuf,
+    first_seq: u64,
     end: u64,
-    segment_last_seq: u64,
-    damaged: Vec<crate::scan::DamagedRun>,
+    last_seq: u64,
+    damaged: Vec<DamagedRun>,
+}
+
+/// A read's progress through its segment.
+struct Walk {
+    expected: u64,
+    offset: u64,
+    limit: u64,
+    records_max: usize,
+    bytes_max: usize,
+    chunk_bytes: usize,
+    records: usize,
+    bytes: usize,
+}
+
+impl Walk {
+    /// True when the read returned enough: the record limit, or the byte
+    /// limit after at least one record.
+    fn full(&self) -> bool {
+        self.records >= self.records_max || (self.records > 0 && self.bytes >= self.bytes_max)
+    }
 }
 
 impl LogReader {
     pub(crate) fn new(shared: Arc<Shared>) -> LogReader {
-        LogReader { shared }
+        LogReader { shared, resume: None }
     }
 
     /// Appends to `out` the records with sequence `from_seq` and on, in
-    /// order, up to the last visible one, at most `max_records` and about
-    /// `max_bytes` (at least one record), all from one segment. Sequences
-    /// removed by retention or damaged come back as gaps.
+    /// order, up to the last visible one: at most `max_records` (at least
+    /// one) and about `max_bytes` of bodies (at least one record), all
+    /// from one segment. Sequences retention removed or damage lost come
+    /// back as gaps. An empty outcome (`next_seq == from_seq`, no gap) means
+    /// nothing more is visible yet.
     pub fn read(
         &mut self,
         from_seq: u64,
@@ -91,78 +144,32 @@ impl LogReader {
         if outcome.next_seq > last_visible {
             return Ok(outcome);
         }
-        let Some(place) = self.place(&mut outcome) else { return Ok(outcome) };
-        let mut expected = outcome.next_seq;
-        let mut offset = place.offset;
-        let want_bytes = max_bytes.clamp(1, READ_CHUNK_BYTES);
-        let limit = last_visible.min(place.segment_last_seq);
-        let path = &self.shared.dir;
-        while expected <= limit && out.len() < max_records.max(1) {
-            if let Some(run) =
-                place.damaged.iter().find(|run| run.first_seq <= expected && expected < run.first_seq + run.count)
-            {
-                let count = run.first_seq + run.count - expected;
-                outcome.gaps.push(Gap { first_seq: expected, count, reason: GapReason::Damaged });
-                expected += count;
-                offset = offset.max(run.resume_offset);
-                continue;
-            }
-            // Reading forward from an indexed offset may cross damage that
-            // lies before the sequence wanted: step over it.
-            if let Some(run) = place.damaged.iter().find(|run| run.offset == offset && run.resume_offset > offset) {
-                offset = run.resume_offset;
-                continue;
-            }
-            if offset >= place.end {
-                break;
-            }
-            let chunk = read_chunk(&place.file, offset, place.end, want_bytes)
-                .map_err(|error| StoreError::io(path, "read a segment of", error))?;
-            let mut at = 0usize;
-            while at < chunk.len() && expected <= limit && out.len() < max_records.max(1) {
-                let Parsed::Whole(found) = parse_at(&chunk, at) else { break };
-                if found.seq > expected {
-                    break;
-                }
-                if found.seq == expected {
-                    let body = chunk.slice(found.body_start..found.body_start + found.body_len);
-                    out.push(Record { seq: found.seq, timestamp_ns: found.timestamp_ns, body });
-                    expected += 1;
-                }
-                at += found.len();
-                if at >= want_bytes && !out.is_empty() {
-                    break;
-                }
-            }
-            let stuck = at == 0 && !place.damaged.iter().any(|run| run.first_seq == expected);
-            if stuck {
-                // Bytes no damaged run names: the file changed under the log.
-                return Err(StoreError::Corrupt {
-                    path: path.clone(),
-                    offset,
-                    detail: format!("sequence {expected} does not parse where the log expects it"),
-                });
-            }
-            offset += at as u64;
-            if at >= want_bytes && !out.is_empty() {
-                break;
-            }
-        }
-        outcome.next_seq = expected;
+        let Some((mut place, offset)) = self.place(&mut outcome) else { return Ok(outcome) };
+        let interval = usize::try_from(self.shared.config.index_interval_bytes).unwrap_or(READ_CHUNK_BYTES);
+        let mut walk = Walk {
+            expected: outcome.next_seq,
+            offset,
+            limit: last_visible.min(place.last_seq),
+            records_max: max_records.max(1),
+            bytes_max: max_bytes,
+            chunk_bytes: max_bytes.max(interval).clamp(RECORD_HEADER_BYTES, READ_CHUNK_BYTES),
+            records: 0,
+            bytes: 0,
+        };
+        self.walk(&mut place, &mut walk, out, &mut outcome.gaps)?;
+        outcome.next_seq = walk.expected;
+        self.resume = Some(Resume { next_seq: walk.expected, segment_first_seq: place.first_seq, offset: walk.offset });
         Ok(outcome)
     }
 
-    /// The segment holding `outcome.next_seq`, after a gap for sequences
-    /// retention removed.
-    fn place(&self, outcome: &mut ReadOutcome) -> Option<Place> {
+    /// The segment holding `outcome.next_seq` and the offset to start at,
+    /// after a `Removed` gap when retention took the sequences wanted.
+    fn place(&self, outcome: &mut ReadOutcome) -> Option<(Place, u64)> {
         let segments = self.shared.segments();
         let first = segments.first()?.first_seq;
         if outcome.next_seq < first {
-            outcome.gaps.push(Gap {
-                first_seq: outcome.next_seq,
-                count: first - outcome.next_seq,
-                reason: GapReason::Removed,
-            });
+            let count = first - outcome.next_seq;
+            outcome.gaps.push(Gap { first_seq: outcome.next_seq, count, reason: GapReason::Removed });
             outcome.next_seq = first;
         }
         let position = segments.partition_point(|segment| segment.first_seq <= outcome.next_seq).checked_sub(1)?;
@@ -170,21 +177,118 @@ impl LogReader {
         if outcome.next_seq > segment.last_seq {
             return None;
         }
-        Some(Place {
+        let offset = match self.resume {
+            Some(resume) if resume.next_seq == outcome.next_seq && resume.segment_first_seq == segment.first_seq => {
+                resume.offset
+            }
+            _ => segment.offset_for(outcome.next_seq),
+        };
+        let place = Place {
             file: segment.file.clone(),
-            offset: segment.offset_for(outcome.next_seq),
+            path: segment.path.clone(),
+            first_seq: segment.first_seq,
             end: segment.bytes,
-            segment_last_seq: segment.last_seq,
+            last_seq: segment.last_seq,
             damaged: segment.damaged.clone(),
-        })
+        };
+        Some((place, offset))
+    }
+
+    /// Reads forward through `place` until the walk is full or at its limit.
+    fn walk(
+        &self,
+        place: &mut Place,
+        walk: &mut Walk,
+        out: &mut Vec<Record>,
+        gaps: &mut Vec<Gap>,
+    ) -> Result<(), StoreError> {
+        while walk.expected <= walk.limit && !walk.full() {
+            if let Some(run) = place.damaged.iter().find(|run| run.holds(walk.expected)) {
+                let end = (run.first_seq + run.count).min(walk.limit + 1);
+                gaps.push(Gap { first_seq: walk.expected, count: end - walk.expected, reason: GapReason::Damaged });
+                walk.expected = end;
+                walk.offset = walk.offset.max(run.resume_offset);
+                continue;
+            }
+            // Reading forward from an index entry may meet damage before
+            // the sequence wanted: step over its bytes.
+            if let Some(run) =
+                place.damaged.iter().find(|run| run.offset == walk.offset && run.resume_offset > run.offset)
+            {
+                walk.offset = run.resume_offset;
+                continue;
+            }
+            if walk.offset >= place.end {
+                let detail = format!("sequence {} lies past the end of the whole records", walk.expected);
+                return Err(StoreError::Corrupt { path: place.path.clone(), offset: walk.offset, detail });
+            }
+            let chunk = read_chunk(&place.file, walk.offset, place.end, walk.chunk_bytes)
+                .map_err(|error| StoreError::io(&place.path, "read", error))?;
+            match take_records(&chunk, walk, out) {
+                0 => {
+                    let run = self.damage_found(place, walk.offset, walk.expected)?;
+                    place.damaged.push(run);
+                }
+                consumed => walk.offset += consumed as u64,
+            }
+        }
+        Ok(())
+    }
+
+    /// A record at `offset` that does not parse where the log expects
+    /// `expected`: finds where the next whole record is, and records the
+    /// sequences in between as damaged (returned, counted, remembered).
+    fn damage_found(&self, place: &Place, offset: u64, expected: u64) -> Result<DamagedRun, StoreError> {
+        let mut rest = vec![0u8; usize::try_from(place.end - offset).unwrap_or(usize::MAX)];
+        place.file.read_exact_at(&mut rest, offset).map_err(|error| StoreError::io(&place.path, "read", error))?;
+        let detail = "a record that fails its checksum when read (the file changed after open)";
+        let (count, resume_offset) = match parse_at(&rest, 0) {
+            Parsed::Whole(found) if found.seq > expected => (found.seq - expected, offset),
+            _ => match resync(&rest, 1, expected) {
+                Some((next, found)) => (found.seq - expected, offset + next as u64),
+                None => (place.last_seq + 1 - expected, place.end),
+            },
+        };
+        let run = DamagedRun { first_seq: expected, count, offset, resume_offset, detail };
+        debug_assert!(run.count > 0 || run.resume_offset > offset, "a run always moves the read on");
+        let mut segments = self.shared.segments();
+        if let Some(segment) = segments.iter_mut().find(|segment| segment.first_seq == place.first_seq) {
+            if !segment.damaged.iter().any(|known| known.offset == offset) {
+                segment.damaged.push(run);
+                self.shared.counters.damaged_records.fetch_add(count, Ordering::Relaxed);
+            }
+        }
+        Ok(run)
     }
 }
 
-/// Reads `want` bytes (or a whole record, when the first is larger) from `offset`, not past `end`.
-fn read_chunk(file: &std::fs::File, offset: u64, end: u64, want: usize) -> std::io::Result<Bytes> {
+/// Takes the records of `chunk` (read at `walk.offset`) in sequence into
+/// `out`, passing over older ones, until the walk is full, at its limit,
+/// or the chunk ends or stops parsing. Returns the bytes consumed.
+fn take_records(chunk: &Bytes, walk: &mut Walk, out: &mut Vec<Record>) -> usize {
+    let mut at = 0usize;
+    while walk.expected <= walk.limit && !walk.full() {
+        let Parsed::Whole(found) = parse_at(chunk, at) else { break };
+        if found.seq > walk.expected {
+            break;
+        }
+        if found.seq == walk.expected {
+            let body = chunk.slice(found.body_start..found.body_start + found.body_len);
+            out.push(Record { seq: found.seq, timestamp_ns: found.timestamp_ns, body });
+            walk.expected += 1;
+            walk.records += 1;
+            walk.bytes += found.body_len;
+        }
+        at += found.len();
+    }
+    at
+}
+
+/// Reads `want` bytes from `offset`, not past `end`, or the whole first
+/// record when it is larger.
+fn read_chunk(file: &File, offset: u64, end: u64, want: usize) -> std::io::Result<Bytes> {
     let available = usize::try_from(end - offset).unwrap_or(usize::MAX);
-    // At least a header, so that a record larger than `want` is seen whole.
-    let mut length = want.max(crate::record::RECORD_HEADER_BYTES).min(available);
+    let mut length = want.max(RECORD_HEADER_BYTES).min(available);
     let mut buffer = BytesMut::zeroed(length);
     file.read_exact_at(&mut buffer, offset)?;
     if let Some(record) = claimed_len(&buffer, 0) {
@@ -195,4 +299,33 @@ fn read_chunk(file: &std::fs::File, offset: u64, end: u64, want: usize) -> std::
         }
     }
     Ok(buffer.freeze())
+}
+
+/// The first sequence, in log order, whose timestamp is at or after
+/// `timestamp_ns`, or `last_seq + 1`: segments whose newest record is
+/// older are skipped whole, the others scanned in order.
+pub(crate) fn seq_at_or_after_time(shared: &Arc<Shared>, timestamp_ns: u64) -> Result<u64, StoreError> {
+    let candidates: Vec<(u64, u64)> = shared
+        .segments()
+        .iter()
+        .filter(|segment| !segment.index.is_empty() && segment.max_timestamp_ns >= timestamp_ns)
+        .map(|segment| (segment.first_seq, segment.last_seq))
+        .collect();
+    let mut reader = LogReader::new(shared.clone());
+    let mut records = Vec::new();
+    for (first_seq, last_seq) in candidates {
+        let mut next = first_seq;
+        while next <= last_seq {
+            records.clear();
+            let outcome = reader.read(next, TIME_SCAN_RECORDS, READ_CHUNK_BYTES, &mut records)?;
+            if let Some(found) = records.iter().find(|record| record.timestamp_ns >= timestamp_ns) {
+                return Ok(found.seq);
+            }
+            if outcome.next_seq == next {
+                break;
+            }
+            next = outcome.next_seq;
+        }
+    }
+    Ok(shared.last_seq.load(Ordering::Acquire) + 1)
 }

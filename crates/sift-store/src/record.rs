@@ -1,41 +1,63 @@
 //! One record on disk, and finding records in a segment's bytes.
 //!
-//! Layout, little-endian: `magic u32 | body_len u32 | crc32 u32 | seq u64 |
-//! timestamp_ns u64 | body`. The checksum covers everything after itself.
-//! The magic lets a reader find the next record after damage.
+//! Layout, little-endian (`docs/STORAGE.md` has the table):
+//!
+//! ```text
+//! magic u32 | body_len u32 | crc32 u32 | seq u64 | timestamp_ns u64 | body
+//! ```
+//!
+//! The checksum covers everything after itself, so a record is trusted
+//! only whole: a flipped bit anywhere in its sequence, time or body fails
+//! it. The magic is there for after damage: a reader that meets bytes which
+//! are not a record searches forward for the magic followed by a record
+//! whose checksum holds ([`resync`]), and goes on from there. A length
+//! field alone could not do that, since a damaged length points anywhere.
 
 use bytes::BufMut;
 
-/// Marks the start of every record ("SFTR" as little-endian bytes).
+/// Marks the start of every record: the bytes `SFTR` (`0x5254_4653` as a
+/// little-endian `u32`).
 pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"SFTR");
 /// Bytes before a record's body.
 pub const RECORD_HEADER_BYTES: usize = 28;
 /// Largest body a record may have; a header claiming more is damage.
 pub const RECORD_BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
 
-/// Appends one record.
-pub fn encode_record(buf: &mut Vec<u8>, seq: u64, timestamp_ns: u64, body: &[u8]) {
-    debug_assert!(body.len() <= RECORD_BODY_BYTES_MAX);
-    buf.put_u32_le(RECORD_MAGIC);
-    buf.put_u32_le(body.len() as u32);
+/// Offset of `body_len` in a record.
+const BODY_LEN_AT: usize = 4;
+/// Offset of `crc32`.
+const CHECKSUM_AT: usize = 8;
+/// Offset of `seq`: the checksum covers from here to the body's end.
+const SEQ_AT: usize = 12;
+/// Offset of `timestamp_ns`.
+const TIMESTAMP_AT: usize = 20;
+
+/// Appends one record to `buf`. The caller has refused bodies over
+/// [`RECORD_BODY_BYTES_MAX`].
+pub(crate) fn encode_record(buf: &mut Vec<u8>, seq: u64, timestamp_ns: u64, body: &[u8]) {
+    debug_assert!(body.len() <= RECORD_BODY_BYTES_MAX, "bodies are checked at append");
+    let body_len = u32::try_from(body.len()).unwrap_or(u32::MAX);
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&seq.to_le_bytes());
     hasher.update(&timestamp_ns.to_le_bytes());
     hasher.update(body);
+    buf.reserve(record_len(body.len()));
+    buf.put_u32_le(RECORD_MAGIC);
+    buf.put_u32_le(body_len);
     buf.put_u32_le(hasher.finalize());
     buf.put_u64_le(seq);
     buf.put_u64_le(timestamp_ns);
     buf.put_slice(body);
 }
 
-/// Bytes a record of `body_len` takes.
-pub fn record_len(body_len: usize) -> usize {
+/// Bytes a record with a body of `body_len` bytes takes.
+pub(crate) fn record_len(body_len: usize) -> usize {
     RECORD_HEADER_BYTES + body_len
 }
 
 /// A whole record found at an offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// Its sequence.
     pub seq: u64,
     /// Its timestamp.
@@ -55,14 +77,16 @@ impl Found {
 
 /// What is at an offset of a segment's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parsed {
+pub(crate) enum Parsed {
     /// A whole record whose checksum holds.
     Whole(Found),
     /// Nothing: the end of the bytes.
     End,
-    /// A header or body that does not fit in the bytes left.
+    /// A plausible header, or its start, whose record does not fit in the
+    /// bytes left.
     Incomplete,
-    /// Bytes that are not a whole, valid record.
+    /// Bytes that are not a record: wrong magic, impossible length, or a
+    /// checksum that fails.
     Bad,
 }
 
@@ -77,7 +101,7 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 }
 
 /// Parses the record at `offset` of `bytes`.
-pub fn parse_at(bytes: &[u8], offset: usize) -> Parsed {
+pub(crate) fn parse_at(bytes: &[u8], offset: usize) -> Parsed {
     let left = bytes.len().saturating_sub(offset);
     if left == 0 {
         return Parsed::End;
@@ -85,49 +109,51 @@ pub fn parse_at(bytes: &[u8], offset: usize) -> Parsed {
     if left < RECORD_HEADER_BYTES {
         return Parsed::Incomplete;
     }
-    if u32_at(bytes, offset) != RECORD_MAGIC {
+    let Some(length) = claimed_len(bytes, offset) else {
         return Parsed::Bad;
-    }
-    let body_len = u32_at(bytes, offset + 4) as usize;
-    if body_len > RECORD_BODY_BYTES_MAX {
-        return Parsed::Bad;
-    }
-    if left < record_len(body_len) {
+    };
+    if left < length {
         return Parsed::Incomplete;
     }
-    let checksum = u32_at(bytes, offset + 8);
-    let covered = &bytes[offset + 12..offset + record_len(body_len)];
-    if crc32fast::hash(covered) != checksum {
+    let covered = &bytes[offset + SEQ_AT..offset + length];
+    if crc32fast::hash(covered) != u32_at(bytes, offset + CHECKSUM_AT) {
         return Parsed::Bad;
     }
     Parsed::Whole(Found {
-        seq: u64_at(bytes, offset + 12),
-        timestamp_ns: u64_at(bytes, offset + 20),
+        seq: u64_at(bytes, offset + SEQ_AT),
+        timestamp_ns: u64_at(bytes, offset + TIMESTAMP_AT),
         body_start: offset + RECORD_HEADER_BYTES,
-        body_len,
+        body_len: length - RECORD_HEADER_BYTES,
     })
 }
 
-/// The body length a header at `offset` claims, if the header is there
-/// and plausible: lets a reader fetch a record larger than its chunk.
-pub fn claimed_len(bytes: &[u8], offset: usize) -> Option<usize> {
+/// The length of the whole record a header at `offset` announces, if the
+/// header is there and plausible (the magic, a body within the bound):
+/// lets a reader fetch a record larger than its chunk.
+pub(crate) fn claimed_len(bytes: &[u8], offset: usize) -> Option<usize> {
     if bytes.len().saturating_sub(offset) < RECORD_HEADER_BYTES || u32_at(bytes, offset) != RECORD_MAGIC {
         return None;
     }
-    let body_len = u32_at(bytes, offset + 4) as usize;
+    let body_len = u32_at(bytes, offset + BODY_LEN_AT) as usize;
     (body_len <= RECORD_BODY_BYTES_MAX).then(|| record_len(body_len))
 }
 
-/// The offset of the first whole, valid record at or after `from`.
-pub fn resync(bytes: &[u8], from: usize) -> Option<(usize, Found)> {
+/// The first whole, valid record at or after `from` whose sequence is at
+/// least `seq_min`, with its offset: where reading resumes after damage.
+/// Older records found on the way (stale bytes) are passed over. Costs a
+/// search for the magic plus a checksum per candidate.
+pub(crate) fn resync(bytes: &[u8], from: usize, seq_min: u64) -> Option<(usize, Found)> {
     let magic = RECORD_MAGIC.to_le_bytes();
     let mut at = from;
     while at + RECORD_HEADER_BYTES <= bytes.len() {
-        let window = &bytes[at..];
-        let next = window.windows(4).position(|candidate| candidate == magic)?;
-        at += next;
+        let skipped = bytes[at..].windows(magic.len()).position(|candidate| candidate == magic)?;
+        at += skipped;
         if let Parsed::Whole(found) = parse_at(bytes, at) {
-            return Some((at, found));
+            if found.seq >= seq_min {
+                return Some((at, found));
+            }
+            at += found.len();
+            continue;
         }
         at += 1;
     }
@@ -138,23 +164,47 @@ pub fn resync(bytes: &[u8], from: usize) -> Option<(usize, Found)> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn records_round_trip_and_damage_is_found() {
+    fn two_records() -> (Vec<u8>, usize) {
         let mut bytes = Vec::new();
         encode_record(&mut bytes, 7, 99, b"hello");
+        let first_len = bytes.len();
         encode_record(&mut bytes, 8, 100, b"world!");
+        (bytes, first_len)
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let (bytes, first_len) = two_records();
+        assert_eq!(&bytes[..4], b"SFTR");
         let Parsed::Whole(first) = parse_at(&bytes, 0) else { panic!("whole") };
-        assert_eq!(
-            (first.seq, first.timestamp_ns, &bytes[first.body_start..first.body_start + 5]),
-            (7, 99, &b"hello"[..])
-        );
-        let Parsed::Whole(second) = parse_at(&bytes, first.len()) else { panic!("whole") };
+        assert_eq!((first.seq, first.timestamp_ns, first.len()), (7, 99, first_len));
+        assert_eq!(&bytes[first.body_start..first.body_start + first.body_len], b"hello");
+        let Parsed::Whole(second) = parse_at(&bytes, first_len) else { panic!("whole") };
         assert_eq!(second.seq, 8);
-        assert_eq!(parse_at(&bytes, first.len() + second.len()), Parsed::End);
-        assert_eq!(parse_at(&bytes[..bytes.len() - 1], first.len()), Parsed::Incomplete);
-        let mut damaged = bytes.clone();
-        damaged[RECORD_HEADER_BYTES + 1] ^= 1;
-        assert_eq!(parse_at(&damaged, 0), Parsed::Bad);
-        assert_eq!(resync(&damaged, 1).map(|(at, found)| (at, found.seq)), Some((first.len(), 8)));
+        assert_eq!(parse_at(&bytes, first_len + second.len()), Parsed::End);
+        assert_eq!(parse_at(&bytes[..bytes.len() - 1], first_len), Parsed::Incomplete);
+        assert_eq!(parse_at(&bytes[..first_len + 3], first_len), Parsed::Incomplete);
+    }
+
+    #[test]
+    fn every_flipped_bit_is_found_and_resync_finds_the_next_record() {
+        let (bytes, first_len) = two_records();
+        for bit in 0..first_len * 8 {
+            let mut damaged = bytes.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(parse_at(&damaged, 0), parse_at(&bytes, 0), "bit {bit} goes unnoticed");
+            assert_eq!(resync(&damaged, 1, 8).map(|(at, found)| (at, found.seq)), Some((first_len, 8)));
+        }
+    }
+
+    #[test]
+    fn resync_passes_over_older_records_and_a_huge_length_is_bad() {
+        let (bytes, _) = two_records();
+        assert_eq!(resync(&bytes, 0, 8).map(|(_, found)| found.seq), Some(8));
+        assert_eq!(resync(&bytes, 0, 9), None);
+        let mut huge = bytes.clone();
+        huge[BODY_LEN_AT..BODY_LEN_AT + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(parse_at(&huge, 0), Parsed::Bad);
+        assert_eq!(claimed_len(&huge, 0), None);
     }
 }

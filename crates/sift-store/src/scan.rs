@@ -1,120 +1,160 @@
 //! Scanning a segment's bytes: every record's checksum and the sequence
 //! chain, the sparse index, the damaged runs, and a torn tail.
+//!
+//! The scan expects the segment's records to carry consecutive sequences
+//! from the one its file name gives. Whatever breaks that (bytes that are
+//! not a record, a record out of sequence, a record cut short) starts a
+//! search for the next whole record with a sequence not yet seen
+//! ([`resync`]): found, the sequences in between are a damaged run and the
+//! scan goes on from that record; not found, the bytes from the break to
+//! the end are a tail. Whether a tail is torn (cut off) or damage (kept)
+//! is the caller's decision: only the last segment is ever written to.
 
-use crate::record::{parse_at, resync, Parsed};
+use crate::record::{parse_at, resync, Found, Parsed};
+use crate::segment::{DamagedRun, Segment};
 
-/// A run of sequences a segment holds but cannot serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DamagedRun {
-    /// First sequence lost.
-    pub first_seq: u64,
-    /// Sequences lost.
-    pub count: u64,
-    /// Offset of the bad bytes.
-    pub offset: u64,
-    /// Offset of the next whole record (or the segment's end).
-    pub resume_offset: u64,
-}
-
-/// What a scan of one segment found.
-#[derive(Debug, Clone, Default)]
-pub struct SegmentScan {
-    /// Bytes up to the end of the last whole record (a torn tail excluded).
-    pub valid_len: u64,
+/// What a scan found besides what it put in the segment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ScanOutcome {
     /// Whole records found.
     pub records: u64,
-    /// Sequence of the last whole record; `first_seq - 1` when none.
-    pub last_seq: u64,
-    /// Smallest and largest timestamps (0, 0 when no record).
-    pub min_timestamp_ns: u64,
-    /// Largest timestamp.
-    pub max_timestamp_ns: u64,
-    /// Sparse index: (seq, offset) of a record every `index_interval` bytes.
-    pub index: Vec<(u64, u64)>,
-    /// Damaged runs inside the segment.
-    pub damaged: Vec<DamagedRun>,
     /// Offset of bad or incomplete bytes with no whole record after them.
     pub tail_at: Option<u64>,
+    /// What those bytes were.
+    pub tail_detail: &'static str,
 }
 
-impl SegmentScan {
-    /// Counts `found` into the scan.
-    fn add(&mut self, seq: u64, timestamp_ns: u64, offset: u64, end: u64, index_interval: u64) {
-        let last_indexed = self.index.last().map(|(_, at)| *at);
-        if last_indexed.is_none_or(|at| offset >= at + index_interval) {
-            self.index.push((seq, offset));
-        }
-        if self.records == 0 {
-            self.min_timestamp_ns = timestamp_ns;
-        }
-        self.min_timestamp_ns = self.min_timestamp_ns.min(timestamp_ns);
-        self.max_timestamp_ns = self.max_timestamp_ns.max(timestamp_ns);
-        self.records += 1;
-        self.last_seq = seq;
-        self.valid_len = end;
+/// Why the record expected at some offset is not there.
+fn break_detail(parsed: Parsed) -> &'static str {
+    match parsed {
+        Parsed::Whole(_) => "a whole record with an older sequence than expected",
+        Parsed::Incomplete => "a record cut short",
+        Parsed::Bad | Parsed::End => "bytes that are not a record (magic, length or checksum wrong)",
     }
 }
 
-/// Scans `bytes`, a segment whose first record should be `first_seq`.
-pub fn scan_segment(bytes: &[u8], first_seq: u64, index_interval: u64) -> SegmentScan {
-    let mut scan = SegmentScan { last_seq: first_seq.saturating_sub(1), ..SegmentScan::default() };
+/// Scans `bytes`, the contents of `segment`'s file, into `segment` (which
+/// must be empty): the metadata of every whole record in sequence, and
+/// every damaged run.
+pub(crate) fn scan_segment(bytes: &[u8], segment: &mut Segment, index_interval_bytes: u64) -> ScanOutcome {
+    debug_assert_eq!(segment.messages(), 0, "a scan fills an empty segment");
+    let mut outcome = ScanOutcome::default();
     let mut offset = 0usize;
     loop {
-        match parse_at(bytes, offset) {
-            Parsed::End => return scan,
-            Parsed::Whole(found) if found.seq == scan.last_seq + 1 => {
+        let expected = segment.last_seq + 1;
+        let parsed = parse_at(bytes, offset);
+        match parsed {
+            Parsed::End => return outcome,
+            Parsed::Whole(found) if found.seq == expected => {
                 let end = offset + found.len();
-                scan.add(found.seq, found.timestamp_ns, offset as u64, end as u64, index_interval);
+                segment.add_record(found.seq, found.timestamp_ns, offset as u64, end as u64, index_interval_bytes);
+                outcome.records += 1;
                 offset = end;
             }
-            // A whole record out of sequence, bad bytes, or a record that
-            // does not fit: look for the next whole record after it.
-            _ => match resync(bytes, offset + 1) {
-                Some((next, found)) if found.seq > scan.last_seq + 1 => {
-                    let first = scan.last_seq + 1;
-                    scan.damaged.push(DamagedRun {
-                        first_seq: first,
-                        count: found.seq - first,
-                        offset: offset as u64,
-                        resume_offset: next as u64,
-                    });
-                    scan.last_seq = found.seq - 1;
+            // A good record, but sequences are missing before it: they are
+            // lost, it is not.
+            Parsed::Whole(found) if found.seq > expected => {
+                let detail = "sequences missing before a whole record";
+                lose(segment, found, offset, offset, detail);
+            }
+            _ => match resync(bytes, offset + 1, expected) {
+                Some((next, found)) => {
+                    lose(segment, found, offset, next, break_detail(parsed));
                     offset = next;
                 }
-                // Only older sequences follow (stale bytes): nothing more here.
-                Some(_) | None => {
-                    scan.tail_at = Some(offset as u64);
-                    return scan;
+                None => {
+                    outcome.tail_at = Some(offset as u64);
+                    outcome.tail_detail = break_detail(parsed);
+                    return outcome;
                 }
             },
         }
     }
 }
 
+/// Records the sequences from the segment's next one up to `found`'s as a
+/// damaged run of the bytes from `offset` to `resume_offset` (where
+/// `found` is). No sequence may be lost (junk between two consecutive
+/// records): then the run only marks the bytes.
+fn lose(segment: &mut Segment, found: Found, offset: usize, resume_offset: usize, detail: &'static str) {
+    let first_seq = segment.last_seq + 1;
+    debug_assert!(found.seq >= first_seq, "resync only finds newer records");
+    segment.damaged.push(DamagedRun {
+        first_seq,
+        count: found.seq - first_seq,
+        offset: offset as u64,
+        resume_offset: resume_offset as u64,
+        detail,
+    });
+    segment.last_seq = found.seq - 1;
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::record::encode_record;
 
-    #[test]
-    fn a_flipped_byte_makes_a_damaged_run_and_a_cut_makes_a_tail() {
+    /// Ten records, seqs 5..=14, and where each starts.
+    fn ten_records() -> (Vec<u8>, Vec<usize>) {
         let mut bytes = Vec::new();
         let mut offsets = Vec::new();
         for seq in 5..15 {
             offsets.push(bytes.len());
             encode_record(&mut bytes, seq, seq * 10, b"0123456789");
         }
-        let clean = scan_segment(&bytes, 5, 0);
-        assert_eq!((clean.records, clean.last_seq, clean.tail_at), (10, 14, None));
+        (bytes, offsets)
+    }
+
+    fn scan(bytes: &[u8]) -> (Segment, ScanOutcome) {
+        let file = std::fs::File::open(std::env::temp_dir()).expect("any file will do");
+        let mut segment = Segment::empty(5, "test.seg".into(), Arc::new(file));
+        let outcome = scan_segment(bytes, &mut segment, 100);
+        (segment, outcome)
+    }
+
+    #[test]
+    fn a_clean_segment_scans_whole_with_a_sparse_index() {
+        let (bytes, offsets) = ten_records();
+        let (segment, outcome) = scan(&bytes);
+        assert_eq!((outcome.records, segment.last_seq, outcome.tail_at), (10, 14, None));
+        assert_eq!((segment.min_timestamp_ns, segment.max_timestamp_ns, segment.bytes), (50, 140, bytes.len() as u64));
+        assert_eq!(segment.index, [(5, 0), (8, offsets[3] as u64), (11, offsets[6] as u64), (14, offsets[9] as u64)]);
+        assert_eq!(segment.offset_for(10), offsets[3] as u64);
+    }
+
+    #[test]
+    fn a_flipped_byte_makes_a_damaged_run_and_a_cut_makes_a_tail() {
+        let (bytes, offsets) = ten_records();
         let mut damaged = bytes.clone();
         damaged[offsets[3] + 30] ^= 0xff;
-        let scan = scan_segment(&damaged, 5, 0);
-        assert_eq!(scan.records, 9);
+        let (segment, outcome) = scan(&damaged);
+        assert_eq!((outcome.records, segment.last_seq, outcome.tail_at), (9, 14, None));
+        assert_eq!(segment.damaged.len(), 1);
+        let run = segment.damaged[0];
+        assert_eq!((run.first_seq, run.count, run.offset), (8, 1, offsets[3] as u64));
+        assert_eq!(run.resume_offset, offsets[4] as u64);
+        let (segment, outcome) = scan(&bytes[..offsets[9] + 5]);
         assert_eq!(
-            scan.damaged,
-            [DamagedRun { first_seq: 8, count: 1, offset: offsets[3] as u64, resume_offset: offsets[4] as u64 }]
+            (segment.last_seq, outcome.tail_at, segment.bytes),
+            (13, Some(offsets[9] as u64), offsets[9] as u64)
         );
-        let cut = scan_segment(&bytes[..offsets[9] + 5], 5, 0);
-        assert_eq!((cut.last_seq, cut.tail_at, cut.valid_len), (13, Some(offsets[9] as u64), offsets[9] as u64));
+    }
+
+    #[test]
+    fn junk_between_records_loses_no_sequence_and_a_missing_record_is_a_run() {
+        let (bytes, offsets) = ten_records();
+        let mut junk = bytes[..offsets[2]].to_vec();
+        junk.extend_from_slice(b"junk!");
+        junk.extend_from_slice(&bytes[offsets[2]..]);
+        let (segment, outcome) = scan(&junk);
+        assert_eq!((outcome.records, segment.last_seq), (10, 14));
+        assert_eq!(segment.damaged.iter().map(|run| (run.first_seq, run.count)).collect::<Vec<_>>(), [(7, 0)]);
+        let mut missing = bytes[..offsets[2]].to_vec();
+        missing.extend_from_slice(&bytes[offsets[4]..]);
+        let (segment, outcome) = scan(&missing);
+        assert_eq!((outcome.records, segment.last_seq), (8, 14));
+        assert_eq!(segment.damaged.iter().map(|run| (run.first_seq, run.count)).collect::<Vec<_>>(), [(7, 2)]);
     }
 }

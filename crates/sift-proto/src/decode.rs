@@ -522,10 +522,7 @@ impl<'frame> Reader<'frame, '_> {
         let max_unacked = self.u32("max_unacked")?;
         let flags = self.u8("flags")?;
         let initial_credit = self.u32("initial_credit")?;
-        let source = match flags & subscribe_flags::STREAM_SOURCE {
-            0 => None,
-            _ => Some(self.stream_source()?),
-        };
+        let source = self.stream_section(flags)?;
         Ok(Subscribe {
             sub_id,
             topic_filter,
@@ -540,6 +537,26 @@ impl<'frame> Reader<'frame, '_> {
             initial_credit,
             source,
         })
+    }
+
+    /// The stream section of a `SUBSCRIBE`, which follows `initial_credit`
+    /// exactly when `flags` has `STREAM_SOURCE`. A mismatch either way is
+    /// malformed, with its own message naming the field: without it, a
+    /// section sent with the flag forgotten would read as "bytes left over"
+    /// and a flag without its section as a short `stream` field, and both
+    /// hide the real mistake from whoever wrote the encoder.
+    fn stream_section(&mut self, flags: u8) -> FieldResult<Option<StreamSource>> {
+        let flagged = flags & subscribe_flags::STREAM_SOURCE != 0;
+        match (flagged, self.remaining()) {
+            (false, 0) => Ok(None),
+            (false, extra) => malformed(format!(
+                "flags: STREAM_SOURCE is clear, yet {extra} bytes follow initial_credit (a stream section needs the flag)"
+            )),
+            (true, 0) => {
+                malformed("stream: flags has STREAM_SOURCE but no stream section follows initial_credit".to_string())
+            }
+            (true, _) => self.stream_source().map(Some),
+        }
     }
 
     fn stream_source(&mut self) -> FieldResult<StreamSource> {

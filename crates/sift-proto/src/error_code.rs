@@ -179,12 +179,37 @@ impl std::fmt::Display for ErrorCode {
 mod tests {
     use super::*;
 
+    /// The highest code this version knows.
+    const LAST_KNOWN: u16 = 27;
+
     #[test]
     fn codes_round_trip_and_unknown_codes_survive() {
-        for code in 1..=20 {
+        for code in 1..=LAST_KNOWN {
             assert_eq!(ErrorCode::from_code(code).code(), code);
             assert!(!matches!(ErrorCode::from_code(code), ErrorCode::Unknown(_)));
         }
+        assert_eq!(ErrorCode::from_code(0), ErrorCode::Unknown(0));
+        assert_eq!(ErrorCode::from_code(LAST_KNOWN + 1), ErrorCode::Unknown(LAST_KNOWN + 1));
         assert_eq!(ErrorCode::from_code(999), ErrorCode::Unknown(999));
+        assert_eq!(ErrorCode::Unknown(999).code(), 999);
+    }
+
+    #[test]
+    fn names_are_distinct_and_the_storage_codes_follow_internal() {
+        let names: std::collections::HashSet<_> =
+            (1..=LAST_KNOWN).map(|code| ErrorCode::from_code(code).name()).collect();
+        assert_eq!(names.len(), usize::from(LAST_KNOWN));
+        let persistence = [
+            (21, ErrorCode::StorageFull, "storage_full"),
+            (22, ErrorCode::StorageError, "storage_error"),
+            (23, ErrorCode::UnknownStream, "unknown_stream"),
+            (24, ErrorCode::StreamExists, "stream_exists"),
+            (25, ErrorCode::UnknownDurable, "unknown_durable"),
+            (26, ErrorCode::DurableInUse, "durable_in_use"),
+            (27, ErrorCode::DurableMismatch, "durable_mismatch"),
+        ];
+        for (code, error, name) in persistence {
+            assert_eq!((ErrorCode::from_code(code), error.name()), (error, name));
+        }
     }
 }

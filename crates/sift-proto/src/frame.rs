@@ -37,7 +37,11 @@ pub mod frame_type {
     pub const FLOW: u8 = 0x33;
     /// Server → client: stored messages a stream subscription will never get.
     pub const GAP: u8 = 0x34;
-    /// Client → server: an archive query of a stream.
+    /// Client → server: an archive query of a stream. The query frames sit
+    /// after `MANAGE` in the `0x60` block of requests answered by request
+    /// id, because `0x40..=0x5F` belongs to the broker link protocol and a
+    /// code shared by both would make a misdirected connection harder to
+    /// recognise.
     pub const QUERY: u8 = 0x63;
     /// Server → client: one stored message a query selected.
     pub const QUERY_RESULT: u8 = 0x64;
@@ -158,8 +162,12 @@ pub struct Confirm {
     /// Subscribers that had not acknowledged when the await ended.
     pub pending: Vec<String>,
     /// The stream a persistent message was stored in; empty otherwise.
+    ///
+    /// A persistent publish is confirmed only once it is stored under its
+    /// stream's fsync policy, and the confirm says where, so that a
+    /// publisher can later replay or query exactly what it published.
     pub stream: String,
-    /// Its sequence in that stream; 0 when not stored.
+    /// Its sequence in that stream; 0 when not stored (sequences start at 1).
     pub stream_seq: u64,
 }
 
@@ -369,6 +377,10 @@ pub struct Deliver {
     /// [`deliver_flags`].
     pub flags: u8,
     /// The stream sequence of a stored message (`STREAM_SEQ`); 0 otherwise.
+    ///
+    /// Encoding sets `STREAM_SEQ` exactly when this is not 0, whatever
+    /// `flags` says, so that the flag cannot promise a field that is absent.
+    /// It lets a stream subscriber see its position and spot a `GAP`.
     pub stream_seq: u64,
     /// The message.
     pub message: Box<Message>,

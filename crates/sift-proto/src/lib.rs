@@ -19,6 +19,7 @@ mod encode;
 mod error_code;
 mod frame;
 pub mod link;
+mod rfc3339;
 mod stream;
 
 pub use admin::AdminQuery;
@@ -30,7 +31,8 @@ pub use encode::{
 };
 pub use error_code::ErrorCode;
 pub use frame::*;
-pub use stream::{parse_rfc3339_ns, GapReason, ManageOp, Query, StartPosition, StreamSource};
+pub use rfc3339::{format_rfc3339_ns, parse_rfc3339_ns};
+pub use stream::{GapReason, ManageOp, Query, StartPosition, StreamSource};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u16 = 1;

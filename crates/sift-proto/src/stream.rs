@@ -1,9 +1,22 @@
 //! The fields of persistent delivery: where a stream subscription starts,
 //! why a `GAP` happened, the `MANAGE` operations and the `QUERY` request.
+//!
+//! They live apart from [`crate::frame`] because they describe the store
+//! rather than the session: a broker without streams never sees them, and
+//! the command line parses [`StartPosition`] from user input, so its text
+//! form is specified here next to its wire form (`docs/PROTOCOL.md` §4.7 and
+//! §6.17).
 
+use crate::rfc3339::{format_rfc3339_ns, parse_rfc3339_ns};
 use crate::FilterKind;
 
 /// Where a replay, or a new durable subscription, starts reading a stream.
+///
+/// On the wire it is a code and a `u64` argument (`start`, `start_arg` in
+/// the stream section of `SUBSCRIBE`); as text, `new`, `first`, `last:N`,
+/// `seq:N` or `time:…`. A durable that already exists ignores it and resumes
+/// at its stored position: the position belongs to the durable, not to the
+/// subscribe that happens to reopen it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartPosition {
     /// Only messages stored after the subscribe.
@@ -19,7 +32,8 @@ pub enum StartPosition {
 }
 
 impl StartPosition {
-    /// Wire code and argument.
+    /// Wire code and argument (0 `new`, 1 `first`, 2 `last`, 3 `seq`,
+    /// 4 `time`; the argument is 0 for the first two).
     pub fn to_wire(self) -> (u8, u64) {
         match self {
             StartPosition::New => (0, 0),
@@ -30,7 +44,8 @@ impl StartPosition {
         }
     }
 
-    /// The position of a wire code and argument.
+    /// The position of a wire code and argument; `None` for an unknown
+    /// code, which the decoder reports as `invalid_field` naming `start`.
     pub fn from_wire(code: u8, argument: u64) -> Option<StartPosition> {
         match code {
             0 => Some(StartPosition::New),
@@ -46,117 +61,56 @@ impl StartPosition {
 impl std::str::FromStr for StartPosition {
     type Err = String;
 
-    /// Parses `new`, `first`, `last:N`, `seq:N`, `time:RFC3339` or `time:NANOS`.
+    /// Parses `new`, `first`, `last:N`, `seq:N`, `time:RFC3339` (see
+    /// [`parse_rfc3339_ns`]) or `time:NANOS` (digits: nanoseconds since the
+    /// epoch, as a script might hold them). Errors quote the input and say
+    /// what was expected, for a command line to print as is.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let number = |value: &str, what: &str| {
-            value.parse::<u64>().map_err(|_| format!("{text:?}: {what} must be a whole number, got {value:?}"))
-        };
         match text.split_once(':') {
             None if text == "new" => Ok(StartPosition::New),
             None if text == "first" => Ok(StartPosition::First),
-            Some(("last", value)) => number(value, "the count").map(StartPosition::Last),
-            Some(("seq", value)) => number(value, "the sequence").map(StartPosition::Seq),
-            Some(("time", value)) if !value.is_empty() && value.bytes().all(|byte| byte.is_ascii_digit()) => {
-                number(value, "the time").map(StartPosition::Time)
+            Some(("last", count)) => whole_number(text, count, "the count").map(StartPosition::Last),
+            Some(("seq", seq)) => whole_number(text, seq, "the sequence").map(StartPosition::Seq),
+            Some(("time", time)) if !time.is_empty() && time.bytes().all(|byte| byte.is_ascii_digit()) => {
+                whole_number(text, time, "the time in nanoseconds").map(StartPosition::Time)
             }
-            Some(("time", value)) => parse_rfc3339_ns(value).map(StartPosition::Time),
-            _ => Err(format!("unknown start {text:?}: expected new, first, last:N, seq:N or time:RFC3339")),
+            Some(("time", time)) => parse_rfc3339_ns(time).map(StartPosition::Time),
+            _ => Err(format!(
+                "unknown start {text:?}: expected new, first, last:N, seq:N, time:RFC3339 (like \
+                 time:2026-11-24T18:00:00Z) or time:NANOS"
+            )),
         }
     }
 }
 
+/// `value` (from the start position `text`) as a u64, or an error naming
+/// `what` it should have been.
+fn whole_number(text: &str, value: &str, what: &str) -> Result<u64, String> {
+    value
+        .parse::<u64>()
+        .map_err(|_| format!("start {text:?}: {what} must be a whole number from 0 to {}, got {value:?}", u64::MAX))
+}
+
 impl std::fmt::Display for StartPosition {
+    /// The form [`FromStr`](std::str::FromStr) reads back exactly; a time is
+    /// written as RFC 3339 in UTC, because people read these (in durable
+    /// listings, logs and command lines) far more often than programs do.
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartPosition::New => formatter.write_str("new"),
             StartPosition::First => formatter.write_str("first"),
             StartPosition::Last(count) => write!(formatter, "last:{count}"),
             StartPosition::Seq(seq) => write!(formatter, "seq:{seq}"),
-            StartPosition::Time(nanos) => write!(formatter, "time:{nanos}"),
+            StartPosition::Time(nanos) => write!(formatter, "time:{}", format_rfc3339_ns(*nanos)),
         }
     }
-}
-
-/// Days from 1970-01-01 to `year-month-day` (proleptic Gregorian).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = i64::from((month + 9) % 12);
-    let day_of_year = (153 * month_index + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-fn days_in_month(year: i64, month: u32) -> u32 {
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Parses an RFC 3339 time (`2026-11-24T18:00:00Z`, fractional seconds and
-/// `+hh:mm` offsets allowed) into nanoseconds since the Unix epoch.
-pub fn parse_rfc3339_ns(text: &str) -> Result<u64, String> {
-    let bad = |why: &str| format!("time {text:?}: {why} (expected RFC 3339, like 2026-11-24T18:00:00Z)");
-    let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') {
-        return Err(bad("not a date and time"));
-    }
-    if bytes[13] != b':' || bytes[16] != b':' {
-        return Err(bad("not hh:mm:ss"));
-    }
-    let field = |range: std::ops::Range<usize>, what: &str| -> Result<u32, String> {
-        let part = &text[range];
-        if !part.bytes().all(|byte| byte.is_ascii_digit()) {
-            return Err(bad(&format!("{what} {part:?} is not a number")));
-        }
-        part.parse::<u32>().map_err(|_| bad(what))
-    };
-    let year = i64::from(field(0..4, "year")?);
-    let month = field(5..7, "month")?;
-    let day = field(8..10, "day")?;
-    let (hour, minute, second) = (field(11..13, "hour")?, field(14..16, "minute")?, field(17..19, "second")?);
-    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
-        return Err(bad("no such date"));
-    }
-    if hour > 23 || minute > 59 || second > 60 {
-        return Err(bad("no such time of day"));
-    }
-    let mut rest = &text[19..];
-    let mut fraction_ns: u64 = 0;
-    if let Some(after_dot) = rest.strip_prefix('.') {
-        let digits = after_dot.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 || digits > 9 {
-            return Err(bad("fractional seconds need 1 to 9 digits"));
-        }
-        let value: u64 = after_dot[..digits].parse().map_err(|_| bad("fraction"))?;
-        fraction_ns = value * 10u64.pow(9 - digits as u32);
-        rest = &after_dot[digits..];
-    }
-    let offset_s: i64 = match rest {
-        "Z" | "z" => 0,
-        offset if offset.len() == 6 && matches!(&offset[0..1], "+" | "-") && &offset[3..4] == ":" => {
-            let offset_hours = i64::from(field(text.len() - 5..text.len() - 3, "offset hours")?);
-            let offset_minutes = i64::from(field(text.len() - 2..text.len(), "offset minutes")?);
-            let sign = if offset.starts_with('-') { -1 } else { 1 };
-            sign * (offset_hours * 3600 + offset_minutes * 60)
-        }
-        _ => return Err(bad("the time zone must be Z or +hh:mm")),
-    };
-    let seconds = days_from_civil(year, month, day) * 86_400
-        + i64::from(hour) * 3600
-        + i64::from(minute) * 60
-        + i64::from(second)
-        - offset_s;
-    let seconds = u64::try_from(seconds).map_err(|_| bad("before 1970"))?;
-    seconds.checked_mul(1_000_000_000).and_then(|ns| ns.checked_add(fraction_ns)).ok_or_else(|| bad("too far ahead"))
 }
 
 /// Where a stream subscription reads (the `STREAM_SOURCE` section of `SUBSCRIBE`).
+///
+/// Its presence is what makes a subscription read stored messages: the
+/// encoder sets `STREAM_SOURCE` exactly when a [`crate::Subscribe`] has one,
+/// so the flag and the section cannot disagree on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamSource {
     /// The stream; empty = the one whose topics cover the topic filter, else `default`.
@@ -168,6 +122,12 @@ pub struct StreamSource {
 }
 
 /// Why a stream subscriber will never get some stored messages.
+///
+/// A stream subscription promises every stored message that passes its
+/// filters, in order; when the broker cannot keep that promise for a range
+/// of sequences it says so with a `GAP` and this reason, so that nothing is
+/// skipped silently and the application can tell policy (retention) from
+/// failure (damage).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GapReason {
     /// Removed by the stream's retention before the subscriber read them.
@@ -196,6 +156,10 @@ impl GapReason {
 }
 
 /// What a `MANAGE` frame asks.
+///
+/// The operation travels as a code and its request as JSON text (schemas in
+/// `docs/PROTOCOL.md` §6.17): the codec does not parse the JSON, so that it
+/// needs no JSON library and new fields need no new codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ManageOp {
     /// Add a stream.
@@ -259,6 +223,10 @@ impl ManageOp {
 }
 
 /// `QUERY`: the archive query of a stream.
+///
+/// Unlike a replay it does not subscribe: it reads the stream as it was when
+/// the query began, sends each match as a `QUERY_RESULT` and ends with a
+/// `QUERY_DONE` (or an `ERROR`), all carrying `request_id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Query {
     /// Client-chosen id that the results, `QUERY_DONE` or `ERROR` carry.
@@ -299,15 +267,5 @@ mod tests {
         for bad in ["later", "last:", "seq:x", "time:yesterday", "time:2026-13-01T00:00:00Z"] {
             assert!(bad.parse::<StartPosition>().is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn rfc3339_times_convert_exactly() {
-        assert_eq!(parse_rfc3339_ns("1970-01-01T00:00:00Z"), Ok(0));
-        assert_eq!(parse_rfc3339_ns("2000-03-01T00:00:00Z"), Ok(951_868_800_000_000_000));
-        assert_eq!(parse_rfc3339_ns("2024-02-29T12:00:00.5Z"), Ok(1_709_208_000_500_000_000));
-        assert_eq!(parse_rfc3339_ns("2024-02-29T13:30:00+01:30"), parse_rfc3339_ns("2024-02-29T12:00:00Z"));
-        assert!(parse_rfc3339_ns("2023-02-29T00:00:00Z").is_err(), "not a leap year");
-        assert!(parse_rfc3339_ns("2024-02-29T00:00:00").is_err(), "no zone");
     }
 }

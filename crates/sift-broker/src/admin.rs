@@ -22,7 +22,7 @@ impl Session {
         if query == AdminQuery::Stats {
             // This connection's own counts are batched; publish them first
             // so that a client sees at least its own traffic.
-            self.counters.flush(&self.shared.stats);
+            self.publisher.flush_counters();
         }
         let json = report(&self.shared, query).to_string();
         let limit = self.shared.config.limits.max_frame_bytes as usize;

@@ -15,8 +15,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use sift_core::MatchCache;
-use sift_filter::IndexScratch;
 use sift_proto::{Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
@@ -24,8 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
 use crate::outbox::{Outbox, ReportEvent};
-use crate::publish::Parked;
-use crate::router::Route;
+use crate::publish::Publisher;
 use crate::server::BrokerShared;
 use crate::stats::{add, bump};
 use crate::subscription::SubRef;
@@ -385,50 +382,26 @@ pub struct Session {
     pub(crate) conn: Arc<ConnShared>,
     pub(crate) shared: Arc<BrokerShared>,
     pub(crate) subscriptions: HashMap<u32, SubRef>,
-    pub(crate) cache: MatchCache<Route>,
-    /// Per-message working space of the content index.
-    pub(crate) index_scratch: IndexScratch,
-    pub(crate) counters: LocalCounters,
-    /// Round-robin turn of each queue group this connection published to.
-    pub(crate) group_turns: HashMap<Arc<str>, usize>,
-    /// A publish waiting for space in a full `block` queue.
-    pub(crate) parked: Option<Parked>,
-    /// Best-effort copies staged during this read, per target connection.
-    pub(crate) staged: Vec<crate::publish::StagedBatch>,
+    /// The publishing side: pipeline state, a parked publish, staged copies.
+    pub(crate) publisher: Publisher,
     /// The consumer of each stream subscription (replay or durable), by id;
     /// these subscriptions are in `subscriptions` too, but not in the router.
     pub(crate) stream_subs: HashMap<u32, Arc<crate::store::consumer::Consumer>>,
     /// Publishes that arrived while one was parked, in arrival order.
     deferred: VecDeque<Frame>,
     deferred_bytes: usize,
-    /// Where published messages are encoded for delivery: each encoding is
-    /// split off a shared chunk, so that a message costs a reference count
-    /// rather than an allocation (and a free on another thread).
-    pub(crate) encode_arena: BytesMut,
-    /// The clock reading that stamps the messages of the current read, 0
-    /// until the first of them needs it: they arrived together, and one
-    /// reading per read keeps a clock call off each message.
-    pub(crate) read_time_ns: u64,
 }
 
 impl Session {
     fn new(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) -> Session {
-        let cache = MatchCache::new(shared.config.delivery.match_cache_entries_max);
         Session {
+            publisher: Publisher::new(conn.clone(), shared.clone()),
             conn,
             shared,
             subscriptions: HashMap::new(),
-            cache,
-            index_scratch: IndexScratch::default(),
-            counters: LocalCounters::default(),
-            group_turns: HashMap::new(),
-            parked: None,
-            staged: Vec::new(),
             stream_subs: HashMap::new(),
             deferred: VecDeque::new(),
             deferred_bytes: 0,
-            encode_arena: BytesMut::new(),
-            read_time_ns: 0,
         }
     }
 
@@ -442,10 +415,9 @@ impl Session {
         let read_size = self.shared.config.delivery.read_buffer_bytes;
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
-            self.read_time_ns = 0;
+            self.publisher.begin_read();
             let keep_going = self.process_frames(buf, decoder);
-            self.flush_staged();
-            self.counters.flush(&self.shared.stats);
+            self.publisher.end_read();
             if !keep_going? || *close_watch.borrow() {
                 return Ok(());
             }
@@ -455,7 +427,7 @@ impl Session {
             // A publisher whose messages fill a broker link waits (boundedly)
             // before reading more, as it would for a slow subscriber.
             self.shared.links.wait_while_congested(&self.shared.stats).await;
-            let blocked_on = self.parked.as_ref().and_then(Parked::blocked_on).map(|target| target.conn.clone());
+            let blocked_on = self.publisher.blocked_on();
             let read = match blocked_on {
                 None => {
                     // At most one read buffer per read: the link congestion
@@ -470,7 +442,7 @@ impl Session {
                     let space = blocked_conn.space.notified();
                     tokio::pin!(space);
                     space.as_mut().enable();
-                    if self.retry_parked() {
+                    if self.publisher.retry_parked() {
                         continue;
                     }
                     let may_read = self.deferred_bytes < read_ahead_max;
@@ -490,17 +462,6 @@ impl Session {
         }
     }
 
-    /// Tries the parked publish again; true when it is no longer parked.
-    fn retry_parked(&mut self) -> bool {
-        match self.parked.take() {
-            Some(parked) => {
-                self.continue_publish(parked);
-                self.parked.is_none()
-            }
-            None => true,
-        }
-    }
-
     /// Handles deferred publishes (when nothing is parked) and every whole
     /// frame in `buf`. While a publish is parked, later publishes are set
     /// aside, up to `blocked_read_ahead_bytes`; everything else is handled.
@@ -508,11 +469,11 @@ impl Session {
     fn process_frames(&mut self, buf: &mut BytesMut, decoder: &mut Decoder) -> Result<bool, ConnectionError> {
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
-            if self.parked.is_none() {
+            if !self.publisher.is_parked() {
                 if let Some(frame) = self.deferred.pop_front() {
                     self.deferred_bytes -= approximate_size(&frame);
                     if !is_plain_best_effort(&frame) {
-                        self.flush_staged();
+                        self.publisher.flush_staged();
                     }
                     if !self.handle(frame) {
                         return Ok(false);
@@ -527,9 +488,9 @@ impl Session {
                     // Staged best-effort copies go out before anything that
                     // is not itself a best-effort publish, to keep order.
                     if !is_plain_best_effort(&frame) {
-                        self.flush_staged();
+                        self.publisher.flush_staged();
                     }
-                    if self.parked.is_some() && matches!(frame, Frame::Publish(_)) {
+                    if self.publisher.is_parked() && matches!(frame, Frame::Publish(_)) {
                         self.deferred_bytes += approximate_size(&frame);
                         self.deferred.push_back(frame);
                     } else if !self.handle(frame) {
@@ -553,9 +514,7 @@ impl Session {
 
     /// Gives up what the session holds back (the connection is closing).
     pub(crate) fn abandon_held_publishes(&mut self) {
-        if let Some(parked) = self.parked.take() {
-            parked.abandon();
-        }
+        self.publisher.abandon_parked();
         self.deferred.clear();
         self.deferred_bytes = 0;
     }
@@ -564,7 +523,7 @@ impl Session {
     fn handle(&mut self, frame: Frame) -> bool {
         match frame {
             Frame::Publish(publish) => {
-                self.publish(publish);
+                self.publisher.publish(publish);
                 true
             }
             Frame::Subscribe(subscribe) => self.subscribe(subscribe),
@@ -615,9 +574,14 @@ impl Session {
 
     /// Sends a non-fatal `ERROR`.
     pub(crate) fn refuse(&self, code: ErrorCode, reference: u64, message: String) {
-        bump(&self.shared.stats.errors_sent);
-        self.conn.send_control(&error_frame(code, reference, false, message));
+        send_refusal(&self.shared, &self.conn, code, reference, message);
     }
+}
+
+/// Sends `conn` a non-fatal `ERROR` about the request `reference`.
+pub(crate) fn send_refusal(shared: &BrokerShared, conn: &ConnShared, code: ErrorCode, reference: u64, message: String) {
+    bump(&shared.stats.errors_sent);
+    conn.send_control(&error_frame(code, reference, false, message));
 }
 
 /// True for a best-effort publish without await=delivered: one whose copies

@@ -16,6 +16,7 @@ pub mod delivery;
 pub mod link;
 mod network_config;
 pub mod outbox;
+mod pipeline;
 pub mod publish;
 pub mod report;
 pub mod router;

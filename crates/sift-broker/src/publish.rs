@@ -1,30 +1,31 @@
-//! `PUBLISH`: check, stamp, match, queue, confirm.
+//! `PUBLISH` from a client: the local entry to the [`crate::pipeline`].
 //!
 //! This is the hot path, and it never waits. The reader that decoded the
-//! frame matches the message, encodes it once into one shared [`Routed`], and
-//! pushes a reference into each matching subscriber's outbox. When a `block`
-//! queue is full for a reliable message, the publish is *parked*: the
-//! session remembers which targets are left and stops taking publishes from
-//! this connection (later ones wait, in order) while it goes on reading acks,
-//! nacks, credit and pings. That is what keeps a connection that both
-//! publishes and subscribes from waiting on itself.
+//! frame runs the pipeline's stages (validate, stamp, encode, store, route,
+//! forward, deliver, confirm) and pushes a reference to one shared
+//! [`Routed`] into each target's outbox. When a `block` queue is full for a
+//! reliable message, the publish is *parked*: the [`Publisher`] remembers
+//! which targets are left and its connection stops taking publishes (later
+//! ones wait, in order) while it goes on reading acks, nacks, credit and
+//! pings. That is what keeps a connection that both publishes and
+//! subscribes from waiting on itself.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use sift_core::{DeliveryMode, MatchResult, Message};
-use sift_filter::XmlDocument;
-use sift_proto::{
-    encode_message, encoded_deliver_len, publish_flags, Confirm, ConfirmStatus, EncodeError, ErrorCode, Frame, Publish,
-};
+use sift_proto::{publish_flags, Confirm, ConfirmStatus, Frame, Publish};
 
-use crate::connection::Session;
+use crate::connection::{send_refusal, ConnShared};
 use crate::delivery::{push_batch, push_to, Pushed};
 use crate::link::{Forwarded, LocalForward};
 use crate::outbox::{Entry, Routed};
+use crate::pipeline::{self, Pipeline, Refusal};
 use crate::report::{DeliveryReport, ReportSink};
+use crate::server::BrokerShared;
 use crate::store::gate::ConfirmGate;
+use crate::store::stream::Stream;
 use crate::subscription::SubRef;
 
 /// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
@@ -34,29 +35,13 @@ pub fn now_ns() -> u64 {
         .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Metadata, when present, must be a well-formed XML document: XPath
-/// subscriptions are matched against it, and a publisher learns at once that
-/// it sent something no XPath filter could read.
-fn check_metadata(message: &Message) -> Result<(), String> {
-    match &message.metadata {
-        Some(metadata) => XmlDocument::parse(metadata)
-            .map(|_| ())
-            .map_err(|error| format!("metadata is not a well-formed XML document: {error}")),
-        None => Ok(()),
-    }
-}
-
-/// Room reserved per message beyond its topic, metadata and payload: the
-/// fixed fields, the publisher name and a few properties.
-const ENCODED_OVERHEAD_BYTES: usize = 128;
-
 /// Connections whose staging buffers a reader keeps between reads.
 const STAGED_CONNECTIONS_MAX: usize = 64;
 
 /// Best-effort copies staged for the subscriptions of one connection.
 #[derive(Debug)]
-pub struct StagedBatch {
-    conn: Arc<crate::connection::ConnShared>,
+struct StagedBatch {
+    conn: Arc<ConnShared>,
     items: Vec<(SubRef, Entry)>,
 }
 
@@ -65,7 +50,7 @@ pub struct StagedBatch {
 /// Its targets are the plain subscriptions of the match, then one chosen
 /// member per queue group; `next` is the first not yet served.
 #[derive(Debug)]
-pub struct Parked {
+struct Parked {
     routed: Arc<Routed>,
     matches: Arc<MatchResult<SubRef>>,
     /// The member chosen in each queue group, in group order (empty, and so
@@ -85,14 +70,9 @@ impl Parked {
         plain.get(index).or_else(|| self.group_picks.get(index - plain.len()))
     }
 
-    /// The subscription whose full queue holds the publish back.
-    pub fn blocked_on(&self) -> Option<&SubRef> {
-        self.target(self.next)
-    }
-
     /// Gives up: the message is lost for the targets not served (the
     /// publisher had no confirm, so a reliable client sends it again).
-    pub fn abandon(self) {
+    fn abandon(self) {
         let total = self.matches.plain.len() + self.group_picks.len();
         for index in self.next..total {
             if let Some(target) = self.target(index) {
@@ -105,52 +85,204 @@ impl Parked {
 /// Where the confirm of one publish goes: straight to the publisher, or,
 /// for a persistent message, through the gate that also waits for the store.
 #[derive(Debug, Clone)]
-pub(crate) struct ConfirmTo {
+struct ConfirmTo {
     request_id: u64,
     /// False for a best-effort publish that asked for no confirm.
     wanted: bool,
     gate: Option<Arc<ConfirmGate>>,
 }
 
-impl Session {
-    /// Handles one publish, stage by stage: validate, stamp, match, store,
-    /// forward, deliver, confirm. Leaves `self.parked` set when a `block`
-    /// queue is full.
+/// What a publish asked for besides its message.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    await_delivered: bool,
+    await_timeout_ms: u32,
+}
+
+/// The publishing side of one client connection: its pipeline state, the
+/// publish it may have parked and the best-effort copies staged during the
+/// current read.
+#[derive(Debug)]
+pub(crate) struct Publisher {
+    conn: Arc<ConnShared>,
+    shared: Arc<BrokerShared>,
+    pipeline: Pipeline,
+    /// A publish waiting for space in a full `block` queue.
+    parked: Option<Parked>,
+    /// Best-effort copies staged during this read, per target connection.
+    staged: Vec<StagedBatch>,
+    /// The clock reading that stamps the messages of the current read, 0
+    /// until the first of them needs it: they arrived together, and one
+    /// reading per read keeps a clock call off each message.
+    read_time_ns: u64,
+}
+
+impl Publisher {
+    /// The publisher of connection `conn`.
+    pub(crate) fn new(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) -> Publisher {
+        let pipeline = Pipeline::new(&shared);
+        Publisher { conn, shared, pipeline, parked: None, staged: Vec::new(), read_time_ns: 0 }
+    }
+
+    /// Starts a read: its messages get a fresh time stamp.
+    pub(crate) fn begin_read(&mut self) {
+        self.read_time_ns = 0;
+    }
+
+    /// Ends a read: queues what was staged and publishes the counters.
+    pub(crate) fn end_read(&mut self) {
+        self.flush_staged();
+        self.pipeline.flush_counters(&self.shared);
+    }
+
+    /// Publishes this connection's batched counters (before a stats report).
+    pub(crate) fn flush_counters(&mut self) {
+        self.pipeline.flush_counters(&self.shared);
+    }
+
+    /// True while a publish waits for space in a full queue.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.parked.is_some()
+    }
+
+    /// The connection whose full queue holds the parked publish back.
+    pub(crate) fn blocked_on(&self) -> Option<Arc<ConnShared>> {
+        let parked = self.parked.as_ref()?;
+        parked.target(parked.next).map(|target| target.conn.clone())
+    }
+
+    /// Tries the parked publish again; true when it is no longer parked.
+    pub(crate) fn retry_parked(&mut self) -> bool {
+        if let Some(parked) = self.parked.take() {
+            self.continue_publish(parked);
+        }
+        self.parked.is_none()
+    }
+
+    /// Gives up the parked publish (the connection is closing).
+    pub(crate) fn abandon_parked(&mut self) {
+        if let Some(parked) = self.parked.take() {
+            parked.abandon();
+        }
+    }
+
+    /// Runs one publish through the pipeline. Leaves it parked when a
+    /// `block` queue is full.
     pub(crate) fn publish(&mut self, publish: Publish) {
         let Publish { request_id, flags, await_timeout_ms, message } = publish;
         let mut message = *message;
-        if let Err((code, text)) = self.validate(&message) {
-            self.refuse(code, request_id, text);
-            return;
-        }
         let await_delivered = flags & publish_flags::AWAIT_DELIVERED != 0;
+        let asked = Asked { await_delivered, await_timeout_ms };
+        if let Err(refusal) = pipeline::validate(&self.shared, &message) {
+            return self.refuse(request_id, refusal);
+        }
         if await_delivered && message.delivery_mode == DeliveryMode::BestEffort {
             // Waiting for acknowledgements only makes sense for messages that get them.
             message.delivery_mode = DeliveryMode::Reliable;
         }
         let wanted = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
         self.stamp(&mut message);
-        let matches = self.match_subscriptions(&message);
-        let matched = (matches.plain.len() + matches.groups.len()) as u32;
         let persistent = message.delivery_mode == DeliveryMode::Persistent;
         let streams = self.shared.storage.streams_for(&message.topic, persistent);
-        // Encoded (and checked against the frame limit) before anything is
-        // stored or forwarded, so that a refused publish goes nowhere.
-        let encoded = match matched > 0 || !streams.is_empty() {
-            true => match self.encode_checked(&message, request_id) {
+        // A message that is stored is encoded (and checked against the
+        // frame limit) first, so that a refused publish is not stored.
+        let encoded = match streams.is_empty() {
+            true => None,
+            false => match self.encode(&message, request_id) {
                 Some(encoded) => Some(encoded),
                 None => return,
             },
-            false => None,
         };
         let Ok(gate) = self.store(&message, encoded.as_ref(), &streams, request_id) else { return };
         let confirm_to = ConfirmTo { request_id, wanted, gate };
+        let matches = self.pipeline.route(&self.shared, &message);
+        self.forward_and_deliver(message, encoded, matches, confirm_to, asked);
+    }
+
+    /// Stamps the broker's fields: id, publisher, time.
+    fn stamp(&mut self, message: &mut Message) {
+        message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
+        message.publisher = self.conn.name.clone();
+        message.timestamp_ns = self.read_time();
+        self.pipeline.counters().published += 1;
+    }
+
+    /// The time that stamps messages of the current read.
+    fn read_time(&mut self) -> u64 {
+        if self.read_time_ns == 0 {
+            self.read_time_ns = now_ns();
+        }
+        self.read_time_ns
+    }
+
+    /// The encode stage; `None` when it refused the publish.
+    fn encode(&mut self, message: &Message, request_id: u64) -> Option<Bytes> {
+        match self.pipeline.encode(&self.shared, message) {
+            Ok(encoded) => Some(encoded),
+            Err(refusal) => {
+                self.refuse(request_id, refusal);
+                None
+            }
+        }
+    }
+
+    /// The store stage: appends `message` to the streams that hold it. A
+    /// persistent message gets a [`ConfirmGate`] that holds its confirm
+    /// until every append completed; it is refused at once (`Err`) while a
+    /// stream's disk refuses writes. Other messages are stored without
+    /// holding anything.
+    fn store(
+        &mut self,
+        message: &Message,
+        encoded: Option<&Bytes>,
+        streams: &[Arc<Stream>],
+        request_id: u64,
+    ) -> Result<Option<Arc<ConfirmGate>>, ()> {
+        let Some(encoded) = encoded else { return Ok(None) };
+        if message.delivery_mode != DeliveryMode::Persistent {
+            pipeline::store_unconfirmed(streams, message, encoded);
+            return Ok(None);
+        }
+        if let Some((code, text)) = streams.iter().find_map(|stream| stream.refusal_while_failing(now_ns())) {
+            crate::stats::bump(&self.shared.stats.persistent_refused);
+            self.refuse(request_id, Refusal { code, text });
+            return Err(());
+        }
+        let gate = ConfirmGate::new(self.conn.clone(), request_id, streams.len());
+        for stream in streams {
+            stream.append_confirmed(message.timestamp_ns, encoded.clone(), gate.clone());
+        }
+        self.pipeline.counters().persistent_stored += 1;
+        Ok(Some(gate))
+    }
+
+    /// The stages after routing: forward to other brokers, deliver to the
+    /// local targets, confirm.
+    fn forward_and_deliver(
+        &mut self,
+        message: Message,
+        encoded: Option<Bytes>,
+        matches: Arc<MatchResult<SubRef>>,
+        confirm_to: ConfirmTo,
+        asked: Asked,
+    ) {
+        let matched = (matches.plain.len() + matches.groups.len()) as u32;
+        // Encoded before it is forwarded when a local target wants it and
+        // the store stage did not need it: a publish refused here goes
+        // nowhere.
+        let encoded = match (encoded, matched) {
+            (Some(encoded), _) => Some(encoded),
+            (None, 0) => None,
+            (None, _) => match self.encode(&message, confirm_to.request_id) {
+                Some(encoded) => Some(encoded),
+                None => return,
+            },
+        };
         let group_picks = self.pick_group_members(&matches);
-        let report = await_delivered.then(|| self.start_report(&matches, &group_picks, &confirm_to));
-        let forwarded = self.forward_published(&message, &matches, report.as_ref(), await_timeout_ms);
+        let report = asked.await_delivered.then(|| self.start_report(&matches, &group_picks, &confirm_to));
+        let forwarded = self.forward(&message, &matches, report.as_ref(), asked.await_timeout_ms);
         let Some(encoded) = encoded.filter(|_| matched > 0) else {
-            self.finish_remote_only(forwarded, report, &confirm_to, await_timeout_ms);
-            return;
+            return self.finish_remote_only(forwarded, report, &confirm_to, asked.await_timeout_ms);
         };
         if !message.delivery_mode.needs_ack() {
             // Best-effort: nothing to wait for and nothing to report; stage
@@ -159,73 +291,26 @@ impl Session {
             for target in matches.plain.iter().chain(&group_picks) {
                 self.stage(target.clone(), Entry::new(routed.clone()));
             }
-            self.confirm(&confirm_to, ConfirmStatus::Accepted, matched);
-            return;
+            return self.confirm(&confirm_to, ConfirmStatus::Accepted, matched);
         }
         let routed = Arc::new(Routed::new(&message, encoded, report));
-        let parked =
-            Parked { routed, matches, group_picks, next: 0, failovers: 0, confirm_to, matched, await_timeout_ms };
-        self.continue_publish(parked);
+        let await_timeout_ms = asked.await_timeout_ms;
+        self.continue_publish(Parked {
+            routed,
+            matches,
+            group_picks,
+            next: 0,
+            failovers: 0,
+            confirm_to,
+            matched,
+            await_timeout_ms,
+        });
     }
 
-    /// The checks at ingress: payload size, metadata well-formed.
-    fn validate(&self, message: &Message) -> Result<(), (ErrorCode, String)> {
-        let max_payload_bytes = self.shared.config.limits.max_payload_bytes;
-        if message.payload.len() > max_payload_bytes as usize {
-            let text = format!("payload is {} bytes; max_payload_bytes = {max_payload_bytes}", message.payload.len());
-            return Err((ErrorCode::PayloadTooLarge, text));
-        }
-        check_metadata(message).map_err(|error| (ErrorCode::InvalidField, error))
-    }
-
-    /// Stamps the broker's fields: id, publisher, time.
-    fn stamp(&mut self, message: &mut Message) {
-        message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
-        message.publisher = self.conn.name.clone();
-        message.timestamp_ns = self.read_time();
-        self.counters.published += 1;
-    }
-
-    /// The local subscriptions that want `message`: the topic through the
-    /// match cache, then the content index when the route names partitions.
-    fn match_subscriptions(&mut self, message: &Message) -> Arc<MatchResult<SubRef>> {
-        let route = self.shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
-        if route.is_topic_only() {
-            route.matches.clone()
-        } else {
-            Arc::new(self.shared.router.select(&route, message, &mut self.index_scratch))
-        }
-    }
-
-    /// Appends `message` to the streams that hold it. A persistent message
-    /// gets a [`ConfirmGate`] that holds its confirm until every append
-    /// completed; it is refused at once (`Err`) while a stream's disk
-    /// refuses writes. Other messages are stored without holding anything.
-    fn store(
-        &mut self,
-        message: &Message,
-        encoded: Option<&Bytes>,
-        streams: &[Arc<crate::store::stream::Stream>],
-        request_id: u64,
-    ) -> Result<Option<Arc<ConfirmGate>>, ()> {
-        let Some(encoded) = encoded.filter(|_| !streams.is_empty()) else { return Ok(None) };
-        if message.delivery_mode != DeliveryMode::Persistent {
-            for stream in streams {
-                stream.append_unconfirmed(message.timestamp_ns, encoded.clone());
-            }
-            return Ok(None);
-        }
-        if let Some(refusal) = streams.iter().find_map(|stream| stream.refusal_while_failing(now_ns())) {
-            crate::stats::bump(&self.shared.stats.persistent_refused);
-            self.refuse(refusal.0, request_id, refusal.1);
-            return Err(());
-        }
-        let gate = ConfirmGate::new(self.conn.clone(), request_id, streams.len());
-        for stream in streams {
-            stream.append_confirmed(message.timestamp_ns, encoded.clone(), gate.clone());
-        }
-        self.counters.persistent_stored += 1;
-        Ok(Some(gate))
+    /// One member of each matched queue group.
+    fn pick_group_members(&mut self, matches: &MatchResult<SubRef>) -> Vec<SubRef> {
+        let groups = matches.groups.iter();
+        groups.filter_map(|(group, members)| self.pipeline.pick_member(group, members)).collect()
     }
 
     /// The await=delivered report of a publish: one ack owed by each target.
@@ -248,30 +333,10 @@ impl Session {
         report
     }
 
-    /// Encodes `message` for delivery and checks the `DELIVER` frame's size;
-    /// `None` when the publish was refused.
-    fn encode_checked(&mut self, message: &Message, request_id: u64) -> Option<Bytes> {
-        let encoded = match self.encode_for_delivery(message) {
-            Ok(encoded) => encoded,
-            Err(error) => {
-                self.refuse(ErrorCode::InvalidField, request_id, error.to_string());
-                return None;
-            }
-        };
-        let max_frame_bytes = self.shared.config.limits.max_frame_bytes;
-        let deliver_bytes = encoded_deliver_len(encoded.len());
-        if deliver_bytes > max_frame_bytes as usize {
-            let text = format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {max_frame_bytes}");
-            self.refuse(ErrorCode::FrameTooLarge, request_id, text);
-            return None;
-        }
-        Some(encoded)
-    }
-
-    /// Sends a published message into the broker network when some other
-    /// broker may want it (§10.7): the queue groups that matched here stay
-    /// here, and an await=delivered report waits for the brokers reached.
-    fn forward_published(
+    /// The forward stage: into the broker network when some other broker
+    /// may want it (§10.7); the queue groups that matched here stay here,
+    /// and an await=delivered report waits for the brokers reached.
+    fn forward(
         &self,
         message: &Message,
         matches: &MatchResult<SubRef>,
@@ -298,7 +363,7 @@ impl Session {
         await_timeout_ms: u32,
     ) {
         if forwarded.receivers == 0 {
-            self.counters.unmatched += 1;
+            self.pipeline.counters().unmatched += 1;
             self.confirm(confirm_to, ConfirmStatus::NoSubscribers, 0);
             return;
         }
@@ -308,48 +373,8 @@ impl Session {
         }
     }
 
-    /// The time that stamps messages of the current read.
-    fn read_time(&mut self) -> u64 {
-        if self.read_time_ns == 0 {
-            self.read_time_ns = now_ns();
-        }
-        self.read_time_ns
-    }
-
-    /// Encodes `message` once for all its deliveries, in the next slice of
-    /// the encode arena (a fresh chunk when the current one is full).
-    fn encode_for_delivery(&mut self, message: &Message) -> Result<Bytes, EncodeError> {
-        let metadata_len = message.metadata.as_ref().map_or(0, |metadata| metadata.len());
-        let needed = ENCODED_OVERHEAD_BYTES + message.topic.as_str().len() + metadata_len + message.payload.len();
-        if self.encode_arena.capacity() < needed {
-            let chunk_bytes = self.shared.config.delivery.encode_arena_bytes;
-            self.encode_arena = BytesMut::with_capacity(chunk_bytes.max(needed));
-            self.counters.encode_arena_chunks += 1;
-        }
-        if let Err(error) = encode_message(&mut self.encode_arena, message) {
-            self.encode_arena.clear();
-            return Err(error);
-        }
-        Ok(self.encode_arena.split().freeze())
-    }
-
-    /// One member of each matched queue group; each group takes turns among
-    /// its members on its own.
-    fn pick_group_members(&mut self, matches: &MatchResult<SubRef>) -> Vec<SubRef> {
-        let mut picks = Vec::new();
-        for (group, members) in &matches.groups {
-            let turn = match self.group_turns.get_mut(group) {
-                Some(turn) => turn,
-                None => self.group_turns.entry(group.clone()).or_insert(0),
-            };
-            *turn = turn.wrapping_add(1);
-            picks.push(members[*turn % members.len()].clone());
-        }
-        picks
-    }
-
     /// Serves the targets of a publish in order until done or blocked.
-    pub(crate) fn continue_publish(&mut self, mut parked: Parked) {
+    fn continue_publish(&mut self, mut parked: Parked) {
         while let Some(target) = parked.target(parked.next).cloned() {
             match push_to(&self.shared, &target, Entry::new(parked.routed.clone())) {
                 Pushed::Done => {}
@@ -394,14 +419,14 @@ impl Session {
                 true
             }
             _ => {
-                self.counters.subscriber_gone += 1;
+                self.pipeline.counters().subscriber_gone += 1;
                 parked.routed.report_lost(gone.key);
                 false
             }
         }
     }
 
-    /// Sets a best-effort copy aside for [`Session::flush_staged`].
+    /// Sets a best-effort copy aside for [`Publisher::flush_staged`].
     fn stage(&mut self, target: SubRef, entry: Entry) {
         let conn_id = target.conn.id;
         match self.staged.iter_mut().find(|batch| batch.conn.id == conn_id) {
@@ -421,7 +446,7 @@ impl Session {
                 push_batch(&self.shared, &batch.conn, &mut batch.items, &mut lost);
             }
         }
-        self.counters.subscriber_gone += lost;
+        self.pipeline.counters().subscriber_gone += lost;
         // Keep the buffers of live connections for the next read; forget the rest.
         self.staged.retain(|batch| !batch.conn.is_closing());
         self.staged.truncate(STAGED_CONNECTIONS_MAX);
@@ -464,5 +489,10 @@ impl Session {
             None if confirm_to.wanted => self.conn.send_control(&Frame::Confirm(confirm)),
             None => {}
         }
+    }
+
+    /// Sends a non-fatal `ERROR` for the publish `request_id`.
+    fn refuse(&self, request_id: u64, refusal: Refusal) {
+        send_refusal(&self.shared, &self.conn, refusal.code, request_id, refusal.text);
     }
 }

@@ -1,6 +1,6 @@
 //! Delivering a message received in a `FORWARD` to this broker's own
-//! subscribers, through the same router, match cache and content index as a
-//! local publish.
+//! streams and subscribers, through the same [`crate::pipeline`] stages as
+//! a local publish.
 //!
 //! It goes to every matching plain subscription, and to one member of each
 //! queue group the origin assigned to this broker ([`super::groups`]); other
@@ -11,86 +11,70 @@
 //! Like the local publish path it never waits: a `block` queue that is full
 //! drops the copy (counted in `dropped_queue_full`, and reported as lost),
 //! since a link session cannot park the way a publisher's connection does.
+//! The message is encoded here, once, in this reader's encode arena: the
+//! `FORWARD` carries it in the link encoding, not the body form a stream
+//! record and a `DELIVER` share.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::BytesMut;
-use sift_core::{MatchCache, MatchResult};
-use sift_filter::IndexScratch;
-use sift_proto::{encode_message, encoded_deliver_len};
+use sift_core::MatchResult;
 
-use crate::connection::LocalCounters;
 use crate::delivery::{push_to, Pushed};
 use crate::outbox::{Entry, Routed};
+use crate::pipeline::{self, Pipeline};
 use crate::report::{DeliveryReport, ReportSink};
-use crate::router::Route;
 use crate::server::BrokerShared;
 use crate::stats::bump;
 use crate::subscription::SubRef;
 
 use super::forward::Travelling;
 
-/// A link session's matching state, kept across the messages it receives.
+/// A link session's pipeline state, kept across the messages it receives.
 #[derive(Debug)]
 pub(crate) struct RemoteDelivery {
-    cache: MatchCache<Route>,
-    scratch: IndexScratch,
-    counters: LocalCounters,
-    /// Turns among the members of each queue group served here.
-    group_turns: HashMap<String, usize>,
+    pipeline: Pipeline,
 }
 
 impl RemoteDelivery {
     pub(crate) fn new(shared: &BrokerShared) -> RemoteDelivery {
-        RemoteDelivery {
-            cache: MatchCache::new(shared.config.delivery.match_cache_entries_max),
-            scratch: IndexScratch::default(),
-            counters: LocalCounters::default(),
-            group_turns: HashMap::new(),
-        }
+        RemoteDelivery { pipeline: Pipeline::new(shared) }
     }
 
-    /// Queues `travelling` for every local subscription it goes to, and
-    /// starts its delivery report when the origin awaits one.
+    /// Runs `travelling` through the pipeline from its encode stage on
+    /// (its origin validated and stamped it, and forwards it on): store
+    /// here, route, deliver to every local target, and start its delivery
+    /// report when the origin awaits one.
     pub(crate) fn deliver(&mut self, shared: &Arc<BrokerShared>, travelling: &Travelling) {
         let message = &travelling.message;
-        let route = shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
-        let matches = if route.is_topic_only() {
-            route.matches.clone()
-        } else {
-            Arc::new(shared.router.select(&route, message, &mut self.scratch))
-        };
+        let streams = shared.storage.streams_for_forwarded(message);
+        let matches = self.pipeline.route(shared, message);
         let targets = self.targets(&matches, travelling, shared.links.name());
         let report = travelling.awaits_report().then(|| self.start_report(shared, travelling, &targets));
-        let streams = shared.storage.streams_for_forwarded(message);
-        if targets.is_empty() && streams.is_empty() {
-            self.counters.flush(&shared.stats);
-            return;
-        }
-        let mut encoded = BytesMut::new();
-        let max_frame_bytes = shared.config.limits.max_frame_bytes as usize;
-        let encodable = encode_message(&mut encoded, message).is_ok();
-        if !encodable || encoded_deliver_len(encoded.len()) > max_frame_bytes {
-            tracing::warn!(
-                bytes = encoded.len(),
-                "forwarded message cannot be delivered: not encodable or over max_frame_bytes"
-            );
-            for target in &targets {
-                if let Some(report) = &report {
-                    report.failed(target.key);
+        if !targets.is_empty() || !streams.is_empty() {
+            match self.pipeline.encode(shared, message) {
+                Ok(encoded) => {
+                    pipeline::store_unconfirmed(&streams, message, &encoded);
+                    let routed = Arc::new(Routed::new(message, encoded, report));
+                    self.push_all(shared, &routed, &targets);
+                }
+                Err(refusal) => {
+                    tracing::warn!(reason = %refusal.text, "forwarded message cannot be stored or delivered here");
+                    for target in &targets {
+                        if let Some(report) = &report {
+                            report.failed(target.key);
+                        }
+                    }
                 }
             }
-            return;
         }
-        let encoded = encoded.freeze();
-        // Stored here for this broker's streams; the publisher's confirm
-        // came from the broker it was published at, after its own store.
-        for stream in &streams {
-            stream.append_unconfirmed(message.timestamp_ns, encoded.clone());
-        }
-        let routed = Arc::new(Routed::new(message, encoded, report));
-        for target in &targets {
+        self.pipeline.flush_counters(shared);
+    }
+
+    /// The deliver stage for a forwarded message. A link session cannot
+    /// park the way a publisher's connection does, so a full `block` queue
+    /// drops the copy (counted, and reported as lost).
+    fn push_all(&mut self, shared: &BrokerShared, routed: &Arc<Routed>, targets: &[SubRef]) {
+        for target in targets {
             match push_to(shared, target, Entry::new(routed.clone())) {
                 Pushed::Done => {}
                 Pushed::Full => {
@@ -98,12 +82,11 @@ impl RemoteDelivery {
                     routed.report_lost(target.key);
                 }
                 Pushed::Gone => {
-                    self.counters.subscriber_gone += 1;
+                    self.pipeline.counters().subscriber_gone += 1;
                     routed.report_lost(target.key);
                 }
             }
         }
-        self.counters.flush(&shared.stats);
     }
 
     /// The plain subscriptions of `matches`, then one member of each queue
@@ -113,19 +96,14 @@ impl RemoteDelivery {
         for assignment in travelling.groups.iter().filter(|assignment| assignment.broker == own) {
             let members =
                 matches.groups.iter().find(|(name, _)| **name == *assignment.group).map(|(_, members)| members);
-            match members.filter(|members| !members.is_empty()) {
-                Some(members) => {
-                    let turn = self.group_turns.entry(assignment.group.clone()).or_insert(0);
-                    *turn = turn.wrapping_add(1);
-                    targets.push(members[*turn % members.len()].clone());
-                }
+            match members.and_then(|members| self.pipeline.pick_member(&assignment.group, members)) {
+                Some(member) => targets.push(member),
                 // The member left after the origin chose this broker.
-                None => self.counters.subscriber_gone += 1,
+                None => self.pipeline.counters().subscriber_gone += 1,
             }
         }
         targets
     }
-
     /// The report of this broker's copies, sent to the origin when settled
     /// or, at the latest, after three quarters of the origin's wait (so
     /// that it arrives while the origin still waits), and never later than

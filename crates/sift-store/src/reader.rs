@@ -7,7 +7,10 @@
 //! read stopped), and reads forward in chunks with `pread`, which shares
 //! the segment's file between readers without sharing a file position.
 //! Bodies are zero-copy slices of the chunk, so a record held keeps its
-//! chunk (up to [`READ_CHUNK_BYTES`]) in memory.
+//! chunk (up to [`READ_CHUNK_BYTES`]) in memory. The reader keeps its last
+//! chunk too, and serves the next read from it when it starts inside: a
+//! consumer reads a few hundred records at a time, and each read must not
+//! cost a chunk of I/O.
 //!
 //! A record that fails its checksum here, though it passed at open (the
 //! disk changed under the log), is handled like damage found at open: the
@@ -88,6 +91,26 @@ struct Resume {
 pub struct LogReader {
     shared: Arc<Shared>,
     resume: Option<Resume>,
+    /// The chunk the last read took from disk.
+    chunk: Option<CachedChunk>,
+}
+
+/// A chunk of one segment, as read: whole visible records only, since a
+/// chunk never reaches past the visible end of its segment.
+#[derive(Debug)]
+struct CachedChunk {
+    segment_first_seq: u64,
+    offset: u64,
+    bytes: Bytes,
+}
+
+impl CachedChunk {
+    /// The rest of the chunk from `offset` in segment `segment_first_seq`,
+    /// when the chunk holds bytes there.
+    fn from(&self, segment_first_seq: u64, offset: u64) -> Option<Bytes> {
+        let start = usize::try_from(offset.checked_sub(self.offset)?).ok()?;
+        (self.segment_first_seq == segment_first_seq && start < self.bytes.len()).then(|| self.bytes.slice(start..))
+    }
 }
 
 /// The segment a read works in, copied out of the list so that the read
@@ -123,7 +146,7 @@ impl Walk {
 
 impl LogReader {
     pub(crate) fn new(shared: Arc<Shared>) -> LogReader {
-        LogReader { shared, resume: None }
+        LogReader { shared, resume: None, chunk: None }
     }
 
     /// Appends to `out` the records with sequence `from_seq` and on, in
@@ -196,7 +219,7 @@ impl LogReader {
 
     /// Reads forward through `place` until the walk is full or at its limit.
     fn walk(
-        &self,
+        &mut self,
         place: &mut Place,
         walk: &mut Walk,
         out: &mut Vec<Record>,
@@ -222,9 +245,15 @@ impl LogReader {
                 let detail = format!("sequence {} lies past the end of the whole records", walk.expected);
                 return Err(StoreError::Corrupt { path: place.path.clone(), offset: walk.offset, detail });
             }
-            let chunk = read_chunk(&place.file, walk.offset, place.end, walk.chunk_bytes)
-                .map_err(|error| StoreError::io(&place.path, "read", error))?;
+            let cached = self.chunk.as_ref().and_then(|chunk| chunk.from(place.first_seq, walk.offset));
+            let from_cache = cached.is_some();
+            let chunk = match cached {
+                Some(chunk) => chunk,
+                None => self.read_chunk(place, walk)?,
+            };
             match take_records(&chunk, walk, out) {
+                // The cached chunk ends inside a record: read on from disk.
+                0 if from_cache => self.chunk = None,
                 0 => {
                     let run = self.damage_found(place, walk.offset, walk.expected)?;
                     place.damaged.push(run);
@@ -233,6 +262,16 @@ impl LogReader {
             }
         }
         Ok(())
+    }
+
+    /// Reads the chunk at the walk's offset from disk, and keeps it for
+    /// the next read.
+    fn read_chunk(&mut self, place: &Place, walk: &Walk) -> Result<Bytes, StoreError> {
+        let bytes = read_chunk(&place.file, walk.offset, place.end, walk.chunk_bytes)
+            .map_err(|error| StoreError::io(&place.path, "read", error))?;
+        let chunk = CachedChunk { segment_first_seq: place.first_seq, offset: walk.offset, bytes: bytes.clone() };
+        self.chunk = Some(chunk);
+        Ok(bytes)
     }
 
     /// A record at `offset` that does not parse where the log expects

@@ -168,7 +168,7 @@ fn persist_quick() {
     }
     let reading = &report["tables"][1];
     let rows = reading["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 5, "a replay and a query in each of the four languages");
+    assert_eq!(rows.len(), 6, "two replays and a query in each of the four languages");
     for row in rows {
         assert_eq!(row[column(reading, "messages")].as_u64(), Some(500), "every stored message read: {row}");
     }

@@ -10,7 +10,10 @@
 //!
 //! **Reading.** One stream is filled with `read_count` messages carrying
 //! properties and metadata; then a replay from the first message reads it
-//! all (messages per second through the page cache and the consumer), and
+//! all twice (messages per second through the page cache and the consumer):
+//! once acknowledged by the client, message by message, as a durable
+//! consumer does, and once acknowledged on write (`AckPolicy::OnWrite`, the
+//! way a read-once replay such as JetStream's ordered consumer runs); and
 //! an archive query in each filter language scans it whole, matching
 //! nothing (stored messages scanned per second).
 //!
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::json;
 use sift_client::{
-    Client, ClientOptions, FilterKind, ManageOp, PublishOptions, QueryEvent, QueryOptions, StartPosition,
+    AckPolicy, Client, ClientOptions, FilterKind, ManageOp, PublishOptions, QueryEvent, QueryOptions, StartPosition,
     SubscribeOptions,
 };
 use sift_core::{DeliveryMode, Message, TopicName, Value};
@@ -248,6 +251,23 @@ async fn await_confirm(in_flight: &mut InFlight, latency: &mut Samples) -> Resul
     Ok(())
 }
 
+/// Replays the whole read stream from the first message with `ack`; the
+/// seconds it took.
+async fn replay(reader: &Client, ack: AckPolicy, read_count: u64) -> Result<f64, BenchError> {
+    let started = Instant::now();
+    let options = SubscribeOptions::new("bench.read").replay("bench-read", StartPosition::First).ack(ack);
+    let mut replay = reader.subscribe(options).await?;
+    for _ in 0..read_count {
+        tokio::time::timeout(READ_PATIENCE, replay.next())
+            .await
+            .map_err(|_| BenchError::Timeout("the replay stalled".into()))?
+            .ok_or(sift_client::ClientError::Closed)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    replay.unsubscribe().await?;
+    Ok(seconds)
+}
+
 /// Fills a stream, replays it, and scans it with a query in each language.
 async fn read_figures(address: &str, admin: &Client, read_count: u64) -> Result<Table, BenchError> {
     let mut table = Table::new(
@@ -258,17 +278,10 @@ async fn read_figures(address: &str, admin: &Client, read_count: u64) -> Result<
     admin.manage(ManageOp::StreamAdd, json!({ "name": "bench-read", "topics": ["bench.read"], "fsync": "os" })).await?;
     fill(address, read_count).await?;
     let reader = connect(address, "bench-persist-reader").await?;
-    let started = Instant::now();
-    let mut replay =
-        reader.subscribe(SubscribeOptions::new("bench.read").replay("bench-read", StartPosition::First)).await?;
-    for _ in 0..read_count {
-        tokio::time::timeout(READ_PATIENCE, replay.next())
-            .await
-            .map_err(|_| BenchError::Timeout("the replay stalled".into()))?
-            .ok_or(sift_client::ClientError::Closed)?;
+    for (label, ack) in [("replay, client acks", AckPolicy::Auto), ("replay, acked on write", AckPolicy::OnWrite)] {
+        let seconds = replay(&reader, ack, read_count).await?;
+        table.push_row(vec![label.into(), read_count.into(), seconds.into(), (read_count as f64 / seconds).into()])?;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    table.push_row(vec!["replay".into(), read_count.into(), seconds.into(), (read_count as f64 / seconds).into()])?;
     let queries = [
         ("query tags", FilterKind::Tags, "sym=\"NONE\""),
         ("query sql", FilterKind::Sql, "sym = 'NONE' AND price > 100"),

@@ -327,24 +327,32 @@ fn offer(shared: &BrokerShared, consumer: &Arc<Consumer>, record: Record) -> Off
         consumer.cursor.passed_over(seq);
         return Offered::PassedOver;
     };
-    if routed.is_expired(crate::publish::now_ns()) {
+    // Most stored messages have no expiry: no clock reading for them.
+    if routed.expiry_ns != 0 && routed.is_expired(crate::publish::now_ns()) {
         bump(&shared.stats.dropped_expired);
         consumer.cursor.passed_over(seq);
         return Offered::PassedOver;
     }
     let routed = Arc::new(routed);
-    let members: Vec<SubRef> = {
+    let (turn, count) = {
         let mut members = consumer.members();
         members.turn = members.turn.wrapping_add(1);
-        let turn = members.turn;
-        let count = members.list.len();
-        (0..count).map(|offset| members.list[(turn + offset) % count].clone()).collect()
+        (members.turn, members.list.len())
     };
     let mut blocked_on = None;
-    for member in &members {
+    for offset in 0..count {
+        // Looked up one at a time, under the lock only for the clone: the
+        // list may shrink meanwhile, and the first try is nearly always it.
+        let member = {
+            let members = consumer.members();
+            match members.list.len() {
+                0 => break,
+                len => members.list[(turn + offset) % len].clone(),
+            }
+        };
         // Marked in flight first: the subscriber may acknowledge at once.
         consumer.cursor.delivered(seq);
-        match push_to(shared, member, Entry::new(routed.clone())) {
+        match push_to(shared, &member, Entry::new(routed.clone())) {
             Pushed::Done => {
                 bump(&shared.stats.stream_deliveries);
                 return Offered::Delivered;

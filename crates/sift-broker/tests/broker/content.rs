@@ -124,15 +124,22 @@ async fn malformed_metadata_is_refused_to_its_publisher_only() {
     let subscriber = client(&broker, "sub").await;
     let mut all = subscriber.subscribe(SubscribeOptions::new("jbi.>")).await.expect("subscribe");
     let publisher = client(&broker, "jbi").await;
-    let mut broken = message("jbi.objects", "broken");
-    broken.metadata = Some(b"<metadata><open></metadata>".to_vec().into());
-    let refused = publisher.publish_confirmed(broken, PublishOptions::default()).await;
-    match refused {
-        Err(ClientError::Refused { code, message }) => {
-            assert_eq!(code, ErrorCode::InvalidField);
-            assert!(message.contains("metadata"), "names the field: {message}");
+    // A mismatched tag, and a hostile document: one element with 40,000
+    // attributes, refused at the attribute limit (reading it cost the
+    // broker seconds when each attribute was compared with all before it).
+    let hostile: String = (0..40_000).map(|index| format!(" a{index}='1'")).collect();
+    let documents = ["<metadata><open></metadata>".to_string(), format!("<metadata{hostile}/>")];
+    for (document, reason) in documents.iter().zip(["expected `</open>`", "more than 256 attributes on one element"]) {
+        let mut broken = message("jbi.objects", "broken");
+        broken.metadata = Some(document.clone().into_bytes().into());
+        let refused = publisher.publish_confirmed(broken, PublishOptions::default()).await;
+        match refused {
+            Err(ClientError::Refused { code, message }) => {
+                assert_eq!(code, ErrorCode::InvalidField);
+                assert!(message.contains("metadata") && message.contains(reason), "names field and reason: {message}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
         }
-        other => panic!("expected a refusal, got {other:?}"),
     }
     publisher.publish(message("jbi.objects", "fine")).await.expect("publish");
     assert_eq!(texts(&mut all, 1).await, ["fine"], "the broker and the connection carry on");

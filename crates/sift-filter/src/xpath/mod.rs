@@ -113,6 +113,12 @@ pub const XML_DEPTH_MAX: usize = 64;
 /// How many elements a metadata document may have.
 pub const XML_ELEMENTS_MAX: usize = 10_000;
 
+/// How many attributes one element of a metadata document may have.
+pub const XML_ELEMENT_ATTRIBUTES_MAX: usize = 256;
+
+/// How many attributes a metadata document may have in all.
+pub const XML_ATTRIBUTES_MAX: usize = 20_000;
+
 /// A parsed XPath filter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct XPathFilter {

@@ -4,9 +4,16 @@
 //! caller, so that every consumer (the document tree and the shared
 //! automaton alike) accepts and refuses exactly the same inputs: UTF-8 only,
 //! one root element, no text outside it, XML names, the five predefined
-//! entities and valid character references, no DTD, and the limits
-//! [`XML_DEPTH_MAX`] and [`XML_ELEMENTS_MAX`]. Adjacent text, CDATA and
-//! references are merged into one text event, as XPath sees one text node.
+//! entities and valid character references, no DTD, unique attribute names,
+//! and the limits [`XML_DEPTH_MAX`], [`XML_ELEMENTS_MAX`],
+//! [`XML_ELEMENT_ATTRIBUTES_MAX`] and [`XML_ATTRIBUTES_MAX`]. Adjacent text,
+//! CDATA and references are merged into one text event, as XPath sees one
+//! text node.
+//!
+//! Metadata comes from any client, so the cost of reading a document must
+//! stay linear in its size: quick-xml's own duplicate-attribute check
+//! compares each attribute with every one before it, so it is off, and
+//! duplicates are found here by sorting the names of each start tag.
 
 use quick_xml::events::{BytesStart, BytesText, Event};
 use quick_xml::Reader;
@@ -14,7 +21,7 @@ use quick_xml::Reader;
 use crate::xpath::entities::{is_xml_name, push_attribute_value, resolve_reference};
 use crate::xpath::lexer::is_xml_whitespace;
 use crate::xpath::xml_error::XmlError;
-use crate::xpath::{XML_DEPTH_MAX, XML_ELEMENTS_MAX};
+use crate::xpath::{XML_ATTRIBUTES_MAX, XML_DEPTH_MAX, XML_ELEMENTS_MAX, XML_ELEMENT_ATTRIBUTES_MAX};
 
 /// Receives the events of a document, in document order. Events arrive
 /// only while the document is well-formed so far; the caller of
@@ -42,6 +49,21 @@ impl AttributeList {
     fn clear(&mut self) {
         self.text.clear();
         self.ends.clear();
+    }
+
+    /// Fails on the first name that appears twice: O(n log n) in the
+    /// attributes of the tag, which are at most
+    /// [`XML_ELEMENT_ATTRIBUTES_MAX`].
+    fn check_unique(&self, position: usize) -> Result<(), XmlError> {
+        if self.ends.len() < 2 {
+            return Ok(());
+        }
+        let mut names: Vec<&str> = self.iter().map(|(name, _)| name).collect();
+        names.sort_unstable();
+        match names.windows(2).find(|pair| pair[0] == pair[1]) {
+            Some(pair) => Err(XmlError::DuplicateAttribute { position, name: pair[0].to_string() }),
+            None => Ok(()),
+        }
     }
 
     /// The attributes in the order written, as `(name, value)`.
@@ -87,6 +109,8 @@ struct ReadState<'t> {
     /// Where the start tag of each open element begins, outermost first.
     open: Vec<usize>,
     elements: usize,
+    /// Attributes read so far in the whole document.
+    attributes_total: usize,
     root_seen: bool,
     events_seen: bool,
     /// Text read since the last markup that ends a text node.
@@ -162,9 +186,10 @@ impl ReadState<'_> {
 
     fn read_attributes(&mut self, tag: &BytesStart<'_>, position: usize) -> Result<(), XmlError> {
         self.attributes.clear();
-        for attribute in tag.attributes() {
+        for attribute in tag.attributes().with_checks(false) {
             let attribute =
                 attribute.map_err(|error| XmlError::Syntax { position, reason: format!("in a start tag: {error}") })?;
+            self.count_attribute(position)?;
             let name = utf8(attribute.key.into_inner(), position)?;
             if !is_xml_name(name) {
                 return Err(XmlError::InvalidName { position, name: name.to_string() });
@@ -177,6 +202,20 @@ impl ReadState<'_> {
             let name_end = self.attributes.text.len();
             push_attribute_value(raw, position, &mut self.attributes.text)?;
             self.attributes.ends.push((name_end, self.attributes.text.len()));
+        }
+        self.attributes.check_unique(position)
+    }
+
+    /// Counts one more attribute against the per-element and the document
+    /// limits.
+    fn count_attribute(&mut self, position: usize) -> Result<(), XmlError> {
+        self.attributes_total += 1;
+        if self.attributes.ends.len() >= XML_ELEMENT_ATTRIBUTES_MAX {
+            let limit = XML_ELEMENT_ATTRIBUTES_MAX;
+            return Err(XmlError::TooManyAttributes { position, limit, scope: "on one element" });
+        }
+        if self.attributes_total > XML_ATTRIBUTES_MAX {
+            return Err(XmlError::TooManyAttributes { position, limit: XML_ATTRIBUTES_MAX, scope: "in the document" });
         }
         Ok(())
     }
@@ -276,7 +315,11 @@ mod tests {
             ("<a x='<'/>", |error| matches!(error, XmlError::LessThanInAttribute { .. }), 0),
             ("<!DOCTYPE a><a/>", |error| matches!(error, XmlError::DoctypeNotSupported { .. }), 0),
             (" <?xml version='1.0'?><a/>", |error| matches!(error, XmlError::MisplacedDeclaration { .. }), 1),
-            ("<a x='1' x='2'/>", |error| matches!(error, XmlError::Syntax { .. }), 0),
+            (
+                "<a x='1' y='0' x='2'/>",
+                |error| matches!(error, XmlError::DuplicateAttribute { name, .. } if name == "x"),
+                0,
+            ),
             ("<a>b</a>tail", |error| matches!(error, XmlError::TextOutsideRoot { .. }), 8),
         ];
         for (input, expected, position) in cases {
@@ -303,6 +346,29 @@ mod tests {
         assert!(events(&fine).is_ok());
         let many = format!("<r>{}</r>", "<a/>".repeat(XML_ELEMENTS_MAX));
         assert!(matches!(events(&many), Err(XmlError::TooManyElements { .. })));
+    }
+
+    /// A start tag with `count` distinct attributes.
+    fn element_with_attributes(count: usize) -> String {
+        let attributes: String = (0..count).map(|index| format!(" a{index}='1'")).collect();
+        format!("<e{attributes}/>")
+    }
+
+    #[test]
+    fn limits_attributes_per_element_and_per_document() {
+        let fine = element_with_attributes(XML_ELEMENT_ATTRIBUTES_MAX);
+        assert!(events(&fine).is_ok());
+        // The hostile case: tens of thousands of attributes on one element
+        // are refused at the limit, after reading no more than it.
+        let hostile = element_with_attributes(40_000);
+        let error = events(&hostile).expect_err("too many on one element");
+        assert!(matches!(error, XmlError::TooManyAttributes { limit: XML_ELEMENT_ATTRIBUTES_MAX, .. }), "{error}");
+        let per_element = XML_ELEMENT_ATTRIBUTES_MAX;
+        let elements = XML_ATTRIBUTES_MAX / per_element + 1;
+        let spread = format!("<r>{}</r>", element_with_attributes(per_element).repeat(elements));
+        let error = events(&spread).expect_err("too many in the document");
+        assert!(matches!(error, XmlError::TooManyAttributes { limit: XML_ATTRIBUTES_MAX, .. }), "{error}");
+        assert!(error.to_string().contains("in the document"), "{error}");
     }
 
     #[test]

@@ -106,6 +106,26 @@ pub enum XmlError {
         /// The depth limit.
         limit: usize,
     },
+    /// An element with more attributes than
+    /// [`crate::xpath::XML_ELEMENT_ATTRIBUTES_MAX`], or a document with more
+    /// than [`crate::xpath::XML_ATTRIBUTES_MAX`] in all.
+    #[error("XML: at byte {position}: more than {limit} attributes {scope}")]
+    TooManyAttributes {
+        /// Offset of the start tag that crossed the limit.
+        position: usize,
+        /// The limit crossed.
+        limit: usize,
+        /// `on one element` or `in the document`.
+        scope: &'static str,
+    },
+    /// An element names the same attribute twice.
+    #[error("XML: at byte {position}: attribute {name:?} appears twice in one start tag")]
+    DuplicateAttribute {
+        /// Offset of the start tag.
+        position: usize,
+        /// The attribute's name.
+        name: String,
+    },
     /// More elements than [`crate::xpath::XML_ELEMENTS_MAX`].
     #[error("XML: at byte {position}: more than {limit} elements")]
     TooManyElements {
@@ -133,7 +153,9 @@ impl XmlError {
             | XmlError::DoctypeNotSupported { position }
             | XmlError::MisplacedDeclaration { position }
             | XmlError::TooDeep { position, .. }
-            | XmlError::TooManyElements { position, .. } => *position,
+            | XmlError::TooManyElements { position, .. }
+            | XmlError::TooManyAttributes { position, .. }
+            | XmlError::DuplicateAttribute { position, .. } => *position,
         }
     }
 }

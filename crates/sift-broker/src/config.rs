@@ -21,6 +21,8 @@ pub use crate::network_config::{
 
 /// Address `sift broker` listens on by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
+/// Bytes each direction of an in-process connection's pipe holds by default.
+pub const IN_PROCESS_PIPE_BYTES_DEFAULT: usize = 256 * 1024;
 /// Directory the broker keeps its data in by default.
 pub const DEFAULT_DATA_DIR: &str = "./sift-data";
 
@@ -135,6 +137,9 @@ pub struct DeliveryConfig {
     /// of its publishes waits for space in a full `block` queue; reading on
     /// lets its acks and pings through, so it never waits on itself.
     pub blocked_read_ahead_bytes: usize,
+    /// Bytes each direction of an in-process connection's pipe holds (the
+    /// HTTP front-end's sessions): the counterpart of a socket's buffers.
+    pub in_process_pipe_bytes: usize,
 }
 
 impl Default for Config {
@@ -204,6 +209,7 @@ impl Default for DeliveryConfig {
             read_buffer_bytes: 64 * 1024,
             encode_arena_bytes: 64 * 1024,
             blocked_read_ahead_bytes: 1024 * 1024,
+            in_process_pipe_bytes: IN_PROCESS_PIPE_BYTES_DEFAULT,
         }
     }
 }
@@ -248,6 +254,7 @@ impl Config {
             ("delivery.write_batch_bytes", delivery.write_batch_bytes as u64),
             ("delivery.read_buffer_bytes", delivery.read_buffer_bytes as u64),
             ("delivery.encode_arena_bytes", delivery.encode_arena_bytes as u64),
+            ("delivery.in_process_pipe_bytes", delivery.in_process_pipe_bytes as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

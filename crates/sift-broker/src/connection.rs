@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use sift_proto::{Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
@@ -203,14 +202,32 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
     // Small frames (acks, confirms, one-in-flight latency tests) must not wait
     // for Nagle's algorithm; the writer batches on its own.
     let _ = stream.set_nodelay(true);
-    let peer = stream.peer_addr().ok();
-    let (mut reader, mut writer) = stream.into_split();
+    let peer = stream.peer_addr().map_or_else(|_| "unknown".to_string(), |address| address.to_string());
+    let (reader, writer) = stream.into_split();
+    serve_halves(reader, writer, shared, id, peer).await;
+}
+
+/// Serves one in-process connection (see
+/// [`crate::server::BrokerShared::connect_in_process`]) until it closes:
+/// the same session as a socket's, over an in-memory pipe.
+pub async fn serve_in_process(stream: tokio::io::DuplexStream, shared: Arc<BrokerShared>, id: u64) {
+    let (reader, writer) = tokio::io::split(stream);
+    serve_halves(reader, writer, shared, id, "in-process".to_string()).await;
+}
+
+/// Serves a connection given as its two halves: the handshake, then the
+/// reader loop here and the writer and redelivery tasks beside it.
+async fn serve_halves<R, W>(mut reader: R, mut writer: W, shared: Arc<BrokerShared>, id: u64, peer: String)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let mut decoder = Decoder::new(shared.config.limits.max_frame_bytes);
     let mut buf = BytesMut::with_capacity(shared.config.delivery.read_buffer_bytes);
     let hello = match handshake(&mut reader, &mut buf, &mut decoder, &shared).await {
         Ok(hello) => hello,
         Err((error, reply)) => {
-            tracing::debug!(connection = id, ?peer, %error, "handshake failed");
+            tracing::debug!(connection = id, %peer, %error, "handshake failed");
             if let Some(reply) = reply {
                 bump(&shared.stats.errors_sent);
                 let mut bytes = BytesMut::new();
@@ -235,7 +252,7 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
     decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
     let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder).await;
     if let Err(error) = &outcome {
-        tracing::debug!(connection = id, ?peer, %error, "connection ended");
+        tracing::debug!(connection = id, %peer, %error, "connection ended");
     }
     conn.close(None);
     if conn.overflowed.load(Ordering::Acquire) {
@@ -268,7 +285,7 @@ type HandshakeFailure = (ConnectionError, Option<Frame>);
 
 /// Reads the `HELLO` within the handshake timeout and checks versions.
 async fn handshake(
-    reader: &mut OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     decoder: &mut Decoder,
     shared: &BrokerShared,
@@ -309,7 +326,7 @@ async fn handshake(
 }
 
 async fn read_frame(
-    reader: &mut OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     decoder: &mut Decoder,
     shared: &BrokerShared,
@@ -407,7 +424,7 @@ impl Session {
 
     async fn read_loop(
         &mut self,
-        reader: &mut OwnedReadHalf,
+        reader: &mut (impl AsyncRead + Unpin),
         buf: &mut BytesMut,
         decoder: &mut Decoder,
     ) -> Result<(), ConnectionError> {

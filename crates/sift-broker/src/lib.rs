@@ -30,5 +30,5 @@ pub mod writer;
 
 pub use config::{Config, ConfigError, StorageConfig, StreamDefinition};
 pub use link::LinkInfo;
-pub use server::{BrokerError, RunningBroker};
+pub use server::{BrokerError, InProcessConnector, InProcessError, RunningBroker};
 pub use stats::StatsSnapshot;

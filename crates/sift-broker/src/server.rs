@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use sift_proto::ErrorCode;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::connection::{error_frame, serve, ConnShared};
+use crate::connection::{error_frame, serve, serve_in_process, ConnShared};
 use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 use crate::router::Router;
 use crate::stats::{bump, Stats, StatsSnapshot};
@@ -56,6 +56,20 @@ pub enum BrokerError {
     },
 }
 
+/// In-process connections waiting for the accept loop to admit them.
+pub const IN_PROCESS_BACKLOG: usize = 1024;
+
+/// Why an in-process connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum InProcessError {
+    /// The broker is shutting down or has stopped.
+    #[error("the broker is shutting down")]
+    ShuttingDown,
+    /// More than `IN_PROCESS_BACKLOG` connections wait for admission.
+    #[error("{IN_PROCESS_BACKLOG} in-process connections already wait to be admitted")]
+    Backlog,
+}
+
 /// State shared by every connection of one broker.
 #[derive(Debug)]
 pub struct BrokerShared {
@@ -75,13 +89,16 @@ pub struct BrokerShared {
     pub storage: Storage,
     connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
     shutdown: watch::Sender<bool>,
+    /// In-process connections on their way to the accept loop.
+    in_process: tokio::sync::mpsc::Sender<DuplexStream>,
 }
 
 impl BrokerShared {
-    fn new(config: Config, storage: Storage) -> Arc<BrokerShared> {
+    fn new(config: Config, storage: Storage) -> (Arc<BrokerShared>, tokio::sync::mpsc::Receiver<DuplexStream>) {
         let (shutdown, _) = watch::channel(false);
+        let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         let first_id = crate::publish::now_ns();
-        Arc::new(BrokerShared {
+        let shared = Arc::new(BrokerShared {
             router: Router::default(),
             stats: Stats::default(),
             next_message_id: AtomicU64::new(first_id),
@@ -91,8 +108,29 @@ impl BrokerShared {
             storage,
             connections: Mutex::new(HashMap::new()),
             shutdown,
+            in_process,
             config,
-        })
+        });
+        (shared, in_process_queue)
+    }
+
+    /// Opens a connection to this broker inside the process: the returned
+    /// end of an in-memory pipe speaks the native protocol (`HELLO` first),
+    /// and the broker serves the other end exactly as it serves a socket,
+    /// admitted under `max_connections` by the same accept loop. Front-ends
+    /// that translate another protocol (HTTP, WebSocket) use it, so that
+    /// their messages are matched, queued and acknowledged by the same
+    /// session code as native clients'.
+    pub fn connect_in_process(&self) -> Result<DuplexStream, InProcessError> {
+        if self.is_shutting_down() {
+            return Err(InProcessError::ShuttingDown);
+        }
+        let (client_end, broker_end) = tokio::io::duplex(self.config.delivery.in_process_pipe_bytes);
+        self.in_process.try_send(broker_end).map_err(|error| match error {
+            tokio::sync::mpsc::error::TrySendError::Full(_) => InProcessError::Backlog,
+            tokio::sync::mpsc::error::TrySendError::Closed(_) => InProcessError::ShuttingDown,
+        })?;
+        Ok(client_end)
     }
 
     fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnShared>>> {
@@ -131,6 +169,26 @@ impl BrokerShared {
     }
 }
 
+/// Opens connections to one broker inside the process; cheap to clone. It
+/// keeps the broker's shared state alive, not the broker: once the broker
+/// shuts down, [`InProcessConnector::connect`] fails.
+#[derive(Debug, Clone)]
+pub struct InProcessConnector {
+    shared: Arc<BrokerShared>,
+}
+
+impl InProcessConnector {
+    /// A new connection's client end; see [`BrokerShared::connect_in_process`].
+    pub fn connect(&self) -> Result<DuplexStream, InProcessError> {
+        self.shared.connect_in_process()
+    }
+
+    /// A receiver that turns true when the broker starts shutting down.
+    pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
+        self.shared.shutdown_watch()
+    }
+}
+
 /// A running broker. Dropping it does not stop it; call [`RunningBroker::shutdown`].
 #[derive(Debug)]
 pub struct RunningBroker {
@@ -158,7 +216,7 @@ impl RunningBroker {
         let storage = Storage::open(&config.data_dir, &config.storage, &config.streams).map_err(|source| {
             BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) }
         })?;
-        let shared = BrokerShared::new(config, storage);
+        let (shared, in_process_queue) = BrokerShared::new(config, storage);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);
         }
@@ -166,9 +224,19 @@ impl RunningBroker {
             shared.links.durable_interest(&consumer, true, &shared.stats);
         }
         tokio::spawn(crate::store::sync_positions(shared.clone()));
-        let accept_task = tokio::spawn(accept_loop(listener, shared.clone()));
+        let accept_task = tokio::spawn(accept_loop(listener, in_process_queue, shared.clone()));
         let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
         Ok(RunningBroker { local_addr, link_addr, shared, accept_task, link_task })
+    }
+
+    /// Opens in-process connections to this broker (front-ends use it).
+    pub fn connector(&self) -> InProcessConnector {
+        InProcessConnector { shared: self.shared.clone() }
+    }
+
+    /// The configuration the broker runs with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
     }
 
     /// The link listener's address actually bound, when links are accepted.
@@ -256,7 +324,13 @@ async fn bind_links(address: SocketAddr) -> Result<(TcpListener, SocketAddr), Br
     Ok((bound, local))
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {
+/// Accepts socket and in-process connections, admits each under
+/// `max_connections`, and on shutdown closes them all.
+async fn accept_loop(
+    listener: TcpListener,
+    mut in_process: tokio::sync::mpsc::Receiver<DuplexStream>,
+    shared: Arc<BrokerShared>,
+) {
     let mut tasks = JoinSet::new();
     let mut shutdown = shared.shutdown_watch();
     let mut next_id: u64 = 1;
@@ -266,7 +340,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {
                 Ok((stream, _)) => {
                     let id = next_id;
                     next_id += 1;
-                    admit(stream, id, &shared, &mut tasks);
+                    admit(Accepted::Socket(stream), id, &shared, &mut tasks);
                 }
                 // Accept errors (out of file descriptors) are transient:
                 // back off briefly rather than spin or stop serving.
@@ -275,11 +349,19 @@ async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
+            Some(pipe) = in_process.recv() => {
+                let id = next_id;
+                next_id += 1;
+                bump(&shared.stats.connections_in_process);
+                admit(Accepted::InProcess(pipe), id, &shared, &mut tasks);
+            }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = shutdown.changed() => break,
         }
     }
     drop(listener);
+    // Pipes still queued are dropped: their clients see the pipe close.
+    in_process.close();
     let open: Vec<Arc<ConnShared>> = shared.connections().values().cloned().collect();
     for conn in open {
         conn.close(Some(error_frame(ErrorCode::ShuttingDown, 0, true, "broker is shutting down".into())));
@@ -290,7 +372,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<BrokerShared>) {
     }
 }
 
-fn admit(stream: TcpStream, id: u64, shared: &Arc<BrokerShared>, tasks: &mut JoinSet<()>) {
+/// A connection the accept loop took: from the listener or from
+/// [`BrokerShared::connect_in_process`].
+enum Accepted {
+    Socket(TcpStream),
+    InProcess(DuplexStream),
+}
+
+fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut JoinSet<()>) {
     let open = shared.stats.connections_current.load(Ordering::Relaxed);
     // Connections still in their handshake are not registered yet; count the
     // tasks too so that a burst of handshakes cannot exceed the limit.
@@ -298,14 +387,20 @@ fn admit(stream: TcpStream, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Joi
     if open.max(tasks.len() as u64) >= limit {
         bump(&shared.stats.connections_refused);
         bump(&shared.stats.errors_sent);
-        tasks.spawn(refuse(stream, limit));
+        match accepted {
+            Accepted::Socket(stream) => tasks.spawn(refuse(stream, limit)),
+            Accepted::InProcess(pipe) => tasks.spawn(refuse(pipe, limit)),
+        };
         return;
     }
     bump(&shared.stats.connections_accepted);
-    tasks.spawn(serve(stream, shared.clone(), id));
+    match accepted {
+        Accepted::Socket(stream) => tasks.spawn(serve(stream, shared.clone(), id)),
+        Accepted::InProcess(pipe) => tasks.spawn(serve_in_process(pipe, shared.clone(), id)),
+    };
 }
 
-async fn refuse(mut stream: TcpStream, limit: u64) {
+async fn refuse(mut stream: impl AsyncWrite + Unpin, limit: u64) {
     let message = format!("broker already serves max_connections = {limit} connections");
     let mut bytes = BytesMut::new();
     if error_frame(ErrorCode::TooManyConnections, 0, true, message).encode(&mut bytes).is_ok() {

@@ -40,6 +40,9 @@ counters! {
     connections_refused,
     /// Connections open now.
     connections_current,
+    /// In-process connections opened since start (the HTTP front-end's
+    /// sessions); counted in `connections_accepted` too.
+    connections_in_process,
     /// Messages accepted from publishers.
     messages_published,
     /// Deliveries written to subscribers.

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::connection::{apply_events, apply_settled, ConnShared};
 use crate::publish::now_ns;
@@ -25,7 +24,7 @@ const REDELIVERY_SCAN_MAX: Duration = Duration::from_secs(1);
 
 /// Writes the connection's outbox to its socket until the connection closes
 /// and everything queued before the close has been written.
-pub async fn run(conn: Arc<ConnShared>, mut socket: OwnedWriteHalf, shared: Arc<BrokerShared>) {
+pub async fn run(conn: Arc<ConnShared>, mut socket: impl AsyncWrite + Unpin, shared: Arc<BrokerShared>) {
     let budget = shared.config.delivery.write_batch_bytes;
     let mut buf = BytesMut::with_capacity(budget + budget / 4);
     loop {

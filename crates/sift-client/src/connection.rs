@@ -9,13 +9,12 @@ use bytes::{Bytes, BytesMut};
 use sift_core::{Message, TopicName};
 use sift_proto::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
 use crate::query::QuerySender;
 use crate::subscription::{Batch, Delivery, Gap, Subscription};
+use crate::transport::{Endpoint, PipeOpener, Transport, TransportRead, TransportWrite};
 use crate::ClientError;
 
 /// Request ids start here so that an `ERROR`'s reference tells a publish
@@ -67,7 +66,7 @@ struct State {
 }
 
 struct Inner {
-    address: String,
+    endpoint: Endpoint,
     options: ClientOptions,
     state: Mutex<State>,
     writer_wake: Notify,
@@ -83,7 +82,7 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Client").field("address", &self.inner.address).finish()
+        formatter.debug_struct("Client").field("endpoint", &self.inner.endpoint).finish()
     }
 }
 
@@ -91,12 +90,23 @@ impl Client {
     /// Connects and completes the handshake; then keeps the connection up in
     /// the background.
     pub async fn connect(address: impl Into<String>, options: ClientOptions) -> Result<Client, ClientError> {
-        let address = address.into();
-        let (stream, welcome) = open(&address, &options).await?;
+        Client::connect_to(Endpoint::Tcp(address.into()), options).await
+    }
+
+    /// Connects to a broker in this process through the pipes `open`
+    /// returns (one per connect and reconnect), as [`Client::connect`] does
+    /// over TCP.
+    pub async fn connect_in_process(open: PipeOpener, options: ClientOptions) -> Result<Client, ClientError> {
+        Client::connect_to(Endpoint::InProcess(open), options).await
+    }
+
+    /// Connects to `endpoint` and completes the handshake.
+    pub async fn connect_to(endpoint: Endpoint, options: ClientOptions) -> Result<Client, ClientError> {
+        let (stream, welcome) = open(&endpoint, &options).await?;
         let window = Arc::new(Semaphore::new(welcome.publish_window.max(1) as usize));
         let state = State { next_request_id: REQUEST_ID_BASE, next_sub_id: 1, ..State::default() };
         let inner = Arc::new(Inner {
-            address,
+            endpoint,
             options,
             state: Mutex::new(state),
             writer_wake: Notify::new(),
@@ -472,11 +482,10 @@ fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
 }
 
 /// Connects and runs the handshake.
-async fn open(address: &str, options: &ClientOptions) -> Result<(TcpStream, Welcome), ClientError> {
-    let failure = |reason: String| ClientError::Connect { address: address.to_string(), reason };
+async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Transport, Welcome), ClientError> {
+    let failure = |reason: String| ClientError::Connect { address: endpoint.to_string(), reason };
     let attempt = async {
-        let mut stream = TcpStream::connect(address).await.map_err(|error| failure(error.to_string()))?;
-        let _ = stream.set_nodelay(true);
+        let mut stream = Transport::open(endpoint).await.map_err(|error| failure(error.to_string()))?;
         let hello = Hello {
             version_min: PROTOCOL_VERSION_MIN,
             version_max: PROTOCOL_VERSION,
@@ -507,7 +516,7 @@ async fn open(address: &str, options: &ClientOptions) -> Result<(TcpStream, Welc
 
 impl Client {
     /// Keeps the connection: runs it, and on loss reconnects with backoff.
-    async fn supervise(self, first: TcpStream) {
+    async fn supervise(self, first: Transport) {
         let mut stream = Some(first);
         let mut delay = RECONNECT_DELAY_MIN;
         let mut reconnected = false;
@@ -517,7 +526,7 @@ impl Client {
                     self.resume();
                 }
                 reconnected = true;
-                let (reader, writer) = current.into_split();
+                let (reader, writer) = current.split();
                 let max_frame = self.lock().welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
                 let mut writer_task = tokio::spawn(self.clone().write_loop(writer));
                 let mut reader_task = tokio::spawn(self.clone().read_loop(reader, max_frame));
@@ -534,7 +543,7 @@ impl Client {
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(self.inner.options.reconnect_delay_max);
-            match open(&self.inner.address, &self.inner.options).await {
+            match open(&self.inner.endpoint, &self.inner.options).await {
                 Ok((new_stream, welcome)) => {
                     self.lock().welcome = Some(welcome);
                     stream = Some(new_stream);
@@ -601,7 +610,7 @@ impl Client {
         self.inner.space.notify_waiters();
     }
 
-    async fn write_loop(self, mut writer: OwnedWriteHalf) {
+    async fn write_loop(self, mut writer: TransportWrite) {
         let mut batch = BytesMut::new();
         loop {
             {
@@ -636,7 +645,7 @@ impl Client {
 }
 
 impl Client {
-    async fn read_loop(self, mut reader: OwnedReadHalf, max_frame_bytes: u32) {
+    async fn read_loop(self, mut reader: TransportRead, max_frame_bytes: u32) {
         let mut decoder = Decoder::new(max_frame_bytes);
         let mut buf = BytesMut::with_capacity(64 * 1024);
         // Deliveries of one read, per subscription, handed over as batches:

@@ -31,6 +31,7 @@ mod error;
 mod options;
 mod query;
 mod subscription;
+mod transport;
 
 pub use connection::Client;
 pub use error::ClientError;
@@ -39,3 +40,4 @@ pub use query::{QueryEvent, QueryOptions, QueryResults};
 pub use sift_proto::{AdminQuery, Confirm, ConfirmStatus, FilterKind, QueuePolicy};
 pub use sift_proto::{GapReason, ManageOp, StartPosition, StreamSource};
 pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};
+pub use transport::{Endpoint, PipeOpener};

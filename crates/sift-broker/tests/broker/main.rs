@@ -10,6 +10,7 @@ mod delay;
 mod delivery;
 mod forwarding;
 mod ges22;
+mod in_process;
 mod interest;
 mod limits;
 mod links;

@@ -41,6 +41,7 @@ pub fn report(shared: &BrokerShared, query: AdminQuery) -> Value {
         AdminQuery::Links => links_report(shared),
         AdminQuery::Routes => routes_report(shared),
         AdminQuery::Stats => stats_report(shared),
+        AdminQuery::Subscriptions => subscriptions_report(shared),
     };
     document.insert("broker".into(), shared.links.name().to_string().into());
     document.insert("cluster".into(), shared.config.network.cluster.clone().into());
@@ -111,4 +112,28 @@ fn stats_report(shared: &BrokerShared) -> Map<String, Value> {
     }
     let streams: Vec<Value> = shared.storage.streams().iter().map(|stream| stream.info_json()).collect();
     Map::from_iter([("counters".to_string(), Value::Object(counters)), ("streams".to_string(), Value::Array(streams))])
+}
+
+/// `subscriptions`: every client connection (sorted by id) with its queued
+/// bytes and its subscriptions, each with its filters and queue depth.
+fn subscriptions_report(shared: &BrokerShared) -> Map<String, Value> {
+    let mut connections = shared.connection_list();
+    connections.sort_by_key(|conn| conn.id);
+    let described: Vec<Value> = connections
+        .iter()
+        .map(|conn| {
+            let (pending_bytes, unacked) = {
+                let outbox = conn.lock();
+                (outbox.pending_bytes(), outbox.unacked_count())
+            };
+            json!({
+                "connection": conn.id,
+                "client": &*conn.name,
+                "pending_bytes": pending_bytes,
+                "unacked": unacked,
+                "subscriptions": conn.listed_subscriptions(),
+            })
+        })
+        .collect();
+    Map::from_iter([("connections".to_string(), Value::Array(described))])
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sift_proto::QueuePolicy;
 
+pub use crate::http_config::{HttpConfig, DEFAULT_HTTP_LISTEN};
 pub use crate::store::{StorageConfig, StreamDefinition};
 
 pub use crate::network_config::{
@@ -68,6 +69,8 @@ pub struct Config {
     pub network: NetworkConfig,
     /// Where and how messages are stored.
     pub storage: StorageConfig,
+    /// The HTTP front-end (served by the `sift-http` crate).
+    pub http: HttpConfig,
     /// Streams the broker keeps (`[[streams]]`); created at start when
     /// missing, and their definitions win over stored ones.
     pub streams: Vec<StreamDefinition>,
@@ -152,6 +155,7 @@ impl Default for Config {
             delivery: DeliveryConfig::default(),
             network: NetworkConfig::default(),
             storage: StorageConfig::default(),
+            http: HttpConfig::default(),
             streams: Vec::new(),
             remove_data_dir_on_shutdown: false,
         }
@@ -172,6 +176,7 @@ impl Config {
             listen: ([127, 0, 0, 1], 0).into(),
             data_dir: std::env::temp_dir().join(name),
             remove_data_dir_on_shutdown: true,
+            http: HttpConfig { listen: ([127, 0, 0, 1], 0).into(), ..HttpConfig::default() },
             ..Config::default()
         }
     }
@@ -277,6 +282,7 @@ impl Config {
             .map_err(|error| ConfigError::Invalid(format!("delivery.policy_default: {error}")))?;
         self.network.validate()?;
         self.storage.validate().map_err(ConfigError::Invalid)?;
+        self.http.validate().map_err(ConfigError::Invalid)?;
         for stream in &self.streams {
             stream.parse(&self.storage).map_err(|error| ConfigError::Invalid(format!("[[streams]]: {error}")))?;
         }

@@ -58,6 +58,9 @@ pub struct ConnShared {
     /// Wakes publishers waiting for space in this connection's queues.
     pub space: Notify,
     closing: AtomicBool,
+    /// What `ADMIN subscriptions` shows of each open subscription, by id:
+    /// its description as JSON, fixed when it opened.
+    listed: Mutex<std::collections::BTreeMap<u32, serde_json::Value>>,
     /// Set when responses piled up past the limit and closed the connection.
     overflowed: AtomicBool,
     close_signal: watch::Sender<bool>,
@@ -74,6 +77,7 @@ impl ConnShared {
             writer_wake: Notify::new(),
             space: Notify::new(),
             closing: AtomicBool::new(false),
+            listed: Mutex::new(std::collections::BTreeMap::new()),
             overflowed: AtomicBool::new(false),
             close_signal,
         })
@@ -83,6 +87,31 @@ impl ConnShared {
     /// update, so a poisoned lock still guards consistent data.
     pub fn lock(&self) -> MutexGuard<'_, Outbox> {
         self.outbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records an open subscription for `ADMIN subscriptions`.
+    pub(crate) fn list_subscription(&self, sub_id: u32, description: serde_json::Value) {
+        self.listed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(sub_id, description);
+    }
+
+    /// Forgets a closed subscription.
+    pub(crate) fn unlist_subscription(&self, sub_id: u32) {
+        self.listed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&sub_id);
+    }
+
+    /// The open subscriptions' descriptions, each with its queue depth now.
+    pub fn listed_subscriptions(&self) -> Vec<serde_json::Value> {
+        let listed = self.listed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let outbox = self.lock();
+        listed
+            .into_iter()
+            .map(|(sub_id, mut description)| {
+                if let serde_json::Value::Object(fields) = &mut description {
+                    fields.insert("queued".into(), outbox.queued(sub_id).into());
+                }
+                description
+            })
+            .collect()
     }
 
     /// True once the connection has started closing.

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod config;
 pub mod connection;
 pub mod delivery;
+mod http_config;
 pub mod link;
 mod network_config;
 pub mod outbox;

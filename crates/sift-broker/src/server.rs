@@ -137,6 +137,11 @@ impl BrokerShared {
         self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The open connections, in no order.
+    pub fn connection_list(&self) -> Vec<Arc<ConnShared>> {
+        self.connections().values().cloned().collect()
+    }
+
     /// Records an open connection.
     pub fn register(&self, conn: Arc<ConnShared>) {
         self.connections().insert(conn.id, conn);

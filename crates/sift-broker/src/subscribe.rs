@@ -37,6 +37,25 @@ pub(crate) fn parse_content_filter(
     }
 }
 
+/// A subscription as `ADMIN subscriptions` shows it.
+pub(crate) fn describe(subscription: &Subscription, request: &Subscribe) -> serde_json::Value {
+    let content = subscription
+        .content
+        .as_ref()
+        .map(|filter| serde_json::json!({ "language": filter.language().name(), "filter": filter.to_string() }));
+    let source = request.source.as_ref();
+    serde_json::json!({
+        "sub_id": subscription.sub_id,
+        "topic": subscription.topic_filter.as_str(),
+        "content": content,
+        "queue_group": subscription.group.as_deref(),
+        "ack_mode": match subscription.ack_mode { sift_proto::AckMode::Auto => "auto", sift_proto::AckMode::Client => "client" },
+        "policy": subscription.policy.to_string(),
+        "stream": source.map(|source| source.stream.clone()),
+        "durable": source.filter(|source| !source.durable.is_empty()).map(|source| source.durable.clone()),
+    })
+}
+
 impl Session {
     /// Opens a subscription after checking every limit; answers `SUBSCRIBED`.
     pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
@@ -68,6 +87,7 @@ impl Session {
                 // After the router lock is released: the network's lock is
                 // never taken inside the router's.
                 self.shared.links.local_subscribed(&subscription, &self.shared.stats);
+                self.conn.list_subscription(sub_id, describe(&subscription, &request));
                 self.subscriptions.insert(sub_id, subscription);
             }
             Err((code, message)) => self.refuse(code, reference, message),
@@ -140,6 +160,7 @@ impl Session {
     }
 
     fn release(&mut self, subscription: &SubRef) {
+        self.conn.unlist_subscription(subscription.sub_id);
         if let Some(consumer) = self.stream_subs.remove(&subscription.sub_id) {
             self.release_stream_subscription(subscription, &consumer);
             return;

@@ -28,6 +28,7 @@
 mod admin;
 mod connection;
 mod error;
+pub mod json;
 mod options;
 mod query;
 mod subscription;

@@ -9,11 +9,14 @@ pub enum AdminQuery {
     Routes,
     /// Every broker-wide counter.
     Stats,
+    /// Every client connection with its subscriptions, filters and queues.
+    Subscriptions,
 }
 
 impl AdminQuery {
     /// Every query, in wire-code order.
-    pub const ALL: [AdminQuery; 3] = [AdminQuery::Links, AdminQuery::Routes, AdminQuery::Stats];
+    pub const ALL: [AdminQuery; 4] =
+        [AdminQuery::Links, AdminQuery::Routes, AdminQuery::Stats, AdminQuery::Subscriptions];
 
     /// Wire code.
     pub fn code(self) -> u8 {
@@ -21,6 +24,7 @@ impl AdminQuery {
             AdminQuery::Links => 1,
             AdminQuery::Routes => 2,
             AdminQuery::Stats => 3,
+            AdminQuery::Subscriptions => 4,
         }
     }
 
@@ -35,6 +39,7 @@ impl AdminQuery {
             AdminQuery::Links => "links",
             AdminQuery::Routes => "routes",
             AdminQuery::Stats => "stats",
+            AdminQuery::Subscriptions => "subscriptions",
         }
     }
 }
@@ -42,12 +47,12 @@ impl AdminQuery {
 impl std::str::FromStr for AdminQuery {
     type Err = String;
 
-    /// Parses `links`, `routes` or `stats`.
+    /// Parses `links`, `routes`, `stats` or `subscriptions`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         AdminQuery::ALL
             .into_iter()
             .find(|query| query.name() == text)
-            .ok_or_else(|| format!("unknown admin query {text:?}: expected links, routes or stats"))
+            .ok_or_else(|| format!("unknown admin query {text:?}: expected links, routes, stats or subscriptions"))
     }
 }
 

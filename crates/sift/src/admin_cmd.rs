@@ -1,4 +1,5 @@
-//! `sift admin`: asks a running broker about its links, routes or counters.
+//! `sift admin`: asks a running broker about its links, routes, counters or
+//! subscriptions.
 
 use std::io::Write;
 use std::time::Duration;
@@ -35,6 +36,8 @@ enum QueryArg {
     Routes,
     /// Every broker-wide counter.
     Stats,
+    /// Every client connection with its subscriptions, filters and queue depths.
+    Subscriptions,
 }
 
 impl From<QueryArg> for AdminQuery {
@@ -43,6 +46,7 @@ impl From<QueryArg> for AdminQuery {
             QueryArg::Links => AdminQuery::Links,
             QueryArg::Routes => AdminQuery::Routes,
             QueryArg::Stats => AdminQuery::Stats,
+            QueryArg::Subscriptions => AdminQuery::Subscriptions,
         }
     }
 }

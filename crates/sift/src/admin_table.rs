@@ -13,6 +13,7 @@ pub fn render(query: AdminQuery, document: &Value) -> String {
         AdminQuery::Links => links(document),
         AdminQuery::Routes => routes(document),
         AdminQuery::Stats => stats(document),
+        AdminQuery::Subscriptions => subscriptions(document),
     };
     header + &body
 }
@@ -58,6 +59,34 @@ fn stats(document: &Value) -> String {
         .map(|counters| counters.iter().map(|(name, value)| vec![name.clone(), text(value)]).collect())
         .unwrap_or_default();
     table(&["counter", "value"], &rows)
+}
+
+fn subscriptions(document: &Value) -> String {
+    let rows: Vec<Vec<String>> = entries(&document["connections"])
+        .flat_map(|connection| {
+            entries(&connection["subscriptions"]).map(move |subscription| {
+                let source = match (&subscription["durable"], &subscription["stream"]) {
+                    (Value::String(durable), stream) => format!("durable {durable} on {}", text(stream)),
+                    (_, Value::String(stream)) => format!("replay of {stream}"),
+                    _ => "-".into(),
+                };
+                vec![
+                    format!("{}#{}", text(&connection["client"]), text(&connection["connection"])),
+                    text(&subscription["sub_id"]),
+                    text(&subscription["topic"]),
+                    content(&subscription["content"]),
+                    text(&subscription["queue_group"]),
+                    text(&subscription["policy"]),
+                    source,
+                    text(&subscription["queued"]),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return "no subscriptions\n".into();
+    }
+    table(&["client", "sub", "topic", "content", "group", "policy", "source", "queued"], &rows)
 }
 
 /// The objects of a JSON array (none when it is missing).

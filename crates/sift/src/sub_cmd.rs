@@ -2,13 +2,13 @@
 
 use std::io::Write;
 
-use base64::Engine;
 use clap::Args;
+use sift_client::json::payload_text;
 use sift_client::{
     AckPolicy, Client, ClientOptions, Delivery, FilterKind, Gap, GapReason, QueuePolicy, StartPosition,
     SubscribeOptions, SubscriptionEvent,
 };
-use sift_core::{Message, Value};
+use sift_core::Message;
 
 use crate::CliError;
 
@@ -161,13 +161,6 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn payload_text(bytes: &[u8]) -> (String, &'static str) {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => (text.to_string(), "utf8"),
-        Err(_) => (base64::engine::general_purpose::STANDARD.encode(bytes), "base64"),
-    }
-}
-
 /// Tells the user which stored messages will never come, and why.
 fn print_gap(gap: &Gap, json: bool) -> Result<(), CliError> {
     let reason = match gap.reason {
@@ -201,15 +194,6 @@ fn text_line(delivery: &Delivery) -> String {
     format!("{seq}{}{redelivered}", message_text(&delivery.message))
 }
 
-fn json_value(value: &Value) -> serde_json::Value {
-    match value {
-        Value::Bool(flag) => serde_json::Value::Bool(*flag),
-        Value::Int(int) => serde_json::Value::from(*int),
-        Value::Float(float) => serde_json::Value::from(*float),
-        Value::Str(text) => serde_json::Value::String(text.to_string()),
-    }
-}
-
 /// One delivery as a JSON object: payload and metadata as UTF-8 text when
 /// they are, base64 otherwise (with `payload_encoding` saying which).
 pub fn json_line(delivery: &Delivery) -> String {
@@ -220,29 +204,7 @@ pub fn json_line(delivery: &Delivery) -> String {
     message_json(&delivery.message, &extra)
 }
 
-/// A message as a JSON object, with `extra` fields added.
+/// A message as one line of JSON, with `extra` fields added.
 pub fn message_json(message: &Message, extra: &[(&str, serde_json::Value)]) -> String {
-    let properties: serde_json::Map<String, serde_json::Value> =
-        message.properties.iter().map(|(name, value)| (name.clone(), json_value(value))).collect();
-    let (payload, payload_encoding) = payload_text(&message.payload);
-    let metadata = message.metadata.as_ref().map(|bytes| payload_text(bytes).0);
-    let mut object = serde_json::json!({
-        "topic": message.topic.as_str(),
-        "properties": properties,
-        "metadata": metadata,
-        "payload": payload,
-        "payload_encoding": payload_encoding,
-        "timestamp_ns": message.timestamp_ns,
-        "priority": message.priority.level(),
-        "delivery_mode": message.delivery_mode.name(),
-        "id": message.id,
-        "publisher": &*message.publisher,
-        "sequence": message.sequence,
-    });
-    if let serde_json::Value::Object(fields) = &mut object {
-        for (name, value) in extra {
-            fields.insert((*name).to_string(), value.clone());
-        }
-    }
-    object.to_string()
+    sift_client::json::message_json(message, extra).to_string()
 }

@@ -81,6 +81,7 @@ impl Session {
         self.conn.lock().add_subscription(sub_id, options);
         // SUBSCRIBED goes out before any delivery: control frames come first.
         self.conn.send_control(&Frame::Subscribed { sub_id });
+        self.conn.list_subscription(sub_id, crate::subscribe::describe(&subscription, &request));
         self.subscriptions.insert(sub_id, subscription);
         self.stream_subs.insert(sub_id, consumer.clone());
         if start_task {

@@ -123,3 +123,30 @@ async fn an_unknown_query_is_refused_without_closing_the_connection() {
     assert_eq!(reply["broker"], "solo");
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn subscriptions_show_each_connection_with_its_filters_and_queue_depth() {
+    let broker = crate::common::broker().await;
+    let subscriber = client(&broker, "watcher").await;
+    let mut options =
+        SubscribeOptions::new("quotes.>").filter(sift_client::FilterKind::Sql, "price > 10").queue_group("workers");
+    options.credit = Some(0);
+    let _held = subscriber.subscribe(options).await.expect("subscribe");
+    let publisher = client(&broker, "publisher").await;
+    let mut quote = message("quotes.ibm", "x");
+    quote.properties.push(("price".into(), sift_core::Value::Int(12)));
+    publisher.publish_confirmed(quote, Default::default()).await.expect("confirmed");
+    let reply = publisher.admin(AdminQuery::Subscriptions).await.expect("subscriptions");
+    assert_eq!(reply["query"], "subscriptions");
+    let connections = reply["connections"].as_array().expect("connections");
+    let watcher = connections.iter().find(|connection| connection["client"] == "watcher").expect("the watcher");
+    let subscription = &watcher["subscriptions"][0];
+    assert_eq!(subscription["topic"], "quotes.>");
+    assert_eq!(subscription["content"]["language"], "sql");
+    assert_eq!(subscription["queue_group"], "workers");
+    // No credit was granted: the matched message waits in the queue.
+    assert_eq!(subscription["queued"], 1, "{reply}");
+    let own = connections.iter().find(|connection| connection["client"] == "publisher").expect("the publisher");
+    assert_eq!(own["subscriptions"].as_array().map(Vec::len), Some(0));
+    broker.shutdown().await;
+}

@@ -1,1 +1,25 @@
-//! placeholder
+//! Sift's HTTP front-end: JSON publishing, subscriptions delivered as
+//! server-sent events, over WebSocket or to a callback URL, the admin
+//! reports, and Prometheus metrics.
+//!
+//! It is a translator, not a second broker. Every request is carried by a
+//! native session over an in-process pipe
+//! ([`sift_broker::InProcessConnector`]): a publish is a `PUBLISH` on one of
+//! a few shared publishing sessions, a subscription is a session of its
+//! own, and the broker matches, queues, acknowledges and applies its limits
+//! exactly as for a socket client. What this crate adds is HTTP: parsing
+//! and answering requests, turning deliveries into events, and the limits
+//! of an HTTP server (body and header sizes, idle and slow-client timeouts).
+//!
+//! `docs/HTTP.md` specifies every endpoint.
+
+mod admin;
+mod counters;
+mod error;
+mod metrics;
+mod publish;
+mod server;
+mod state;
+
+pub use counters::HttpCounters;
+pub use server::{HttpError, HttpFrontEnd};

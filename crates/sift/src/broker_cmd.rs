@@ -37,6 +37,31 @@ pub struct BrokerArgs {
     /// [default: interest, or the config file's].
     #[arg(long, value_name = "MODE")]
     routing: Option<RoutingMode>,
+    /// Address of the HTTP front-end (JSON, server-sent events, WebSocket,
+    /// /metrics), or `off` [default: 127.0.0.1:7480, or the config file's].
+    #[arg(long, value_name = "ADDR|off")]
+    http: Option<HttpListen>,
+}
+
+/// `--http`: an address, or `off`.
+#[derive(Debug, Clone, Copy)]
+enum HttpListen {
+    Off,
+    At(SocketAddr),
+}
+
+impl std::str::FromStr for HttpListen {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "off" => Ok(HttpListen::Off),
+            address => address
+                .parse()
+                .map(HttpListen::At)
+                .map_err(|error| format!("{address:?} is neither `off` nor an address (host:port): {error}")),
+        }
+    }
 }
 
 /// Runs a broker until SIGINT or SIGTERM, then shuts it down cleanly.
@@ -62,18 +87,43 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
         config.network.routing = routing;
     }
     config.network.links.extend(args.links.into_iter().map(LinkTarget::new));
+    match args.http {
+        Some(HttpListen::Off) => config.http.enabled = false,
+        Some(HttpListen::At(address)) => {
+            config.http.enabled = true;
+            config.http.listen = address;
+        }
+        None => {}
+    }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
+    let http_config = config.http.clone();
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
         say(&format!("sift broker accepting links on {link_addr}"));
     }
+    let http = match http_config.enabled {
+        true => match sift_http::HttpFrontEnd::start(http_config, broker.connector()).await {
+            Ok(http) => Some(http),
+            Err(error) => {
+                broker.shutdown().await;
+                return Err(error.into());
+            }
+        },
+        false => None,
+    };
+    if let Some(http) = &http {
+        say(&format!("sift broker serving HTTP on http://{}", http.local_addr()));
+    }
     signals.wait().await;
     say("sift broker shutting down");
+    if let Some(http) = http {
+        http.shutdown().await;
+    }
     let stats = broker.shutdown().await;
     let summary: Vec<String> = stats
         .entries()

@@ -105,6 +105,9 @@ pub enum CliError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] sift_broker::ConfigError),
+    /// The HTTP front-end failed to start.
+    #[error(transparent)]
+    Http(#[from] sift_http::HttpError),
     /// A client call failed.
     #[error(transparent)]
     Client(#[from] sift_client::ClientError),

@@ -1,0 +1,29 @@
+//! `GET /v1/admin/{stats|links|routes|subscriptions}`: the broker's `ADMIN`
+//! reports as JSON, the same documents `sift admin --json` prints; `stats`
+//! adds this front-end's counters under `http`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use sift_client::AdminQuery;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// `GET /v1/admin/{query}`.
+pub(crate) async fn admin(
+    State(state): State<Arc<AppState>>,
+    Path(query): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let query: AdminQuery =
+        query.parse().map_err(|error: String| ApiError::new(StatusCode::NOT_FOUND, "not_found", error))?;
+    let mut report = state.publisher().admin(query).await.map_err(ApiError::from_client)?;
+    if let (AdminQuery::Stats, serde_json::Value::Object(fields)) = (query, &mut report) {
+        let http: serde_json::Map<String, serde_json::Value> =
+            state.counters.entries().into_iter().map(|(name, value)| (name.to_string(), value.into())).collect();
+        fields.insert("http".into(), serde_json::Value::Object(http));
+    }
+    Ok(Json(report))
+}

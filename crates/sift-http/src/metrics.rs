@@ -1,0 +1,129 @@
+//! `GET /metrics`: the broker's counters and gauges in the Prometheus text
+//! format.
+//!
+//! Each scrape asks the broker for its `stats` and `subscriptions` reports
+//! (two in-process round trips) and sets the exporter's values from them,
+//! so that nothing is counted twice and the broker's hot path does not
+//! change. Names follow the Prometheus conventions: a `sift_` prefix,
+//! counters ending in `_total`, gauges without it, labels for the filter
+//! language. The exposition is `metrics-exporter-prometheus`'s.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use sift_client::AdminQuery;
+
+use crate::counters::HttpCounters;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Content type of the Prometheus text format.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Broker counters that are levels, not totals: exported as gauges.
+const BROKER_GAUGES: [&str; 10] = [
+    "connections_current",
+    "links_up",
+    "interest_entries",
+    "forward_frames_kept",
+    "stored_bytes",
+    "stored_messages",
+    "stored_segments",
+    "fsync_us_max",
+    "streams",
+    "durables",
+];
+
+/// The filter languages, as subscription labels.
+const FILTER_LANGUAGES: [&str; 5] = ["none", "tags", "sql", "xpath", "regex"];
+
+/// The recorder the scrapes fill and render; kept apart from any global
+/// recorder so that embedding applications keep theirs.
+pub(crate) struct Exporter {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Exporter").finish_non_exhaustive()
+    }
+}
+
+impl Exporter {
+    pub(crate) fn new() -> Exporter {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        Exporter { recorder, handle }
+    }
+
+    /// Sets every value from the broker's reports and renders the text.
+    fn render(&self, stats: &serde_json::Value, subscriptions: &serde_json::Value, http: &HttpCounters) -> String {
+        metrics::with_local_recorder(&self.recorder, || {
+            set_broker_counters(stats);
+            set_subscription_gauges(subscriptions);
+            for (name, value) in http.entries() {
+                match HttpCounters::is_gauge(name) {
+                    true => metrics::gauge!(format!("sift_http_{name}")).set(value as f64),
+                    false => metrics::counter!(format!("sift_http_{}_total", name.trim_end_matches("_total")))
+                        .absolute(value),
+                }
+            }
+        });
+        self.handle.render()
+    }
+}
+
+/// Every broker counter of the `stats` report, and each stream's gauges.
+fn set_broker_counters(stats: &serde_json::Value) {
+    let counters = stats["counters"].as_object().into_iter().flatten();
+    for (name, value) in counters {
+        let Some(value) = value.as_u64() else { continue };
+        if BROKER_GAUGES.contains(&name.as_str()) {
+            metrics::gauge!(format!("sift_{name}")).set(value as f64);
+        } else {
+            metrics::counter!(format!("sift_{}_total", name.trim_end_matches("_total"))).absolute(value);
+        }
+    }
+}
+
+/// Subscriptions by filter language, queued deliveries, queued bytes and
+/// unacknowledged deliveries, from the `subscriptions` report.
+fn set_subscription_gauges(report: &serde_json::Value) {
+    let mut by_language = [0u64; FILTER_LANGUAGES.len()];
+    let (mut queued, mut queued_max, mut pending_bytes, mut unacked, mut connections) = (0, 0, 0, 0, 0);
+    for connection in report["connections"].as_array().into_iter().flatten() {
+        connections += 1;
+        pending_bytes += connection["pending_bytes"].as_u64().unwrap_or(0);
+        unacked += connection["unacked"].as_u64().unwrap_or(0);
+        for subscription in connection["subscriptions"].as_array().into_iter().flatten() {
+            let language = subscription["content"]["language"].as_str().unwrap_or("none");
+            if let Some(index) = FILTER_LANGUAGES.iter().position(|known| *known == language) {
+                by_language[index] += 1;
+            }
+            let depth = subscription["queued"].as_u64().unwrap_or(0);
+            queued += depth;
+            queued_max = queued_max.max(depth);
+        }
+    }
+    for (language, count) in FILTER_LANGUAGES.iter().zip(by_language) {
+        metrics::gauge!("sift_subscriptions", "filter" => *language).set(count as f64);
+    }
+    metrics::gauge!("sift_client_connections").set(connections as f64);
+    metrics::gauge!("sift_queued_deliveries").set(queued as f64);
+    metrics::gauge!("sift_queued_deliveries_max").set(queued_max as f64);
+    metrics::gauge!("sift_pending_bytes").set(pending_bytes as f64);
+    metrics::gauge!("sift_unacked_deliveries").set(unacked as f64);
+}
+
+/// `GET /metrics`.
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    let client = state.publisher();
+    let stats = client.admin(AdminQuery::Stats).await.map_err(ApiError::from_client)?;
+    let subscriptions = client.admin(AdminQuery::Subscriptions).await.map_err(ApiError::from_client)?;
+    let text = state.metrics.render(&stats, &subscriptions, &state.counters);
+    Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response())
+}

@@ -1,0 +1,187 @@
+//! The HTTP listener: accepts connections under `http.max_connections`,
+//! serves each with hyper's HTTP/1.1 under the configured header size and
+//! timeouts, and shuts down with the broker.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use sift_broker::config::HttpConfig;
+use sift_broker::InProcessConnector;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::counters::HttpCounters;
+use crate::state::AppState;
+
+/// How long shutdown waits for open requests to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Why the HTTP front-end could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The address could not be bound.
+    #[error("cannot serve HTTP on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The publishing sessions could not be opened.
+    #[error("cannot open the HTTP front-end's broker sessions: {0}")]
+    Session(#[from] sift_client::ClientError),
+}
+
+/// A running HTTP front-end. Stop it with [`HttpFrontEnd::shutdown`] before
+/// the broker, so that its sessions close cleanly.
+#[derive(Debug)]
+pub struct HttpFrontEnd {
+    local_addr: SocketAddr,
+    state: Arc<AppState>,
+    stop: watch::Sender<bool>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpFrontEnd {
+    /// Binds `config.listen` and serves the broker behind `connector`.
+    pub async fn start(config: HttpConfig, connector: InProcessConnector) -> Result<HttpFrontEnd, HttpError> {
+        let address = config.listen;
+        let listener = TcpListener::bind(address).await.map_err(|source| HttpError::Bind { address, source })?;
+        let local_addr = listener.local_addr().map_err(|source| HttpError::Bind { address, source })?;
+        let broker_stopping = connector.shutdown_watch();
+        let state = Arc::new(AppState::open(config, connector).await?);
+        let (stop, stopped) = watch::channel(false);
+        let accept_task = tokio::spawn(accept_loop(listener, state.clone(), stopped, broker_stopping));
+        Ok(HttpFrontEnd { local_addr, state, stop, accept_task })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The front-end's counters.
+    pub fn counters(&self) -> &HttpCounters {
+        &self.state.counters
+    }
+
+    /// Stops accepting, lets open requests finish (within a grace period)
+    /// and closes the broker sessions.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = self.accept_task.await;
+        self.state.close().await;
+    }
+}
+
+/// Every route of the front-end.
+fn routes(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/messages", post(crate::publish::publish))
+        .route("/v1/admin/{query}", get(crate::admin::admin))
+        .route("/metrics", get(crate::metrics::metrics))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
+        .with_state(state)
+}
+
+/// Counts every answer by its status class.
+async fn count_responses(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let counters = &state.counters;
+    HttpCounters::bump(&counters.requests);
+    if response.status().is_client_error() {
+        HttpCounters::bump(&counters.responses_client_error);
+    } else if response.status().is_server_error() {
+        HttpCounters::bump(&counters.responses_server_error);
+    }
+    response
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    mut stopped: watch::Receiver<bool>,
+    mut broker_stopping: watch::Receiver<bool>,
+) {
+    let router = routes(state.clone());
+    let mut connections = JoinSet::new();
+    let (drain, draining) = watch::channel(false);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => admit(stream, &state, &router, &draining, &mut connections),
+                Err(error) => {
+                    // Out of file descriptors: back off rather than spin.
+                    tracing::warn!(%error, "HTTP accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stopped.changed() => break,
+            _ = broker_stopping.changed() => break,
+        }
+    }
+    drop(listener);
+    drain.send_replace(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while connections.join_next().await.is_some() {} });
+    if drained.await.is_err() {
+        connections.abort_all();
+    }
+}
+
+/// Serves `stream`, or closes it at once when `http.max_connections` are open.
+fn admit(
+    stream: TcpStream,
+    state: &Arc<AppState>,
+    router: &Router,
+    draining: &watch::Receiver<bool>,
+    connections: &mut JoinSet<()>,
+) {
+    let counters = &state.counters;
+    if connections.len() >= state.config.max_connections as usize {
+        HttpCounters::bump(&counters.connections_refused);
+        drop(stream);
+        return;
+    }
+    HttpCounters::bump(&counters.connections_accepted);
+    HttpCounters::bump(&counters.connections_current);
+    let _ = stream.set_nodelay(true);
+    connections.spawn(serve(stream, state.clone(), router.clone(), draining.clone()));
+}
+
+/// Serves one connection until it closes or shutdown drains it.
+async fn serve(stream: TcpStream, state: Arc<AppState>, router: Router, mut draining: watch::Receiver<bool>) {
+    let config = &state.config;
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(config.header_timeout_ms))
+        .max_buf_size(config.max_header_bytes)
+        .keep_alive(true);
+    let service = TowerToHyperService::new(router);
+    let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => log_end(result),
+        _ = draining.changed() => {
+            connection.as_mut().graceful_shutdown();
+            log_end(connection.await);
+        }
+    }
+    HttpCounters::drop_one(&state.counters.connections_current);
+}
+
+fn log_end(result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        tracing::debug!(%error, "HTTP connection ended");
+    }
+}

@@ -1,0 +1,72 @@
+//! What every handler shares: the configuration, the way into the broker,
+//! the publishing sessions and the counters.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use sift_broker::config::HttpConfig;
+use sift_broker::InProcessConnector;
+use sift_client::{Client, ClientError, ClientOptions, PipeOpener};
+
+use crate::counters::HttpCounters;
+
+/// State shared by the handlers of one HTTP front-end.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    /// `[http]` as configured.
+    pub config: HttpConfig,
+    /// Opens sessions into the broker.
+    pub connector: InProcessConnector,
+    /// Sessions that carry `POST /v1/messages`, used in turn.
+    publishers: Vec<Client>,
+    next_publisher: AtomicUsize,
+    /// This front-end's counters.
+    pub counters: HttpCounters,
+    /// The Prometheus exposition of `GET /metrics`.
+    pub metrics: crate::metrics::Exporter,
+}
+
+impl AppState {
+    /// Opens the publishing sessions.
+    pub(crate) async fn open(config: HttpConfig, connector: InProcessConnector) -> Result<AppState, ClientError> {
+        let mut publishers = Vec::with_capacity(config.publish_sessions as usize);
+        for index in 0..config.publish_sessions {
+            publishers.push(session(&connector, format!("http-publish-{index}")).await?);
+        }
+        Ok(AppState {
+            config,
+            connector,
+            publishers,
+            next_publisher: AtomicUsize::new(0),
+            counters: HttpCounters::default(),
+            metrics: crate::metrics::Exporter::new(),
+        })
+    }
+
+    /// The next publishing session, in turn. Its name (`http-publish-N`)
+    /// is stamped as the publisher of what it publishes.
+    pub(crate) fn publisher(&self) -> &Client {
+        let index = self.next_publisher.fetch_add(1, Ordering::Relaxed) % self.publishers.len();
+        &self.publishers[index]
+    }
+
+    /// Closes the publishing sessions.
+    pub(crate) async fn close(&self) {
+        for publisher in &self.publishers {
+            publisher.close().await;
+        }
+    }
+}
+
+/// A pipe opener for `connector`.
+pub(crate) fn opener(connector: &InProcessConnector) -> PipeOpener {
+    let connector = connector.clone();
+    Arc::new(move || connector.connect().map_err(std::io::Error::other))
+}
+
+/// A new in-process session named `name`. It reconnects if the broker
+/// closes it (for a limit), as a native client would.
+pub(crate) async fn session(connector: &InProcessConnector, name: String) -> Result<Client, ClientError> {
+    let options = ClientOptions { name, reconnect: true, ..ClientOptions::default() };
+    Client::connect_in_process(opener(connector), options).await
+}

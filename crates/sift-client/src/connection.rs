@@ -148,6 +148,17 @@ impl Client {
         Ok(())
     }
 
+    /// Acknowledges the delivery with `tag` (for callers that keep tags
+    /// rather than [`crate::Delivery`] values, such as protocol gateways).
+    pub fn ack_tag(&self, tag: u64) -> Result<(), ClientError> {
+        self.queue_ack(tag)
+    }
+
+    /// Refuses the delivery with `tag`: redelivered (`requeue`) or dropped.
+    pub fn nack_tag(&self, tag: u64, requeue: bool) -> Result<(), ClientError> {
+        self.send_frame(&Frame::Nack { delivery_tag: tag, requeue })
+    }
+
     pub(crate) fn queue_ack(&self, tag: u64) -> Result<(), ClientError> {
         let mut state = self.lock();
         if state.closed {

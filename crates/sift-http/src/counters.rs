@@ -39,6 +39,25 @@ http_counters! {
     bodies_too_large,
     /// Request bodies not received within `http.body_timeout_ms`.
     body_timeouts,
+    /// HTTP subscriptions created.
+    subscriptions_created,
+    /// HTTP subscriptions deleted after `http.subscription_idle_ms` without a consumer.
+    subscriptions_expired,
+    /// Server-sent-event streams open now (a gauge).
+    event_streams_current,
+    /// Events handed to server-sent-event streams.
+    events_sent,
+    /// Event-stream and WebSocket clients cut off for reading nothing
+    /// within `http.slow_client_timeout_ms`.
+    slow_clients_disconnected,
+    /// Callback POSTs answered with a 2xx status.
+    callbacks_delivered,
+    /// Callback POSTs that failed (no connection, timeout, or a status other than 2xx).
+    callbacks_failed,
+    /// WebSocket sessions open now (a gauge).
+    websockets_current,
+    /// WebSocket messages received from clients.
+    websocket_messages_received,
 }
 
 impl HttpCounters {
@@ -54,6 +73,6 @@ impl HttpCounters {
 
     /// True for the counters that are gauges (levels, not totals).
     pub fn is_gauge(name: &str) -> bool {
-        matches!(name, "connections_current")
+        matches!(name, "connections_current" | "event_streams_current" | "websockets_current")
     }
 }

@@ -87,12 +87,20 @@ pub(crate) fn position_in(message: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The JSON body: `error`, `message` and, when named, `position`.
+    pub(crate) fn body(&self) -> serde_json::Value {
         let mut body = serde_json::json!({ "error": self.code, "message": self.message });
         if let (Some(position), serde_json::Value::Object(fields)) = (position_in(&self.message), &mut body) {
             fields.insert("position".into(), position.into());
         }
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.body();
         (self.status, axum::Json(body)).into_response()
     }
 }

@@ -14,12 +14,17 @@
 //! `docs/HTTP.md` specifies every endpoint.
 
 mod admin;
+mod callback;
 mod counters;
 mod error;
 mod metrics;
 mod publish;
 mod server;
+mod spec;
+mod sse;
 mod state;
+mod subscriptions;
+mod ws;
 
 pub use counters::HttpCounters;
 pub use server::{HttpError, HttpFrontEnd};

@@ -177,40 +177,54 @@ async fn collect(body: Body, limit: usize) -> Result<Bytes, BodyError> {
     Ok(first.unwrap_or_else(|| gathered.freeze()))
 }
 
-/// A message and its publish options from a JSON envelope.
+/// A message and its publish options from a JSON envelope's bytes.
 fn from_envelope(bytes: &[u8]) -> Result<(Message, PublishOptions), ApiError> {
     let envelope: Envelope = serde_json::from_slice(bytes)
         .map_err(|error| ApiError::bad_request("bad_json", format!("the body is not a publish envelope: {error}")))?;
-    let payload = match (envelope.payload, envelope.payload_base64) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request("invalid_field", "give payload or payload_base64, not both"));
-        }
-        (Some(text), None) => Bytes::from(text),
-        (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
-            .decode(encoded.as_bytes())
-            .map(Bytes::from)
-            .map_err(|error| ApiError::bad_request("invalid_field", format!("payload_base64: {error}")))?,
-        (None, None) => Bytes::new(),
-    };
-    let mut message = Message::new(topic(&envelope.topic)?, payload);
-    for (name, value) in &envelope.properties {
-        let typed = sift_client::json::value_from_json(value).map_err(|given| {
-            let text = format!("property {name:?} is {given}; properties are booleans, numbers or strings");
-            ApiError::bad_request("invalid_field", text)
-        })?;
-        message.properties.push((name.clone(), typed));
+    envelope.into_message()
+}
+
+impl Envelope {
+    /// Parses an envelope given as a JSON value (a WebSocket `publish`).
+    pub(crate) fn from_value(value: serde_json::Value) -> Result<Envelope, ApiError> {
+        serde_json::from_value(value)
+            .map_err(|error| ApiError::bad_request("bad_json", format!("not a publish envelope: {error}")))
     }
-    message.metadata = envelope.metadata.map(Bytes::from);
-    let params = PublishParams {
-        topic: None,
-        mode: envelope.mode,
-        priority: envelope.priority,
-        await_: envelope.await_,
-        await_timeout_ms: envelope.await_timeout_ms,
-        ttl_ms: envelope.ttl_ms,
-    };
-    let options = apply_options(&mut message, &params)?;
-    Ok((message, options))
+
+    /// The message and its publish options.
+    pub(crate) fn into_message(self) -> Result<(Message, PublishOptions), ApiError> {
+        let envelope = self;
+        let payload = match (envelope.payload, envelope.payload_base64) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad_request("invalid_field", "give payload or payload_base64, not both"));
+            }
+            (Some(text), None) => Bytes::from(text),
+            (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                .decode(encoded.as_bytes())
+                .map(Bytes::from)
+                .map_err(|error| ApiError::bad_request("invalid_field", format!("payload_base64: {error}")))?,
+            (None, None) => Bytes::new(),
+        };
+        let mut message = Message::new(topic(&envelope.topic)?, payload);
+        for (name, value) in &envelope.properties {
+            let typed = sift_client::json::value_from_json(value).map_err(|given| {
+                let text = format!("property {name:?} is {given}; properties are booleans, numbers or strings");
+                ApiError::bad_request("invalid_field", text)
+            })?;
+            message.properties.push((name.clone(), typed));
+        }
+        message.metadata = envelope.metadata.map(Bytes::from);
+        let params = PublishParams {
+            topic: None,
+            mode: envelope.mode,
+            priority: envelope.priority,
+            await_: envelope.await_,
+            await_timeout_ms: envelope.await_timeout_ms,
+            ttl_ms: envelope.ttl_ms,
+        };
+        let options = apply_options(&mut message, &params)?;
+        Ok((message, options))
+    }
 }
 
 /// A message and its publish options from a raw body, the query string and
@@ -275,6 +289,12 @@ fn now_ns() -> u64 {
 
 /// The answer to a confirmed publish.
 fn confirm_response(confirm: &Confirm) -> Response {
+    let (status, body) = confirm_json(confirm);
+    (status, axum::Json(body)).into_response()
+}
+
+/// The status and JSON answering a confirm (also a WebSocket `confirm`).
+pub(crate) fn confirm_json(confirm: &Confirm) -> (StatusCode, serde_json::Value) {
     let (status, name) = match confirm.status {
         ConfirmStatus::Accepted => (StatusCode::OK, "accepted"),
         ConfirmStatus::Delivered => (StatusCode::OK, "delivered"),
@@ -295,5 +315,5 @@ fn confirm_response(confirm: &Confirm) -> Response {
             fields.insert("stream_seq".into(), confirm.stream_seq.into());
         }
     }
-    (status, axum::Json(body)).into_response()
+    (status, body)
 }

@@ -60,6 +60,7 @@ impl HttpFrontEnd {
         let broker_stopping = connector.shutdown_watch();
         let state = Arc::new(AppState::open(config, connector).await?);
         let (stop, stopped) = watch::channel(false);
+        tokio::spawn(crate::subscriptions::reap_idle(state.clone(), stopped.clone()));
         let accept_task = tokio::spawn(accept_loop(listener, state.clone(), stopped, broker_stopping));
         Ok(HttpFrontEnd { local_addr, state, stop, accept_task })
     }
@@ -87,6 +88,10 @@ impl HttpFrontEnd {
 fn routes(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/messages", post(crate::publish::publish))
+        .route("/v1/subscriptions", post(crate::subscriptions::create).get(crate::subscriptions::list))
+        .route("/v1/subscriptions/{id}", axum::routing::delete(crate::subscriptions::delete))
+        .route("/v1/subscriptions/{id}/events", get(crate::sse::events))
+        .route("/v1/ws", get(crate::ws::upgrade))
         .route("/v1/admin/{query}", get(crate::admin::admin))
         .route("/metrics", get(crate::metrics::metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))

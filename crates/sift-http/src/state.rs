@@ -24,6 +24,8 @@ pub(crate) struct AppState {
     pub counters: HttpCounters,
     /// The Prometheus exposition of `GET /metrics`.
     pub metrics: crate::metrics::Exporter,
+    /// HTTP subscriptions, by id.
+    pub subscriptions: crate::subscriptions::Registry,
 }
 
 impl AppState {
@@ -40,6 +42,7 @@ impl AppState {
             next_publisher: AtomicUsize::new(0),
             counters: HttpCounters::default(),
             metrics: crate::metrics::Exporter::new(),
+            subscriptions: crate::subscriptions::Registry::default(),
         })
     }
 
@@ -50,8 +53,9 @@ impl AppState {
         &self.publishers[index]
     }
 
-    /// Closes the publishing sessions.
+    /// Closes the subscriptions and the publishing sessions.
     pub(crate) async fn close(&self) {
+        self.subscriptions.close_all().await;
         for publisher in &self.publishers {
             publisher.close().await;
         }

@@ -58,8 +58,8 @@ impl HttpFrontEnd {
         let listener = TcpListener::bind(address).await.map_err(|source| HttpError::Bind { address, source })?;
         let local_addr = listener.local_addr().map_err(|source| HttpError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
-        let state = Arc::new(AppState::open(config, connector).await?);
         let (stop, stopped) = watch::channel(false);
+        let state = Arc::new(AppState::open(config, connector, stopped.clone()).await?);
         tokio::spawn(crate::subscriptions::reap_idle(state.clone(), stopped.clone()));
         let accept_task = tokio::spawn(accept_loop(listener, state.clone(), stopped, broker_stopping));
         Ok(HttpFrontEnd { local_addr, state, stop, accept_task })
@@ -79,6 +79,9 @@ impl HttpFrontEnd {
     /// and closes the broker sessions.
     pub async fn shutdown(self) {
         self.stop.send_replace(true);
+        // Event streams end when their subscriptions close; publishes in
+        // flight finish on the publishing sessions, closed last.
+        self.state.subscriptions.close_all().await;
         let _ = self.accept_task.await;
         self.state.close().await;
     }

@@ -93,9 +93,9 @@ pub(crate) async fn events(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let http_subscription = state.subscriptions.get(&id).ok_or_else(|| unknown(&id))?;
-    let Some(subscription) = http_subscription.attach() else {
-        let text = format!("subscription {id} is already consumed by another event stream or its callback");
-        return Err(ApiError::new(StatusCode::CONFLICT, "attached", text));
+    let Some((subscription, stopped)) = http_subscription.attach_stream().await else {
+        let text = format!("subscription {id} delivers to its callback; it has no event stream");
+        return Err(ApiError::new(StatusCode::CONFLICT, "callback", text));
     };
     let resume_after = headers
         .get("last-event-id")
@@ -103,7 +103,8 @@ pub(crate) async fn events(
         .and_then(|value| value.trim().parse::<u64>().ok())
         .filter(|_| http_subscription.durable);
     let (sender, receiver) = mpsc::channel(state.config.event_buffer);
-    tokio::spawn(pump(state.clone(), http_subscription, subscription, sender, resume_after));
+    let pump = Pump { state: state.clone(), http_subscription, sender, resume_after };
+    tokio::spawn(pump.run(subscription, stopped));
     let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         let outgoing = receiver.recv().await?;
         Some((Ok::<Event, Infallible>(outgoing.into_event()), receiver))
@@ -115,49 +116,59 @@ pub(crate) async fn events(
 /// front-end, so that they never repeat for a subscription.
 static NEXT_EVENT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Moves deliveries into the event buffer until the client goes away, is
-/// too slow, or the subscription is closed; then releases it.
-async fn pump(
+/// Moves one subscription's deliveries into its event stream's buffer.
+struct Pump {
     state: Arc<AppState>,
     http_subscription: Arc<HttpSubscription>,
-    mut subscription: Subscription,
     sender: mpsc::Sender<Outgoing>,
+    /// The `Last-Event-ID` of a durable subscription's reconnect.
     resume_after: Option<u64>,
-) {
-    let counters = &state.counters;
-    let slow_after = Duration::from_millis(state.config.slow_client_timeout_ms);
-    HttpCounters::bump(&counters.event_streams_current);
-    loop {
-        let event = tokio::select! {
-            event = subscription.next_event() => event,
-            _ = sender.closed() => break,
-        };
-        let outgoing = match event {
-            None => break,
-            Some(SubscriptionEvent::Gap(gap)) => Outgoing::Gap(gap),
-            Some(SubscriptionEvent::Delivery(delivery)) => {
-                if resume_after.is_some_and(|after| delivery.stream_seq != 0 && delivery.stream_seq <= after) {
-                    // The client had it before it reconnected.
-                    let _ = delivery.ack();
-                    continue;
+}
+
+impl Pump {
+    /// Runs until the client goes away, is too slow, a newer stream takes
+    /// over (`stopped`), or the subscription is closed; then releases it.
+    async fn run(self, mut subscription: Subscription, mut stopped: tokio::sync::oneshot::Receiver<()>) {
+        let counters = &self.state.counters;
+        let slow_after = Duration::from_millis(self.state.config.slow_client_timeout_ms);
+        HttpCounters::bump(&counters.event_streams_current);
+        loop {
+            let event = tokio::select! {
+                event = subscription.next_event() => event,
+                _ = self.sender.closed() => break,
+                _ = &mut stopped => break,
+            };
+            let Some(event) = event else { break };
+            let Some(outgoing) = self.outgoing(event) else { continue };
+            match tokio::time::timeout(slow_after, self.sender.send(outgoing)).await {
+                Ok(Ok(())) => HttpCounters::bump(&counters.events_sent),
+                Ok(Err(_)) => break,
+                Err(_) => {
+                    HttpCounters::bump(&counters.slow_clients_disconnected);
+                    tracing::debug!(id = %self.http_subscription.id, "event stream client too slow; released");
+                    break;
                 }
-                let id = match http_subscription.durable && delivery.stream_seq != 0 {
-                    true => delivery.stream_seq,
-                    false => NEXT_EVENT_ID.fetch_add(1, Ordering::Relaxed),
-                };
-                Outgoing::Delivery(Pending { delivery: Some(delivery), id })
-            }
-        };
-        match tokio::time::timeout(slow_after, sender.send(outgoing)).await {
-            Ok(Ok(())) => HttpCounters::bump(&counters.events_sent),
-            Ok(Err(_)) => break,
-            Err(_) => {
-                HttpCounters::bump(&counters.slow_clients_disconnected);
-                tracing::debug!(id = %http_subscription.id, "event stream client too slow; released");
-                break;
             }
         }
+        HttpCounters::drop_one(&counters.event_streams_current);
+        self.http_subscription.release(subscription).await;
     }
-    HttpCounters::drop_one(&counters.event_streams_current);
-    http_subscription.release(subscription).await;
+
+    /// The event for `event`; `None` for a redelivery the client had
+    /// before it reconnected (acknowledged here).
+    fn outgoing(&self, event: SubscriptionEvent) -> Option<Outgoing> {
+        let delivery = match event {
+            SubscriptionEvent::Gap(gap) => return Some(Outgoing::Gap(gap)),
+            SubscriptionEvent::Delivery(delivery) => delivery,
+        };
+        if self.resume_after.is_some_and(|after| delivery.stream_seq != 0 && delivery.stream_seq <= after) {
+            let _ = delivery.ack();
+            return None;
+        }
+        let id = match self.http_subscription.durable && delivery.stream_seq != 0 {
+            true => delivery.stream_seq,
+            false => NEXT_EVENT_ID.fetch_add(1, Ordering::Relaxed),
+        };
+        Some(Outgoing::Delivery(Pending { delivery: Some(delivery), id }))
+    }
 }

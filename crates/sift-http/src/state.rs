@@ -26,11 +26,17 @@ pub(crate) struct AppState {
     pub metrics: crate::metrics::Exporter,
     /// HTTP subscriptions, by id.
     pub subscriptions: crate::subscriptions::Registry,
+    /// Turns true when the front-end stops (upgraded WebSockets watch it).
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AppState {
     /// Opens the publishing sessions.
-    pub(crate) async fn open(config: HttpConfig, connector: InProcessConnector) -> Result<AppState, ClientError> {
+    pub(crate) async fn open(
+        config: HttpConfig,
+        connector: InProcessConnector,
+        stopping: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<AppState, ClientError> {
         let mut publishers = Vec::with_capacity(config.publish_sessions as usize);
         for index in 0..config.publish_sessions {
             publishers.push(session(&connector, format!("http-publish-{index}")).await?);
@@ -43,6 +49,7 @@ impl AppState {
             counters: HttpCounters::default(),
             metrics: crate::metrics::Exporter::new(),
             subscriptions: crate::subscriptions::Registry::default(),
+            stopping,
         })
     }
 

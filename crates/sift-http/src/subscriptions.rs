@@ -47,6 +47,11 @@ pub(crate) struct HttpSubscription {
     idle_since: Mutex<Instant>,
     /// True for a durable subscription: event ids are stream sequences.
     pub durable: bool,
+    /// Stops the event stream that holds the subscription, so that a newer
+    /// one can take over; `None` while none holds it (or the callback does).
+    preempt: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    /// Signalled each time a consumer gives the subscription back.
+    released: tokio::sync::Notify,
 }
 
 impl HttpSubscription {
@@ -59,11 +64,42 @@ impl HttpSubscription {
         Some(subscription)
     }
 
+    /// Takes the native subscription for an event stream, stopping the
+    /// event stream that holds it, if any: a client that reconnects (an
+    /// `EventSource` after a network drop) takes over from its dead
+    /// connection at once instead of waiting for the server to notice. The
+    /// returned receiver fires when a later stream takes over in turn.
+    /// `None` when the callback task holds it.
+    pub(crate) async fn attach_stream(&self) -> Option<(Subscription, tokio::sync::oneshot::Receiver<()>)> {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Some(subscription) = self.attach() {
+                let (stop, stopped) = tokio::sync::oneshot::channel();
+                *self.preempt.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(stop);
+                return Some((subscription, stopped));
+            }
+            let holder = self.preempt.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            match holder {
+                Some(stop) => {
+                    let _ = stop.send(());
+                }
+                // Held by the callback task, or by a stream still starting:
+                // only the former holds it without a preempt handle for long.
+                None if !self.attached.load(Ordering::Acquire) => continue,
+                None => return None,
+            }
+            released.await;
+        }
+    }
+
     /// Gives the native subscription back; the idle clock starts.
     pub(crate) async fn release(&self, subscription: Subscription) {
         *self.slot.lock().await = Some(subscription);
         *self.idle_since.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
         self.attached.store(false, Ordering::Release);
+        self.released.notify_waiters();
     }
 
     fn idle_for(&self) -> Option<Duration> {
@@ -143,6 +179,8 @@ pub(crate) async fn create(
         attached: AtomicBool::new(false),
         idle_since: Mutex::new(Instant::now()),
         durable: spec.is_durable(),
+        preempt: Mutex::new(None),
+        released: tokio::sync::Notify::new(),
     });
     state.subscriptions.lock().insert(id.clone(), created.clone());
     crate::counters::HttpCounters::bump(&state.counters.subscriptions_created);

@@ -74,7 +74,13 @@ async fn serve(state: Arc<AppState>, socket: WebSocket) {
     });
     let publishes = Arc::new(Semaphore::new(WS_PUBLISHES_IN_FLIGHT_MAX));
     let mut session = WsSession { state: state.clone(), client, outgoing, subscriptions: HashMap::new(), publishes };
-    while let Some(Ok(message)) = stream.next().await {
+    let mut stopping = state.stopping.clone();
+    loop {
+        let message = tokio::select! {
+            message = stream.next() => message,
+            _ = stopping.changed() => break,
+        };
+        let Some(Ok(message)) = message else { break };
         let text = match message {
             WsMessage::Text(text) => text.to_string(),
             WsMessage::Binary(bytes) => String::from_utf8_lossy(&bytes).into_owned(),

@@ -187,3 +187,155 @@ pub async fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
         .ok();
     everything
 }
+
+/// One server-sent event.
+#[derive(Debug, Clone, Default)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl SseEvent {
+    /// The data as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.data).unwrap_or_else(|error| panic!("{error}: {}", self.data))
+    }
+
+    /// The payload of a delivery event.
+    pub fn payload(&self) -> String {
+        self.json()["payload"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+/// A server-sent-event stream read over a raw connection.
+pub struct EventStream {
+    stream: TcpStream,
+    raw: Vec<u8>,
+    text: String,
+    /// True once the last chunk (size 0) arrived.
+    ended: bool,
+}
+
+impl EventStream {
+    /// Opens `path` with `headers`; returns the answer's status and, on
+    /// 200, the stream.
+    pub async fn open(address: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Result<EventStream, Reply> {
+        let mut stream = TcpStream::connect(address).await.expect("connect");
+        let mut head = format!("GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n");
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let mut raw = Vec::new();
+        let head_end = loop {
+            if let Some(end) = find(&raw, b"\r\n\r\n") {
+                break end;
+            }
+            let mut chunk = [0u8; 4096];
+            let read =
+                tokio::time::timeout(PATIENCE, stream.read(&mut chunk)).await.expect("head in time").expect("read");
+            assert!(read > 0, "closed before the head");
+            raw.extend_from_slice(&chunk[..read]);
+        };
+        let head = String::from_utf8_lossy(&raw[..head_end]).into_owned();
+        let status: u16 = head.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("status");
+        if status != 200 {
+            // Not a stream: read the rest as an ordinary answer.
+            let mut whole = raw.clone();
+            let _ = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut whole)).await;
+            let body_start = head_end + 4;
+            let body = whole[body_start..].to_vec();
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
+                })
+                .and_then(|value| value.parse::<usize>().ok())
+                .unwrap_or(body.len());
+            return Err(Reply { status, headers: Vec::new(), body: body[..length.min(body.len())].to_vec() });
+        }
+        let rest = raw[head_end + 4..].to_vec();
+        Ok(EventStream { stream, raw: rest, text: String::new(), ended: false })
+    }
+
+    /// The next event (keep-alive comments skipped), failing after [`PATIENCE`].
+    pub async fn next(&mut self) -> SseEvent {
+        tokio::time::timeout(PATIENCE, self.next_event()).await.expect("an event in time").expect("stream open")
+    }
+
+    /// The next event, or `None` when the server ended the stream.
+    pub async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            self.dechunk();
+            while let Some(end) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..end + 2).collect();
+                if let Some(event) = parse_event(&block) {
+                    return Some(event);
+                }
+            }
+            if self.ended {
+                return None;
+            }
+            let mut chunk = [0u8; 16384];
+            let read = self.stream.read(&mut chunk).await.ok()?;
+            if read == 0 {
+                return None;
+            }
+            self.raw.extend_from_slice(&chunk[..read]);
+        }
+    }
+
+    /// Moves whole chunks of the chunked body into the text buffer.
+    fn dechunk(&mut self) {
+        while let Some(line_end) = find(&self.raw, b"\r\n") {
+            let size_text = String::from_utf8_lossy(&self.raw[..line_end]).into_owned();
+            let Ok(size) = usize::from_str_radix(size_text.trim(), 16) else { return };
+            if size == 0 {
+                self.ended = true;
+                return;
+            }
+            let start = line_end + 2;
+            if self.raw.len() < start + size + 2 {
+                return;
+            }
+            self.text.push_str(&String::from_utf8_lossy(&self.raw[start..start + size]));
+            self.raw.drain(..start + size + 2);
+        }
+    }
+}
+
+fn parse_event(block: &str) -> Option<SseEvent> {
+    let mut event = SseEvent::default();
+    let mut has_data = false;
+    for line in block.lines() {
+        if let Some(value) = line.strip_prefix("data:") {
+            if has_data {
+                event.data.push('\n');
+            }
+            event.data.push_str(value.strip_prefix(' ').unwrap_or(value));
+            has_data = true;
+        } else if let Some(value) = line.strip_prefix("id:") {
+            event.id = Some(value.trim().to_string());
+        } else if let Some(value) = line.strip_prefix("event:") {
+            event.event = Some(value.trim().to_string());
+        }
+    }
+    has_data.then_some(event)
+}
+
+/// Creates an HTTP subscription from `spec`; returns its id.
+pub async fn create_subscription(address: SocketAddr, spec: serde_json::Value) -> String {
+    let reply = post_json(address, "/v1/subscriptions", &spec).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    reply.json()["id"].as_str().expect("an id").to_string()
+}
+
+/// A message on `topic` with `payload` and `properties`, published natively
+/// and confirmed.
+pub async fn publish_native(client: &Client, topic: &str, payload: &str, properties: &[(&str, sift_core::Value)]) {
+    let mut message = sift_core::Message::new(sift_core::TopicName::new(topic).expect("topic"), payload.to_string());
+    message.properties = properties.iter().map(|(name, value)| (name.to_string(), value.clone())).collect();
+    client.publish_confirmed(message, Default::default()).await.expect("confirmed");
+}

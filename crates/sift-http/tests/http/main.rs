@@ -7,3 +7,4 @@ mod common;
 mod limits;
 mod publish;
 mod reports;
+mod sse;

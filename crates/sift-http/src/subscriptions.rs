@@ -102,6 +102,18 @@ impl HttpSubscription {
         self.released.notify_waiters();
     }
 
+    /// Ends the subscription: stops its event stream, drops the native
+    /// subscription, then closes the session. The order matters: a session
+    /// whose reader is still handing deliveries to an unread subscription
+    /// could not take the broker's `CLOSE` in time.
+    pub(crate) async fn close(&self) {
+        if let Some(stop) = self.preempt.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+            let _ = stop.send(());
+        }
+        drop(self.slot.lock().await.take());
+        self.client.close().await;
+    }
+
     fn idle_for(&self) -> Option<Duration> {
         if self.attached.load(Ordering::Acquire) {
             return None;
@@ -141,7 +153,7 @@ impl Registry {
     pub(crate) async fn close_all(&self) {
         let all: Vec<Arc<HttpSubscription>> = self.lock().drain().map(|(_, subscription)| subscription).collect();
         for subscription in all {
-            subscription.client.close().await;
+            subscription.close().await;
         }
     }
 }
@@ -212,7 +224,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Json<serde_json:
 /// requeues or drops what it held, as for a client that unsubscribed.
 pub(crate) async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
     let subscription = state.subscriptions.remove(&id).ok_or_else(|| unknown(&id))?;
-    subscription.client.close().await;
+    subscription.close().await;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -242,7 +254,7 @@ pub(crate) async fn reap_idle(state: Arc<AppState>, mut stopped: tokio::sync::wa
         for subscription in idle {
             tracing::debug!(id = %subscription.id, "HTTP subscription idle; deleted");
             crate::counters::HttpCounters::bump(&state.counters.subscriptions_expired);
-            subscription.client.close().await;
+            subscription.close().await;
         }
     }
 }

@@ -222,7 +222,8 @@ impl EventStream {
     /// 200, the stream.
     pub async fn open(address: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Result<EventStream, Reply> {
         let mut stream = TcpStream::connect(address).await.expect("connect");
-        let mut head = format!("GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n");
+        let mut head =
+            format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nAccept: text/event-stream\r\n");
         for (name, value) in headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }

@@ -3,8 +3,10 @@
 //! and slow requests can be sent exactly), and native clients on the other
 //! side. One test binary, modules below.
 
+mod callbacks;
 mod common;
 mod limits;
 mod publish;
 mod reports;
 mod sse;
+mod websocket;

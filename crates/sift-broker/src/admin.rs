@@ -111,7 +111,23 @@ fn stats_report(shared: &BrokerShared) -> Map<String, Value> {
         counters.insert(name.to_string(), value.into());
     }
     let streams: Vec<Value> = shared.storage.streams().iter().map(|stream| stream.info_json()).collect();
-    Map::from_iter([("counters".to_string(), Value::Object(counters)), ("streams".to_string(), Value::Array(streams))])
+    let histograms = json!({
+        "deliver_latency": histogram_json(&shared.deliver_latency.snapshot()),
+        "fsync_latency": histogram_json(&shared.storage.fsync_latency()),
+    });
+    Map::from_iter([
+        ("counters".to_string(), Value::Object(counters)),
+        ("streams".to_string(), Value::Array(streams)),
+        ("histograms".to_string(), histograms),
+    ])
+}
+
+/// A latency histogram as `{"bounds_us", "counts", "sum_ns", "count"}`:
+/// `counts[i]` (not cumulative) holds latencies up to `bounds_us[i]`, and
+/// the one count past the bounds everything longer.
+fn histogram_json(snapshot: &sift_core::HistogramSnapshot) -> Value {
+    let bounds: Vec<u64> = (0..snapshot.counts.len()).filter_map(sift_core::HistogramSnapshot::bound_us).collect();
+    json!({ "bounds_us": bounds, "counts": snapshot.counts, "sum_ns": snapshot.sum_ns, "count": snapshot.count() })
 }
 
 /// `subscriptions`: every client connection (sorted by id) with its queued

@@ -75,6 +75,8 @@ pub struct StreamDelivery {
 const FIXED_AFTER_TOPIC: usize = 2;
 /// Offset of the expiry within the fixed fields.
 const EXPIRY_OFFSET_IN_FIXED: usize = 4 + 3 * 8;
+/// Offset of the time stamp within the fixed fields (after id and sequence).
+const TIMESTAMP_OFFSET_IN_FIXED: usize = 4 + 2 * 8;
 
 impl Routed {
     /// Routing facts of `message`, with its encoding.
@@ -108,6 +110,16 @@ impl Routed {
             report: None,
             stream: Some(StreamDelivery { seq, consumer }),
         })
+    }
+
+    /// The broker's time stamp, read back from the encoding; 0 when the
+    /// encoding is too short to hold it.
+    pub fn timestamp_ns(&self) -> u64 {
+        let encoded = &self.encoded;
+        let Some(length_bytes) = encoded.get(..2) else { return 0 };
+        let topic_len = usize::from(u16::from_be_bytes([length_bytes[0], length_bytes[1]]));
+        let at = FIXED_AFTER_TOPIC + topic_len + TIMESTAMP_OFFSET_IN_FIXED;
+        encoded.get(at..at + 8).and_then(|bytes| bytes.try_into().ok()).map_or(0, u64::from_be_bytes)
     }
 
     /// The stream sequence of a stored message, 0 otherwise.
@@ -497,6 +509,9 @@ pub struct Drained {
     pub expired: u64,
     /// Report events to apply after unlocking.
     pub events: Vec<ReportEvent>,
+    /// The broker's time stamp of the first live (not stored) message
+    /// written, 0 when none was: one latency sample per batch.
+    pub sample_stamp_ns: u64,
 }
 
 impl Outbox {
@@ -555,6 +570,9 @@ impl Outbox {
                 }
                 buf.extend_from_slice(&entry.routed.encoded);
                 drained.delivered += 1;
+                if drained.sample_stamp_ns == 0 && entry.routed.stream.is_none() {
+                    drained.sample_stamp_ns = entry.routed.timestamp_ns();
+                }
             }
             if sub.eligible() {
                 sub.in_ready = true;

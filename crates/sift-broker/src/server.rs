@@ -87,6 +87,9 @@ pub struct BrokerShared {
     pub links: LinkNetwork,
     /// Streams and durable subscriptions.
     pub storage: Storage,
+    /// Time from a message's stamp to the write of a delivery of it,
+    /// sampled once per write batch of each connection.
+    pub deliver_latency: sift_core::LatencyHistogram,
     connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
     shutdown: watch::Sender<bool>,
     /// In-process connections on their way to the accept loop.
@@ -106,6 +109,7 @@ impl BrokerShared {
             // Link-state sequences start at the start time too (§10.5).
             links: LinkNetwork::new(&config, first_id),
             storage,
+            deliver_latency: sift_core::LatencyHistogram::default(),
             connections: Mutex::new(HashMap::new()),
             shutdown,
             in_process,

@@ -28,12 +28,16 @@ pub async fn run(conn: Arc<ConnShared>, mut socket: impl AsyncWrite + Unpin, sha
     let budget = shared.config.delivery.write_batch_bytes;
     let mut buf = BytesMut::with_capacity(budget + budget / 4);
     loop {
+        let drain_ns = now_ns();
         let (drained, closed) = {
             let mut outbox = conn.lock();
-            let drained = outbox.drain(&mut buf, budget, now_ns(), Instant::now());
+            let drained = outbox.drain(&mut buf, budget, drain_ns, Instant::now());
             (drained, outbox.is_closed())
         };
         add(&shared.stats.messages_delivered, drained.delivered);
+        if drained.sample_stamp_ns != 0 {
+            shared.deliver_latency.record_ns(drain_ns.saturating_sub(drained.sample_stamp_ns));
+        }
         add(&shared.stats.dropped_expired, drained.expired);
         apply_events(drained.events);
         if buf.is_empty() {

@@ -6,11 +6,13 @@
 //! unchanged by the broker, the client, the benchmarks and, later, the broker
 //! network, which evaluates remote interest with the same index.
 
+pub mod histogram;
 pub mod message;
 pub mod topic;
 pub mod trie;
 pub mod workload;
 
+pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use message::{DeliveryMode, Message, MessageError, Priority, Value};
 pub use topic::{TopicError, TopicFilter, TopicName};
 pub use trie::{MatchCache, MatchResult, SubjectTrie};

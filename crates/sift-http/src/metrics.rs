@@ -73,8 +73,38 @@ impl Exporter {
                 }
             }
         });
-        self.handle.render()
+        let mut text = self.handle.render();
+        for (name, metric) in
+            [("deliver_latency", "sift_deliver_latency_seconds"), ("fsync_latency", "sift_fsync_latency_seconds")]
+        {
+            render_histogram(&mut text, metric, &stats["histograms"][name]);
+        }
+        text
     }
+}
+
+/// Appends a broker histogram (`{"bounds_us", "counts", "sum_ns"}`) in the
+/// text format: cumulative buckets with bounds in seconds, `+Inf`, sum and
+/// count. The exporter crate takes samples, not buckets counted elsewhere,
+/// so these lines are written here.
+fn render_histogram(text: &mut String, metric: &str, histogram: &serde_json::Value) {
+    use std::fmt::Write;
+    let Some(counts) = histogram["counts"].as_array() else { return };
+    let bounds = histogram["bounds_us"].as_array().cloned().unwrap_or_default();
+    let _ = writeln!(text, "# TYPE {metric} histogram");
+    let mut cumulative = 0u64;
+    for (index, count) in counts.iter().enumerate() {
+        cumulative += count.as_u64().unwrap_or(0);
+        let bound = match bounds.get(index).and_then(serde_json::Value::as_u64) {
+            Some(bound_us) => format!("{}", bound_us as f64 / 1e6),
+            None => "+Inf".to_string(),
+        };
+        let _ = writeln!(text, "{metric}_bucket{{le=\"{bound}\"}} {cumulative}");
+    }
+    let sum_seconds = histogram["sum_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+    let _ = writeln!(text, "{metric}_sum {sum_seconds}");
+    let _ = writeln!(text, "{metric}_count {cumulative}");
+    text.push('\n');
 }
 
 /// Every broker counter of the `stats` report, and each stream's gauges.

@@ -97,8 +97,17 @@ fn routes(state: Arc<AppState>) -> Router {
         .route("/v1/ws", get(crate::ws::upgrade))
         .route("/v1/admin/{query}", get(crate::admin::admin))
         .route("/metrics", get(crate::metrics::metrics))
+        .route("/v1/openapi.yaml", get(openapi))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
+}
+
+/// The OpenAPI description of these endpoints (`docs/openapi.yaml`).
+const OPENAPI_YAML: &str = include_str!("../../../docs/openapi.yaml");
+
+/// `GET /v1/openapi.yaml`.
+async fn openapi() -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML)
 }
 
 /// Counts every answer by its status class.

@@ -210,6 +210,7 @@ impl Log {
             fsyncs: load(&counters.fsyncs),
             fsync_ns_total: load(&counters.fsync_ns_total),
             fsync_ns_max: load(&counters.fsync_ns_max),
+            fsync_latency: counters.fsync_latency.snapshot(),
             write_errors: load(&counters.write_errors),
             damaged_records: load(&counters.damaged_records),
             torn_tails_cut: load(&counters.torn_tails_cut),

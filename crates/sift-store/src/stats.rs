@@ -9,6 +9,7 @@ pub(crate) struct Counters {
     pub fsyncs: AtomicU64,
     pub fsync_ns_total: AtomicU64,
     pub fsync_ns_max: AtomicU64,
+    pub fsync_latency: sift_core::LatencyHistogram,
     pub write_errors: AtomicU64,
     pub damaged_records: AtomicU64,
     pub torn_tails_cut: AtomicU64,
@@ -24,6 +25,7 @@ impl Counters {
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         self.fsync_ns_total.fetch_add(elapsed_ns, Ordering::Relaxed);
         self.fsync_ns_max.fetch_max(elapsed_ns, Ordering::Relaxed);
+        self.fsync_latency.record_ns(elapsed_ns);
     }
 }
 
@@ -46,6 +48,8 @@ pub struct LogStats {
     pub fsync_ns_total: u64,
     /// The longest of them.
     pub fsync_ns_max: u64,
+    /// Their durations by bucket.
+    pub fsync_latency: sift_core::HistogramSnapshot,
     /// Failed writes, syncs, truncations and segment rolls.
     pub write_errors: u64,
     /// Damaged sequences found, at open and by readers since.

@@ -397,6 +397,15 @@ impl Storage {
         named
     }
 
+    /// The fsync latencies of every stream, merged.
+    pub fn fsync_latency(&self) -> sift_core::HistogramSnapshot {
+        let mut merged = sift_core::HistogramSnapshot::default();
+        for stream in self.streams() {
+            merged.merge(&stream.log.stats().fsync_latency);
+        }
+        merged
+    }
+
     /// Syncs every durable position written since the last sync.
     pub fn sync_positions(&self) {
         for consumer in self.durables() {

@@ -69,8 +69,31 @@ async fn metrics_expose_counters_and_gauges_in_the_prometheus_text_format() {
         "sift_subscriptions{filter=\"sql\"} 1",
         "sift_subscriptions{filter=\"tags\"} 0",
         "sift_http_messages_published_total 3",
+        "# TYPE sift_deliver_latency_seconds histogram",
+        "sift_deliver_latency_seconds_bucket{le=\"+Inf\"} 3",
+        "sift_deliver_latency_seconds_count 3",
+        "# TYPE sift_fsync_latency_seconds histogram",
     ] {
         assert!(lines.contains(&expected), "missing {expected:?} in:\n{text}");
+    }
+    served.stop().await;
+}
+
+#[tokio::test]
+async fn the_openapi_document_names_every_route() {
+    let served = served().await;
+    let reply = get(served.http_addr(), "/v1/openapi.yaml").await;
+    assert_eq!(reply.status, 200);
+    let text = reply.text();
+    for path in [
+        "/v1/messages:",
+        "/v1/subscriptions:",
+        "/v1/subscriptions/{id}/events:",
+        "/v1/ws:",
+        "/v1/admin/{query}:",
+        "/metrics:",
+    ] {
+        assert!(text.contains(path), "{path} is described");
     }
     served.stop().await;
 }

@@ -16,6 +16,7 @@
 mod admin;
 mod callback;
 mod counters;
+mod dashboard;
 mod error;
 mod metrics;
 mod publish;

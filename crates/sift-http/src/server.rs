@@ -98,6 +98,8 @@ fn routes(state: Arc<AppState>) -> Router {
         .route("/v1/admin/{query}", get(crate::admin::admin))
         .route("/metrics", get(crate::metrics::metrics))
         .route("/v1/openapi.yaml", get(openapi))
+        .route("/", get(crate::dashboard::index))
+        .route("/assets/{name}", get(crate::dashboard::named))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }

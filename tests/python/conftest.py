@@ -1,0 +1,70 @@
+"""Fixtures shared by the Python tests: a real `sift broker` per test.
+
+The broker binary is `$SIFT_BIN`, or `target/debug/sift` of this checkout
+(`scripts/python-tests` builds it). Each broker listens on ephemeral
+loopback ports, native and HTTP, with its own data directory, and is killed
+by its PID when the test ends, pass or fail.
+"""
+
+import os
+import pathlib
+import subprocess
+import tempfile
+
+import pytest
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+NATIVE_PREFIX = "sift broker listening on "
+HTTP_PREFIX = "sift broker serving HTTP on "
+
+
+class Broker:
+    """A running broker: its native address, its HTTP base URL and its process."""
+
+    def __init__(self, process, native, http_url, data_dir):
+        self.process = process
+        self.native = native
+        self.host, port = native.rsplit(":", 1)
+        self.port = int(port)
+        self.http_url = http_url
+        self.data_dir = data_dir
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=30)
+
+
+def sift_binary():
+    return os.environ.get("SIFT_BIN", str(REPOSITORY / "target" / "debug" / "sift"))
+
+
+def start_broker(extra_args=()):
+    """Starts a broker and waits until it printed both addresses."""
+    data_dir = tempfile.mkdtemp(prefix="sift-pytest-")
+    process = subprocess.Popen(
+        [sift_binary(), "broker", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data", data_dir, *extra_args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    native = http_url = None
+    while native is None or http_url is None:
+        line = process.stdout.readline()
+        if not line:
+            process.kill()
+            raise RuntimeError("the broker exited before printing its addresses")
+        if line.startswith(NATIVE_PREFIX):
+            native = line[len(NATIVE_PREFIX):].strip()
+        elif line.startswith(HTTP_PREFIX):
+            http_url = line[len(HTTP_PREFIX):].strip()
+    return Broker(process, native, http_url, data_dir)
+
+
+@pytest.fixture
+def broker():
+    running = start_broker()
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -39,11 +39,15 @@ def sift_binary():
     return os.environ.get("SIFT_BIN", str(REPOSITORY / "target" / "debug" / "sift"))
 
 
-def start_broker(extra_args=()):
-    """Starts a broker and waits until it printed both addresses."""
-    data_dir = tempfile.mkdtemp(prefix="sift-pytest-")
+def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None):
+    """Starts a broker and waits until it printed both addresses.
+
+    `listen` and `data_dir` let a test restart a broker where it was (the
+    same port and data) to see clients reconnect and data survive.
+    """
+    data_dir = data_dir or tempfile.mkdtemp(prefix="sift-pytest-")
     process = subprocess.Popen(
-        [sift_binary(), "broker", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data", data_dir, *extra_args],
+        [sift_binary(), "broker", "--listen", listen, "--http", http, "--data", data_dir, *extra_args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -81,6 +81,14 @@ impl Endpoints {
         }
     }
 
+    /// One embedded broker with `config` (its listen address should be an
+    /// ephemeral loopback port).
+    pub async fn single(config: Config) -> Result<Endpoints, BenchError> {
+        let broker = RunningBroker::start(config).await?;
+        let address = broker.local_addr().to_string();
+        Ok(Endpoints { publish: address.clone(), subscribe: address, embedded: vec![broker] })
+    }
+
     /// Address publishers connect to.
     pub fn publish_addr(&self) -> &str {
         &self.publish

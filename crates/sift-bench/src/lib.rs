@@ -63,6 +63,7 @@
 pub mod brokers;
 pub mod csv;
 pub mod error;
+pub mod http_load;
 pub mod load;
 pub mod machine;
 pub mod markdown;

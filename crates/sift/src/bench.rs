@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{dds, fjm2, ges, jbi, nb, persist, pubsub};
+use sift_bench::scenarios::{dds, fjm2, ges, http, jbi, nb, persist, pubsub};
 
 use crate::CliError;
 
@@ -29,6 +29,8 @@ enum Scenario {
     Nb(nb::NbArgs),
     /// Persistent publishing by fsync policy, size, publishers and window; replay and query scans.
     Persist(persist::PersistArgs),
+    /// HTTP front-end: publish requests/s, server-sent events/s, the cost of /metrics and the dashboard.
+    Http(http::HttpArgs),
 }
 
 /// Runs the chosen scenario.
@@ -41,6 +43,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         Scenario::Ges(args) => ges::run(args).await?,
         Scenario::Nb(args) => nb::run(args).await?,
         Scenario::Persist(args) => persist::run(args).await?,
+        Scenario::Http(args) => http::run(args).await?,
     }
     Ok(())
 }

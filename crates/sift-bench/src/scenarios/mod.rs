@@ -3,6 +3,7 @@
 pub mod dds;
 pub mod fjm2;
 pub mod ges;
+pub mod http;
 pub mod jbi;
 pub mod nb;
 pub mod persist;

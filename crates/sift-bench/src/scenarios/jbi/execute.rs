@@ -14,9 +14,11 @@ use std::time::{Duration, Instant};
 use sift_client::Client;
 use sift_core::Message;
 
+use super::over_http::{self, HttpSubscriber};
 use super::plan::{Plan, Setup};
 use super::publisher::{self, Confirmed};
 use super::subscriber::{self, RunningSubscriber, Tally};
+use super::Via;
 use crate::brokers::Endpoints;
 use crate::error::BenchError;
 use crate::progress::Progress;
@@ -79,6 +81,37 @@ pub struct Registration {
     pub close_s: f64,
 }
 
+/// A subscriber of either kind.
+pub enum Audience {
+    /// On the native protocol.
+    Native(RunningSubscriber),
+    /// An HTTP listener with callback subscriptions.
+    Http(HttpSubscriber),
+}
+
+impl Audience {
+    fn set_link(&self, bits_per_s: Option<f64>) {
+        match self {
+            Audience::Native(subscriber) => subscriber.set_link(bits_per_s),
+            Audience::Http(subscriber) => subscriber.set_link(bits_per_s),
+        }
+    }
+
+    fn handled(&self) -> u64 {
+        match self {
+            Audience::Native(subscriber) => subscriber.handled(),
+            Audience::Http(subscriber) => subscriber.handled(),
+        }
+    }
+
+    async fn stop(self) -> Result<(), BenchError> {
+        match self {
+            Audience::Native(subscriber) => subscriber.stop().await,
+            Audience::Http(subscriber) => subscriber.stop().await,
+        }
+    }
+}
+
 /// What the whole plan measured.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Measured {
@@ -92,6 +125,7 @@ pub struct Measured {
 /// link carries `link_bits_per_s`.
 pub async fn run_plan(
     endpoints: &Endpoints,
+    via: Via,
     plan: &Plan,
     link_bits_per_s: f64,
     progress: &Progress,
@@ -99,7 +133,7 @@ pub async fn run_plan(
     let mut measured = Measured { rounds: vec![Vec::new(); plan.setups.len()], registrations: Vec::new() };
     for group in plan.groups() {
         let setups: Vec<&Setup> = group.iter().map(|&index| &plan.setups[index]).collect();
-        let (rounds, registration) = run_group(endpoints, &setups, plan.rounds, link_bits_per_s, progress).await?;
+        let (rounds, registration) = run_group(endpoints, via, &setups, plan.rounds, link_bits_per_s, progress).await?;
         for (&index, results) in group.iter().zip(rounds) {
             measured.rounds[index] = results;
         }
@@ -113,6 +147,7 @@ pub async fn run_plan(
 /// subscribers; returns each setup's rounds and the registration's times.
 pub async fn run_group(
     endpoints: &Endpoints,
+    via: Via,
     setups: &[&Setup],
     rounds: u32,
     link_bits_per_s: f64,
@@ -123,7 +158,7 @@ pub async fn run_group(
     let mut running = Vec::with_capacity(first.subscribers.len());
     let mut results = vec![Vec::new(); setups.len()];
     let registering = Instant::now();
-    let mut outcome = start_subscribers(endpoints, first, &tally, &mut running).await;
+    let mut outcome = start_subscribers(endpoints, via, first, &tally, &mut running).await;
     let register_s = registering.elapsed().as_secs_f64();
     for round in 1..=rounds {
         for (setup, results) in setups.iter().zip(results.iter_mut()) {
@@ -131,7 +166,7 @@ pub async fn run_group(
                 break;
             }
             progress.begin(&format!("{} (round {round})", setup.label()));
-            match run_round(endpoints, setup, &running, &tally, link_bits_per_s).await {
+            match run_round(endpoints, via, setup, &running, &tally, link_bits_per_s).await {
                 Ok(result) => results.push(result),
                 Err(error) => outcome = Err(error),
             }
@@ -149,14 +184,21 @@ pub async fn run_group(
 
 async fn start_subscribers(
     endpoints: &Endpoints,
+    via: Via,
     setup: &Setup,
     tally: &Arc<Tally>,
-    running: &mut Vec<RunningSubscriber>,
+    running: &mut Vec<Audience>,
 ) -> Result<(), BenchError> {
     for (index, spec) in setup.subscribers.iter().enumerate() {
         let name = format!("jbi-sub-{index}");
-        let address = endpoints.subscribe_addr();
-        running.push(subscriber::start(address, name, &spec.interests, setup.level, tally.clone()).await?);
+        let (interests, tally) = (&spec.interests, tally.clone());
+        running.push(match via {
+            Via::Native => {
+                let address = endpoints.subscribe_addr();
+                Audience::Native(subscriber::start(address, name, interests, setup.level, tally).await?)
+            }
+            Via::Http(http) => Audience::Http(HttpSubscriber::start(http, name, interests, setup.level, tally).await?),
+        });
     }
     endpoints.interest_ready().await
 }
@@ -164,8 +206,9 @@ async fn start_subscribers(
 /// One round of `setup` on the `running` subscribers of its audience.
 async fn run_round(
     endpoints: &Endpoints,
+    via: Via,
     setup: &Setup,
-    running: &[RunningSubscriber],
+    running: &[Audience],
     tally: &Arc<Tally>,
     link_bits_per_s: f64,
 ) -> Result<RoundResult, BenchError> {
@@ -182,25 +225,37 @@ async fn run_round(
         slow.map(|(_, subscriber)| subscriber.handled()).sum()
     };
     let slow_before = slow_handled();
-    let result = measure(endpoints, setup, objects, tally).await?;
+    let result = measure(endpoints, via, setup, objects, tally).await?;
     Ok(RoundResult { delivered_slow: slow_handled() - slow_before, ..result })
 }
 
 /// Publishes every publisher's objects at once and waits for the deliveries.
 async fn measure(
     endpoints: &Endpoints,
+    via: Via,
     setup: &Setup,
     objects: Vec<Vec<Message>>,
     tally: &Arc<Tally>,
 ) -> Result<RoundResult, BenchError> {
-    let clients = connect_publishers(endpoints, objects.len()).await?;
-    let delivered_before = tally.delivered();
-    let started_ns = tally.now_ns();
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .zip(objects)
-        .map(|(client, objects)| tokio::spawn(publisher::publish(client, objects, setup.confirmation, tally.clone())))
-        .collect();
+    let tasks = match via {
+        Via::Native => {
+            let clients = connect_publishers(endpoints, objects.len()).await?;
+            PublishTasks::start(tally, || {
+                let publish =
+                    |(client, objects)| publisher::publish(client, objects, setup.confirmation, tally.clone());
+                clients.into_iter().zip(objects).map(|pair| tokio::spawn(publish(pair))).collect()
+            })
+        }
+        Via::Http(http) => {
+            let bodies: Vec<_> =
+                objects.iter().map(|objects| over_http::envelopes(objects, setup.confirmation)).collect();
+            PublishTasks::start(tally, || {
+                bodies.into_iter().map(|bodies| tokio::spawn(over_http::publish(http, bodies, tally.clone()))).collect()
+            })
+        }
+    };
+    let (delivered_before, started_ns) = (tasks.delivered_before, tasks.started_ns);
+    let tasks = tasks.handles;
     let mut confirmed = Confirmed::default();
     let mut failure = None;
     for task in tasks {
@@ -227,6 +282,25 @@ async fn measure(
         incomplete: confirmed.incomplete,
         time_s: ended_ns.saturating_sub(started_ns) as f64 / 1e9,
     })
+}
+
+/// The publishers' tasks of a round, started once the counts before it
+/// were read.
+struct PublishTasks {
+    handles: Vec<tokio::task::JoinHandle<Result<Confirmed, BenchError>>>,
+    delivered_before: u64,
+    started_ns: u64,
+}
+
+impl PublishTasks {
+    fn start(
+        tally: &Tally,
+        spawn: impl FnOnce() -> Vec<tokio::task::JoinHandle<Result<Confirmed, BenchError>>>,
+    ) -> PublishTasks {
+        let delivered_before = tally.delivered();
+        let started_ns = tally.now_ns();
+        PublishTasks { handles: spawn(), delivered_before, started_ns }
+    }
 }
 
 /// Connects `count` publishers; none stays open if one fails.

@@ -56,6 +56,7 @@
 
 mod execute;
 mod link;
+mod over_http;
 mod plan;
 mod publisher;
 mod seed_figures;
@@ -104,6 +105,14 @@ pub struct JbiArgs {
     /// Rate of the slow subscriber's emulated link, in Mbit/s.
     #[arg(long, default_value_t = SLOW_LINK_MBIT_PER_S_DEFAULT)]
     pub slow_link_mbit: f64,
+    /// How publishers and subscribers reach the broker: `native`, or `http`
+    /// as the report ran them (objects POSTed, deliveries POSTed to each
+    /// subscriber's listener). With `--server`, `http` needs `--http`.
+    #[arg(long, value_enum, default_value_t = ViaArg::Native)]
+    pub via: ViaArg,
+    /// HTTP address of the broker given by `--server`.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
     /// Options every scenario takes.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -124,12 +133,66 @@ impl JbiArgs {
     }
 }
 
+/// `--via` as given on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ViaArg {
+    /// The native protocol.
+    Native,
+    /// HTTP: JSON publishes and callback subscriptions.
+    Http,
+}
+
+/// How the run reaches the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The native protocol.
+    Native,
+    /// HTTP at this address.
+    Http(std::net::SocketAddr),
+}
+
+/// HTTP subscriptions (and so in-process sessions) an embedded broker
+/// allows for `--via http`: the heavy load at level 2000 holds 12 000.
+const HTTP_SUBSCRIPTIONS_MAX: u32 = 50_000;
+
+/// The brokers and, for `--via http`, the HTTP front-end of the run.
+async fn open(args: &JbiArgs) -> Result<(Endpoints, Option<sift_http::HttpFrontEnd>, Via), BenchError> {
+    match (args.via, &args.common.server) {
+        (ViaArg::Native, _) => Ok((Endpoints::from_options(&args.common).await?, None, Via::Native)),
+        (ViaArg::Http, Some(_)) => {
+            let http =
+                args.http.ok_or_else(|| BenchError::Usage("--via http with --server needs --http ADDR".into()))?;
+            Ok((Endpoints::from_options(&args.common).await?, None, Via::Http(http)))
+        }
+        (ViaArg::Http, None) => {
+            let mut config = sift_broker::Config::scratch();
+            config.http.max_subscriptions = HTTP_SUBSCRIPTIONS_MAX;
+            config.limits.max_connections = HTTP_SUBSCRIPTIONS_MAX + 1_000;
+            let http_config = config.http.clone();
+            let endpoints = Endpoints::single(config).await?;
+            let broker = endpoints.embedded().first().ok_or_else(|| BenchError::Usage("no embedded broker".into()))?;
+            let front_end = match sift_http::HttpFrontEnd::start(http_config, broker.connector()).await {
+                Ok(front_end) => front_end,
+                Err(error) => {
+                    endpoints.shutdown().await;
+                    return Err(BenchError::Usage(error.to_string()));
+                }
+            };
+            let via = Via::Http(front_end.local_addr());
+            Ok((endpoints, Some(front_end), via))
+        }
+    }
+}
+
 /// Runs the scenario, writes its results and prints them.
 pub async fn run(args: JbiArgs) -> Result<(), BenchError> {
     let plan = args.plan()?;
     let mut report = Report::new(NAME, TITLE);
-    let endpoints = Endpoints::from_options(&args.common).await?;
-    let measured = measure(&endpoints, &plan, args.link_bits_per_s(), args.common.json).await;
+    let (endpoints, front_end, via) = open(&args).await?;
+    let measured = measure(&endpoints, via, &plan, args.link_bits_per_s(), args.common.json).await;
+    if let Some(front_end) = front_end {
+        front_end.shutdown().await;
+    }
     endpoints.shutdown().await;
     let measured = measured?;
     let summaries: Vec<Option<Summary>> = measured.rounds.iter().map(|rounds| Summary::of(rounds)).collect();
@@ -142,13 +205,14 @@ pub async fn run(args: JbiArgs) -> Result<(), BenchError> {
 /// Runs every setup `plan.rounds` times, with a progress bar.
 async fn measure(
     endpoints: &Endpoints,
+    via: Via,
     plan: &Plan,
     link_bits_per_s: f64,
     quiet: bool,
 ) -> Result<Measured, BenchError> {
     let steps = plan.setups.len() as u64 * u64::from(plan.rounds);
     let progress = Progress::new(steps, plan.expected_duration(), quiet);
-    run_plan(endpoints, plan, link_bits_per_s, &progress).await
+    run_plan(endpoints, via, plan, link_bits_per_s, &progress).await
 }
 
 /// Adds the run's parameters, tables, plots and notes to `report`.
@@ -160,6 +224,7 @@ fn fill_report(
 ) -> Result<(), BenchError> {
     let list = |values: Vec<String>| values.join(",");
     report.parameter("server", args.common.server.as_deref().unwrap_or("embedded"));
+    report.parameter("via", if args.via == ViaArg::Http { "http" } else { "native" });
     report.parameter("experiments", list(plan.choices.experiments.iter().map(|e| e.name().to_string()).collect()));
     report.parameter("levels", list(plan.choices.levels.iter().map(u64::to_string).collect()));
     report.parameter("steady_level", plan.choices.steady_level);

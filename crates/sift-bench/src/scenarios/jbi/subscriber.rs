@@ -60,7 +60,8 @@ impl Tally {
         self.last_ns.load(Ordering::Acquire)
     }
 
-    fn record(&self) {
+    /// Counts one delivery handled now.
+    pub(super) fn record(&self) {
         self.last_ns.fetch_max(self.now_ns(), Ordering::AcqRel);
         self.delivered.fetch_add(1, Ordering::AcqRel);
     }

@@ -18,6 +18,8 @@ fn args(quick: bool) -> JbiArgs {
         levels: Vec::new(),
         rounds: None,
         slow_link_mbit: SLOW_LINK_MBIT_PER_S_DEFAULT,
+        via: ViaArg::Native,
+        http: None,
         common: CommonArgs { quick, ..CommonArgs::default() },
     }
 }
@@ -198,16 +200,31 @@ fn owed_one_by_one(setup: &Setup) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_run_delivers_exactly_what_the_filters_select() {
+    small_run(ViaArg::Native, &["heavy_load", "sync_async"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_run_over_http_delivers_exactly_what_the_filters_select() {
+    small_run(ViaArg::Http, &["fast_slow", "sync_async"]).await;
+}
+
+/// Runs `experiments` at level 60, two rounds each, via `via`, and checks
+/// that every owed delivery came, no more, and that the slow link held.
+async fn small_run(via: ViaArg, experiments: &[&str]) {
     let mut small = args(true);
     small.levels = vec![60];
-    small.experiments = vec!["heavy_load".into(), "sync_async".into()];
+    small.experiments = experiments.iter().map(|name| name.to_string()).collect();
+    small.via = via;
     let plan = small.plan().expect("plan");
-    let endpoints = Endpoints::chain(1).await.expect("broker");
+    let (endpoints, front_end, via) = super::open(&small).await.expect("broker");
     let mut results = Vec::new();
     for group in plan.groups() {
         let setups: Vec<&Setup> = group.iter().map(|&index| &plan.setups[index]).collect();
-        let rounds = run_group(&endpoints, &setups, 2, small.link_bits_per_s(), &Progress::hidden()).await;
+        let rounds = run_group(&endpoints, via, &setups, 2, small.link_bits_per_s(), &Progress::hidden()).await;
         results.push((setups, rounds));
+    }
+    if let Some(front_end) = front_end {
+        front_end.shutdown().await;
     }
     endpoints.shutdown().await;
     let rounds = results.into_iter().flat_map(|(setups, rounds)| {

@@ -24,6 +24,7 @@ mod server;
 mod spec;
 mod sse;
 mod state;
+mod streams;
 mod subscriptions;
 mod ws;
 

@@ -9,4 +9,5 @@ mod limits;
 mod publish;
 mod reports;
 mod sse;
+mod streams;
 mod websocket;

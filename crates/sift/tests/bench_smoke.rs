@@ -174,6 +174,40 @@ fn persist_quick() {
     }
 }
 
+#[test]
+fn http_quick() {
+    let report = smoke("http", &[]);
+    let tables = report["tables"].as_array().expect("tables");
+    let [publishing, events, watching] = [0, 1, 2].map(|index| &tables[index]);
+    assert_eq!(publishing["rows"].as_array().map(Vec::len), Some(2), "1 and 8 connections");
+    for row in publishing["rows"].as_array().expect("rows") {
+        assert!(row[column(publishing, "requests/s")].as_f64() > Some(0.0), "{row}");
+    }
+    assert!(events["rows"][0][column(events, "events/s")].as_f64() > Some(0.0), "{events}");
+    let rows = watching["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "one round without and with the watcher");
+    assert!(rows.iter().all(|row| row[column(watching, "msgs/s")].as_f64() > Some(0.0)), "{watching}");
+    assert!(rows[1][column(watching, "scrapes")].as_u64() >= Some(1), "the watcher polled: {watching}");
+}
+
+#[test]
+fn jbi_quick_over_http() {
+    let report = smoke("jbi", &["--via", "http", "--experiments", "fast_slow"]);
+    assert_eq!(
+        report["parameters"].as_array().map(|parameters| {
+            parameters.iter().any(|parameter| parameter["name"] == "via" && parameter["value"] == "http")
+        }),
+        Some(true),
+        "{}",
+        report["parameters"]
+    );
+    let table = report["tables"].as_array().expect("tables").iter().find(|table| table["name"] == "fast_slow");
+    let table = table.expect("the fast/slow table");
+    for row in table["rows"].as_array().expect("rows") {
+        assert_eq!(row[column(table, "lost")].as_u64(), Some(0), "{row}");
+    }
+}
+
 /// Index of the column called `name` in a table of a report.
 fn column(table: &serde_json::Value, name: &str) -> usize {
     let columns = table["columns"].as_array().expect("columns");

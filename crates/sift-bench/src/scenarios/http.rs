@@ -36,6 +36,7 @@ use crate::error::BenchError;
 use crate::http_load::{read_events, HttpConnection};
 use crate::options::CommonArgs;
 use crate::output::{finish, Printed};
+use crate::plot::Plot;
 use crate::report::{Report, Table};
 use crate::stats::Samples;
 
@@ -141,6 +142,15 @@ pub async fn run(args: HttpArgs) -> Result<(), BenchError> {
     report.parameter("seconds", seconds);
     report.parameter("rounds", u64::from(rounds));
     report.parameter("payload_bytes", PAYLOAD_BYTES);
+    let by_connections = Plot::lines(
+        "http_requests_by_connections.svg",
+        "POST /v1/messages: requests per second against kept-alive connections",
+        &publishing,
+        "connections",
+        "requests/s",
+    )?
+    .log_x(2.0);
+    report.plots.push(by_connections);
     report.tables.extend([publishing, streaming, watching]);
     finish(&report, &args.common, Printed::Tables)?;
     Ok(())

@@ -1,0 +1,921 @@
+"""The client: one broker connection kept up in the background, publishing and subscribing.
+
+Design, in the order a reader meets it:
+
+* Writes are batched. Every request is appended to one output buffer and a
+  flush is scheduled with `call_soon`, so all requests of one event-loop turn
+  leave in one `transport.write`. Pending acknowledgements go first (§8.3).
+* Reads go through an `asyncio.Protocol` (no stream reader in between): each
+  socket read is cut into frames by the sans-IO codec and dispatched at once.
+* Request ids start at 2**32 and subscription ids at 1, so the reference of an
+  ERROR tells what it is about (§8.1).
+* After a connection loss the client reconnects with a doubling back-off, opens
+  every subscription again under its id, then resends the unconfirmed reliable
+  publishes byte for byte (§8.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+import os
+import time
+from collections import deque
+from typing import Any, Callable, Mapping, Optional, Union
+
+from . import codec
+from .errors import (
+    BrokerError,
+    ClientClosedError,
+    ConnectError,
+    ConnectionLostError,
+    EncodeError,
+    SiftError,
+)
+from .message import Delivery
+from .subscription import Subscription
+from .types import (
+    AckMode,
+    Confirm,
+    DeliveryMode,
+    FilterKind,
+    Gap,
+    PropertyValue,
+    QueuePolicy,
+    ServerInfo,
+    StartKind,
+    StartPosition,
+    parse_policy,
+)
+
+log = logging.getLogger("sift")
+
+REQUEST_ID_BASE = 1 << 32
+"""Publish request ids start here, above every subscription id (§8.1)."""
+RECONNECT_DELAY_MIN = 0.05
+FLUSH_BYTES = 64 * 1024
+"""Buffered bytes that make a publish write at once rather than at the end of the loop turn."""
+TRANSPORT_HIGH_WATER = 1024 * 1024
+"""Bytes the transport may hold unsent before `drain()` waits."""
+
+Payload = Union[bytes, bytearray, memoryview, str]
+Properties = Mapping[str, PropertyValue]
+Mode = Union[DeliveryMode, str, int]
+
+_ADMIN_QUERIES = {"links": 1, "routes": 2, "stats": 3, "subscriptions": 4}
+
+
+class _PendingPublish:
+    __slots__ = ("future", "frame")
+
+    def __init__(self, future: asyncio.Future[Confirm], frame: bytes | None) -> None:
+        self.future = future
+        #: The encoded PUBLISH, kept to resend after a reconnect (reliable publishes only).
+        self.frame = frame
+
+
+class _Window:
+    """The broker's publish window (§6.4): confirmed publishes in flight, at most `size`."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self.used = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._error: BaseException | None = None
+
+    async def acquire(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self.used < self.size and not self._waiters:
+            self.used += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.release()  # granted, then cancelled: hand the slot on
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+
+    def release(self) -> None:
+        self.used -= 1
+        self._grant()
+
+    def resize(self, size: int) -> None:
+        self.size = max(1, size)
+        self._grant()
+
+    def _grant(self) -> None:
+        while self._waiters and self.used < self.size:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.used += 1
+                waiter.set_result(None)
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP session: framing and the handshake; everything else goes to the client."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.decoder = codec.FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.active = False
+        loop = asyncio.get_running_loop()
+        self.welcome: asyncio.Future[ServerInfo] = loop.create_future()
+        self.lost: asyncio.Future[None] = loop.create_future()
+        self.early: list[codec.Frame] = []
+        self.fatal: BrokerError | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=TRANSPORT_HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except codec.ProtocolError as error:
+            log.warning("sift: the broker sent an undecodable stream (%s); dropping the connection", error)
+            assert self.transport is not None
+            self.transport.abort()
+            return
+        if self.active:
+            self.client._handle_frames(self, frames)
+        elif not self.welcome.done():
+            self._handshake(frames)
+        else:
+            self.early.extend(frames)
+
+    def _handshake(self, frames: list[codec.Frame]) -> None:
+        if not frames:
+            return
+        first, rest = frames[0], frames[1:]
+        if isinstance(first, ServerInfo):
+            self.decoder.max_frame_bytes = max(first.max_frame_bytes, 1)
+            self.early.extend(rest)
+            self.welcome.set_result(first)
+        elif isinstance(first, codec.ErrorFrame):
+            self.welcome.set_exception(
+                BrokerError.from_frame(first.code, first.message, fatal=first.fatal, reference=first.reference)
+            )
+        else:
+            self.welcome.set_exception(ConnectError(f"expected WELCOME, got {type(first).__name__}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+        if not self.welcome.done():
+            self.welcome.set_exception(ConnectError("the connection closed during the handshake"))
+        self.client._on_connection_lost(self, exc)
+
+    def pause_writing(self) -> None:
+        self.client._write_paused = True
+
+    def resume_writing(self) -> None:
+        self.client._on_resume_writing(self)
+
+    # Deliveries acknowledge through their connection: a tag means nothing to another session.
+    def _ack_tag(self, tag: int) -> None:
+        if self.client._connection is self:
+            self.client._ack_tag(tag)
+
+    def _nack_tag(self, tag: int, requeue: bool) -> None:
+        if self.client._connection is self:
+            self.client._write(codec.encode_nack(tag, requeue))
+
+
+async def connect(
+    host: str = "127.0.0.1",
+    port: int = 7400,
+    *,
+    name: str | None = None,
+    reconnect: bool = True,
+    reconnect_delay_max: float = 2.0,
+    connect_timeout: float = 5.0,
+    write_buffer_bytes: int = 4 * 1024 * 1024,
+) -> Client:
+    """Connects to a broker, completes the handshake and returns the client.
+
+    `name` is stamped by the broker as the publisher of every message this
+    client sends (default `sift-python-<pid>`). With `reconnect` the client
+    reconnects after a loss, restores its subscriptions and resends its
+    unconfirmed reliable publishes; `reconnect_delay_max` bounds the
+    back-off. `write_buffer_bytes` is how much unsent data `drain()` lets
+    accumulate while the connection is down.
+    """
+    client = Client(
+        host,
+        port,
+        name=name if name is not None else f"sift-python-{os.getpid()}",
+        reconnect=reconnect,
+        reconnect_delay_max=reconnect_delay_max,
+        connect_timeout=connect_timeout,
+        write_buffer_bytes=write_buffer_bytes,
+    )
+    await client._connect_first()
+    return client
+
+
+class Client:
+    """A connection to a Sift broker; create it with `sift.connect()`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        name: str,
+        reconnect: bool,
+        reconnect_delay_max: float,
+        connect_timeout: float,
+        write_buffer_bytes: int,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.name = name
+        self._reconnect = reconnect
+        self._reconnect_delay_max = reconnect_delay_max
+        self._connect_timeout = connect_timeout
+        self._write_buffer_bytes = write_buffer_bytes
+        self._loop = asyncio.get_running_loop()
+        self._connection: _Connection | None = None
+        self._server_info: ServerInfo | None = None
+        self._out = bytearray()
+        self._acks: list[int] = []
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._next_request_id = REQUEST_ID_BASE
+        self._next_sub_id = 1
+        self._next_sequence = 0
+        self._pending: dict[int, _PendingPublish] = {}
+        self._subscriptions: dict[int, Subscription] = {}
+        self._requests: dict[int, asyncio.Future[Any]] = {}
+        self._window = _Window(1024)
+        self._closing = False
+        self._closed = False
+        self._close_ack: asyncio.Future[None] | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._reads_held_by: set[int] = set()
+        self._topics: dict[str, bytes] = {}
+        self._simple_topics: dict[str, tuple[bytes, Callable[..., bytes], int]] = {}
+        #: Times the client has reconnected after a loss.
+        self.reconnects = 0
+
+    # ------------------------------------------------------------------
+    # Lifecycle
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def server_info(self) -> ServerInfo | None:
+        """The broker's WELCOME (its name and limits) from the latest handshake."""
+        return self._server_info
+
+    @property
+    def is_connected(self) -> bool:
+        return self._connection is not None
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed or self._closing
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Waits until the client is connected (for example after a reconnect)."""
+        await asyncio.wait_for(self._connected.wait(), timeout)
+
+    async def _open(self) -> tuple[_Connection, ServerInfo]:
+        """A new TCP connection with a completed handshake."""
+
+        async def attempt() -> tuple[_Connection, ServerInfo]:
+            transport, connection = await self._loop.create_connection(lambda: _Connection(self), self.host, self.port)
+            try:
+                transport.write(codec.encode_hello(self.name))
+                info = await connection.welcome
+            except BaseException:
+                transport.abort()
+                raise
+            return connection, info
+
+        try:
+            return await asyncio.wait_for(attempt(), self._connect_timeout)
+        except asyncio.TimeoutError:
+            raise ConnectError(f"no WELCOME from {self.host}:{self.port} within {self._connect_timeout} s") from None
+        except OSError as error:
+            raise ConnectError(f"cannot connect to {self.host}:{self.port}: {error}") from error
+
+    async def _connect_first(self) -> None:
+        connection, info = await self._open()
+        self._activate(connection, info)
+
+    def _activate(self, connection: _Connection, info: ServerInfo) -> None:
+        """Makes `connection` the live session: subscriptions first, then unconfirmed reliable
+        publishes in request order, then what was buffered meanwhile (§8.4)."""
+        self._connection = connection
+        self._server_info = info
+        self._window.resize(info.publish_window)
+        prefix = bytearray()
+        for sub_id in sorted(self._subscriptions):
+            prefix += self._subscriptions[sub_id]._subscribe_frame
+        for request_id in sorted(self._pending):
+            frame = self._pending[request_id].frame
+            if frame is not None:
+                prefix += frame
+        prefix += self._out
+        self._out = prefix
+        connection.active = True
+        self._write_paused = False
+        self._connected.set()
+        if connection.early:
+            early, connection.early = connection.early, []
+            self._handle_frames(connection, early)
+        self._flush()
+        self._wake_drainers()
+
+    def _on_connection_lost(self, connection: _Connection, exc: Exception | None) -> None:
+        if connection is not self._connection:
+            return
+        self._connection = None
+        self._connected.clear()
+        self._write_paused = False
+        # Unsent frames and pending acks belong to the old session.
+        self._out = bytearray()
+        self._acks = []
+        self._reads_held_by.clear()
+        lost = ConnectionLostError(
+            f"connection to {self.host}:{self.port} lost" + (f": {connection.fatal}" if connection.fatal else "")
+        )
+        for request_id in [rid for rid, pending in self._pending.items() if pending.frame is None]:
+            pending = self._pending.pop(request_id)
+            self._window.release()
+            if not pending.future.done():
+                pending.future.set_exception(lost)
+        for future in self._requests.values():
+            if not future.done():
+                future.set_exception(lost)
+        self._requests.clear()
+        if self._close_ack is not None and not self._close_ack.done():
+            self._close_ack.set_result(None)
+        if self._closing or self._closed:
+            return
+        if self._reconnect:
+            log.info("sift: connection to %s:%s lost (%s); reconnecting", self.host, self.port, exc or connection.fatal)
+            self._reconnect_task = self._loop.create_task(self._reconnect_loop())
+        else:
+            self._finish(lost)
+
+    async def _reconnect_loop(self) -> None:
+        delay = RECONNECT_DELAY_MIN
+        while not self._closing:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._reconnect_delay_max)
+            try:
+                connection, info = await self._open()
+            except (SiftError, OSError) as error:
+                log.debug("sift: reconnect failed: %s", error)
+                continue
+            if self._closing:
+                assert connection.transport is not None
+                connection.transport.abort()
+                return
+            self.reconnects += 1
+            self._activate(connection, info)
+            return
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Closes cleanly: sends what is buffered and CLOSE, waits (at most `timeout` seconds)
+        for the broker's CLOSE, then ends every subscription and fails what is unanswered.
+
+        The broker does not flush deliveries still queued for this client (§6.14).
+        """
+        if self._closing:
+            return
+        self._closing = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+        connection = self._connection
+        if connection is not None and connection.transport is not None:
+            self._close_ack = self._loop.create_future()
+            self._out += codec.encode_close()
+            self._flush()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._close_ack), timeout)
+            except asyncio.TimeoutError:
+                log.warning("sift: no CLOSE from the broker within %s s", timeout)
+            connection.transport.close()
+            try:
+                await asyncio.wait_for(asyncio.shield(connection.lost), 1.0)
+            except asyncio.TimeoutError:
+                connection.transport.abort()
+        self._connection = None
+        self._finish(ClientClosedError("the client is closed"))
+
+    def _finish(self, error: SiftError) -> None:
+        """Ends the client for good: fails what waits, ends subscriptions."""
+        self._closing = True
+        self._closed = True
+        self._connected.clear()
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(error)
+        self._pending.clear()
+        for future in self._requests.values():
+            if not future.done():
+                future.set_exception(error)
+        self._requests.clear()
+        self._window.fail(error)
+        closed_by_us = isinstance(error, ClientClosedError)
+        for subscription in list(self._subscriptions.values()):
+            subscription._end(None if closed_by_us else error)
+        self._subscriptions.clear()
+        self._wake_drainers()
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise ClientClosedError("the client is closed")
+
+    # ------------------------------------------------------------------
+    # Writing
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Writes the pending ACKs, then everything buffered, in one transport write."""
+        self._flush_scheduled = False
+        connection = self._connection
+        if connection is None or connection.transport is None:
+            return
+        if self._acks:
+            data: bytes | bytearray = codec.encode_ack(self._acks) + self._out
+            self._acks = []
+        elif self._out:
+            data = self._out
+        else:
+            return
+        # A fresh buffer: the transport may keep a reference to the one it was given.
+        self._out = bytearray()
+        connection.transport.write(data)
+
+    def _write(self, frame: bytes) -> None:
+        self._out += frame
+        self._schedule_flush()
+
+    def _ack_tag(self, tag: int) -> None:
+        self._acks.append(tag)
+        self._schedule_flush()
+
+    def _on_resume_writing(self, connection: _Connection) -> None:
+        if connection is self._connection:
+            self._write_paused = False
+            self._wake_drainers()
+
+    def _wake_drainers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def drain(self) -> None:
+        """Writes what is buffered and waits while the socket is backed up (or, disconnected,
+        while more than `write_buffer_bytes` wait): the back-pressure for `publish_nowait`."""
+        self._flush()
+        while not self._closing and (
+            (self._connection is not None and self._write_paused)
+            or (self._connection is None and len(self._out) > self._write_buffer_bytes)
+        ):
+            waiter = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+        self._check_open()
+
+    # ------------------------------------------------------------------
+    # Publishing
+
+    def _encode_message(
+        self,
+        out: bytearray,
+        request_id: int,
+        flags: int,
+        await_timeout_ms: int,
+        topic: str,
+        payload: Payload,
+        properties: Properties | None,
+        metadata: str | bytes | None,
+        mode: int,
+        priority: int,
+        ttl: float | datetime.timedelta | None,
+    ) -> None:
+        topic_bytes = self._topics.get(topic)
+        if topic_bytes is None:
+            topic_bytes = topic.encode("utf-8")
+            if len(self._topics) < 4096:
+                self._topics[topic] = topic_bytes
+        if isinstance(payload, str):
+            payload = payload.encode("utf-8")
+        elif not isinstance(payload, bytes):
+            payload = bytes(payload)
+        if not 0 <= priority <= 9:
+            raise EncodeError(f"priority {priority} is not 0-9")
+        if properties:
+            count, encoded_properties = codec.encode_properties(properties)
+        else:
+            count, encoded_properties = 0, b""
+        if isinstance(metadata, str):
+            metadata = metadata.encode("utf-8")
+        expiry_ns = 0
+        if ttl is not None:
+            seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else ttl
+            expiry_ns = time.time_ns() + int(seconds * 1_000_000_000)
+        self._next_sequence += 1
+        codec.append_publish(
+            out, request_id, flags, await_timeout_ms, topic_bytes, payload,
+            priority, mode, self._next_sequence, expiry_ns, count, encoded_properties, metadata,
+        )
+
+    def _cache_simple_topic(self, topic: str) -> tuple[bytes, Callable[..., bytes], int]:
+        topic_bytes = topic.encode("utf-8")
+        if len(topic_bytes) > 0xFFFF:
+            raise EncodeError("topic is too long")
+        head, packer = codec.fire_and_forget_layout(topic_bytes)
+        cached = (head, packer.pack, 60 + len(topic_bytes))
+        if len(self._simple_topics) < 4096:
+            self._simple_topics[topic] = cached
+        return cached
+
+    def publish_nowait(
+        self,
+        topic: str,
+        payload: Payload = b"",
+        *,
+        properties: Properties | None = None,
+        metadata: str | bytes | None = None,
+        mode: Mode = DeliveryMode.BEST_EFFORT,
+        priority: int = 4,
+        ttl: float | datetime.timedelta | None = None,
+    ) -> None:
+        """Publishes without a confirm (fire-and-forget): the fastest way to publish.
+
+        The message is encoded into the output buffer before this returns; it
+        goes out with the next write. Nothing reports a refusal (the broker's
+        ERROR has reference 0 and is logged). Call `await drain()` now and then
+        in a long loop so that the buffer does not outgrow the socket.
+        """
+        if self._closing:
+            raise ClientClosedError("the client is closed")
+        out = self._out
+        mode_type = type(mode)
+        if (
+            properties is None and metadata is None and ttl is None and type(payload) is bytes
+            and (mode_type is DeliveryMode or mode_type is int) and 0 <= priority <= 9
+        ):
+            # The common case, in one pack call: a cached Struct holds the topic's layout.
+            cached = self._simple_topics.get(topic)
+            if cached is None:
+                cached = self._cache_simple_topic(topic)
+            head, packer, base_length = cached
+            self._next_sequence = sequence = self._next_sequence + 1
+            size = len(payload)  # type: ignore[arg-type]
+            out += packer(base_length + size, head, priority, mode, sequence, size)
+            out += payload  # type: ignore[operator]
+        else:
+            if mode_type is not int and mode_type is not DeliveryMode:
+                mode = DeliveryMode.of(mode)
+            self._encode_message(out, 0, 0, 0, topic, payload, properties, metadata, mode, priority, ttl)  # type: ignore[arg-type]
+        if len(out) >= FLUSH_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    async def publish(
+        self,
+        topic: str,
+        payload: Payload = b"",
+        *,
+        properties: Properties | None = None,
+        metadata: str | bytes | None = None,
+        mode: Mode = DeliveryMode.BEST_EFFORT,
+        priority: int = 4,
+        ttl: float | datetime.timedelta | None = None,
+        await_delivered: bool = False,
+        await_timeout: float | None = None,
+    ) -> Confirm:
+        """Publishes and returns the broker's confirm.
+
+        `properties` are typed by their Python type (bool, int, float, str);
+        `metadata` is an XML document (xpath filters read it); `ttl` is in
+        seconds. With `await_delivered` the confirm comes once every matched
+        subscriber acknowledged (`delivered`), or after `await_timeout`
+        seconds (`incomplete`, naming who did not). At most the broker's
+        `publish_window` confirmed publishes are in flight; more wait here.
+
+        Reliable, persistent and await=delivered publishes survive a
+        reconnect: they are resent until confirmed. A confirmed best-effort
+        publish in flight when the connection drops raises
+        `ConnectionLostError`. A refusal raises the broker's error.
+        """
+        self._check_open()
+        if type(mode) is not int and not isinstance(mode, DeliveryMode):
+            mode = DeliveryMode.of(mode)
+        flags = codec.PUBLISH_CONFIRM
+        timeout_ms = 0
+        if await_delivered:
+            flags |= codec.PUBLISH_AWAIT_DELIVERED
+            if await_timeout is not None:
+                timeout_ms = max(1, min(int(await_timeout * 1000), 0xFFFFFFFF))
+        await self._window.acquire()
+        try:
+            self._check_open()
+            request_id = self._next_request_id
+            self._next_request_id += 1
+            frame = bytearray()
+            self._encode_message(
+                frame, request_id, flags, timeout_ms, topic, payload, properties, metadata, mode, priority, ttl  # type: ignore[arg-type]
+            )
+        except BaseException:
+            self._window.release()
+            raise
+        resend = mode != DeliveryMode.BEST_EFFORT or await_delivered
+        if self._connection is None and not resend:
+            self._window.release()
+            raise ConnectionLostError("not connected; best-effort publishes are not kept for a reconnect")
+        future: asyncio.Future[Confirm] = self._loop.create_future()
+        self._pending[request_id] = _PendingPublish(future, bytes(frame) if resend else None)
+        if self._connection is not None:
+            self._out += frame
+            if len(self._out) >= FLUSH_BYTES:
+                self._flush()
+            else:
+                self._schedule_flush()
+        return await future
+
+    # ------------------------------------------------------------------
+    # Subscribing
+
+    async def subscribe(
+        self,
+        topic: str,
+        *,
+        tags: str | None = None,
+        sql: str | None = None,
+        xpath: str | None = None,
+        regex: str | None = None,
+        queue: str | None = None,
+        ack: AckMode | str = AckMode.AUTO,
+        policy: QueuePolicy | str | None = None,
+        queue_capacity: int = 0,
+        max_unacked: int = 0,
+        credit: int | None = None,
+        durable: str | None = None,
+        stream: str | None = None,
+        start: StartPosition | str | datetime.datetime | None = None,
+        shared: bool = False,
+        max_buffered: int = 65536,
+        on_gap: Optional[Callable[[Gap], None]] = None,
+    ) -> Subscription:
+        """Opens a subscription and waits until the broker confirms it is live.
+
+        `topic` is a topic filter (`orders.*`, `orders.>`). At most one content
+        filter: `tags`, `sql` (JMS selector), `xpath` (over the metadata) or
+        `regex` (over the topic). `queue` joins a queue group (one member gets
+        each message). `ack`: `auto` (acknowledged when the application takes
+        the delivery), `manual` (`await delivery.ack()`), or `on_write` (the
+        broker counts it acknowledged once written). `policy`: `block`,
+        `keep-last:N`, `drop-new` or `disconnect` (default: the broker's).
+        `credit` opens the subscription in credit mode with that initial
+        credit (`grant()` adds more).
+
+        Stream subscriptions: `durable` names a durable subscription (created
+        on first use, resumed afterwards: what matched while it was away is
+        kept); `start` alone makes a replay (`first`, `last:N`, `seq:N`,
+        `time:RFC3339`, `new`) that then follows live messages; `stream`
+        picks the stream (default: the one holding the topics, else
+        `default`); `shared` shares a durable between consumers.
+
+        `max_buffered` deliveries may wait for the application; beyond that
+        the client stops reading the socket until it catches up.
+        """
+        self._check_open()
+        filters = [(kind, text) for kind, text in (
+            (FilterKind.TAGS, tags), (FilterKind.SQL, sql), (FilterKind.XPATH, xpath), (FilterKind.REGEX, regex)
+        ) if text is not None]
+        if len(filters) > 1:
+            raise ValueError("at most one content filter: tags, sql, xpath or regex")
+        filter_kind, filter_text = filters[0] if filters else (FilterKind.NONE, "")
+        ack_mode = AckMode(ack)
+        policy_code, policy_argument = parse_policy(policy)
+        flags = 0
+        if credit is not None:
+            flags |= codec.SUBSCRIBE_CREDIT_MODE
+        section = None
+        if durable is not None or stream is not None or start is not None:
+            if queue:
+                raise ValueError("a stream subscription cannot be in a queue group")
+            if start is None:
+                position = StartPosition(StartKind.NEW if durable else StartKind.FIRST)
+            else:
+                position = StartPosition.parse(start)
+            section = codec.StreamSection(stream or "", durable or "", int(position.kind), position.argument)
+            if shared:
+                flags |= codec.SUBSCRIBE_SHARED
+        elif shared:
+            raise ValueError("shared applies to durable subscriptions")
+        sub_id = self._next_sub_id
+        self._next_sub_id += 1
+        frame = codec.encode_subscribe(
+            sub_id, topic, queue or "", int(filter_kind), filter_text,
+            0 if ack_mode is AckMode.ON_WRITE else 1, policy_code, policy_argument,
+            queue_capacity, max_unacked, flags, credit or 0, section,
+        )
+        subscription = Subscription(self, sub_id, topic, frame, ack_mode, max(1, max_buffered), on_gap)
+        self._subscriptions[sub_id] = subscription
+        if self._connection is not None:
+            self._write(frame)
+        try:
+            await subscription._ready
+        except BaseException:
+            self._subscriptions.pop(sub_id, None)
+            raise
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        if self._subscriptions.pop(subscription.id, None) is not None and self._connection is not None:
+            self._write(codec.encode_unsubscribe(subscription.id))
+        self._reads_held_by.discard(subscription.id)
+        self._maybe_resume_reading()
+
+    def _send_flow(self, sub_id: int, credit: int) -> None:
+        self._check_open()
+        if self._connection is not None:
+            self._write(codec.encode_flow(sub_id, credit))
+
+    def _release_reads(self, subscription: Subscription) -> None:
+        self._reads_held_by.discard(subscription.id)
+        self._maybe_resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        connection = self._connection
+        if not self._reads_held_by and connection is not None and connection.transport is not None:
+            if not connection.transport.is_reading():
+                connection.transport.resume_reading()
+
+    # ------------------------------------------------------------------
+    # Round trips
+
+    def _new_request(self) -> tuple[int, asyncio.Future[Any]]:
+        self._check_open()
+        if self._connection is None:
+            raise ConnectionLostError("not connected")
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self._requests[request_id] = future
+        return request_id, future
+
+    async def ping(self) -> float:
+        """Round trip to the broker, in seconds. When it returns, the broker has handled every
+        frame sent before it (publishes parked at a full queue excepted, §6.13)."""
+        started = time.perf_counter()
+        nonce, future = self._new_request()
+        self._write(codec.encode_ping(nonce))
+        await future
+        return time.perf_counter() - started
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Writes everything buffered and waits until the broker has handled it (a ping)."""
+        await asyncio.wait_for(self.ping(), timeout)
+
+    async def admin(self, query: str) -> dict[str, Any]:
+        """One of the broker's reports as JSON: `links`, `routes`, `stats` or `subscriptions`."""
+        code = _ADMIN_QUERIES.get(query)
+        if code is None:
+            raise ValueError(f"unknown admin query {query!r}: {', '.join(_ADMIN_QUERIES)}")
+        request_id, future = self._new_request()
+        self._write(codec.encode_admin(request_id, code))
+        return json.loads(await future)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------
+    # Reading
+
+    def _handle_frames(self, connection: _Connection, frames: list[codec.Frame]) -> None:
+        """Dispatches the frames of one read; wakes each subscription once."""
+        subscriptions = self._subscriptions
+        touched: list[Subscription] = []
+        last: Subscription | None = None
+        for frame in frames:
+            if type(frame) is Delivery:
+                subscription = subscriptions.get(frame.sub_id)
+                if subscription is None:
+                    continue  # for a subscription just closed: discard (§6.7)
+                if frame.delivery_tag:
+                    frame._acknowledger = connection
+                subscription._buffer.append(frame)
+                if subscription is not last:
+                    last = subscription
+                    if subscription not in touched:
+                        touched.append(subscription)
+            elif type(frame) is Confirm:
+                pending = self._pending.pop(frame.request_id, None)
+                if pending is not None:
+                    self._window.release()
+                    if not pending.future.done():
+                        pending.future.set_result(frame)
+            else:
+                self._handle_control(connection, frame)
+        for subscription in touched:
+            subscription._wake()
+            if len(subscription._buffer) >= subscription._max_buffered and not subscription._holding_reads:
+                subscription._holding_reads = True
+                self._reads_held_by.add(subscription.id)
+                if connection.transport is not None:
+                    connection.transport.pause_reading()
+
+    def _handle_control(self, connection: _Connection, frame: codec.Frame) -> None:
+        if isinstance(frame, codec.Subscribed):
+            subscription = self._subscriptions.get(frame.sub_id)
+            if subscription is not None and not subscription._ready.done():
+                subscription._ready.set_result(None)
+        elif isinstance(frame, codec.ErrorFrame):
+            self._on_error(connection, frame)
+        elif isinstance(frame, codec.Pong):
+            future = self._requests.pop(frame.nonce, None)
+            if future is not None and not future.done():
+                future.set_result(None)
+        elif isinstance(frame, codec.Ping):
+            self._write(codec.encode_pong(frame.nonce))
+        elif isinstance(frame, codec.GapFrame):
+            subscription = self._subscriptions.get(frame.sub_id)
+            if subscription is not None:
+                subscription._deliver_gap(frame.gap)
+        elif isinstance(frame, codec.AdminReply):
+            future = self._requests.pop(frame.request_id, None)
+            if future is not None and not future.done():
+                future.set_result(frame.json)
+        elif isinstance(frame, codec.Close):
+            if self._close_ack is not None and not self._close_ack.done():
+                self._close_ack.set_result(None)
+        elif isinstance(frame, codec.Malformed):
+            log.warning("sift: skipping a malformed frame (type 0x%02x) from the broker: %s", frame.frame_type, frame.detail)
+        else:
+            log.warning("sift: unexpected frame from the broker: %r", frame)
+
+    def _on_error(self, connection: _Connection, frame: codec.ErrorFrame) -> None:
+        """Routes an ERROR to what it refers to, by its reference (§8.1)."""
+        error = BrokerError.from_frame(frame.code, frame.message, fatal=frame.fatal, reference=frame.reference)
+        reference = frame.reference
+        if reference >= REQUEST_ID_BASE:
+            pending = self._pending.pop(reference, None)
+            if pending is not None:
+                self._window.release()
+                if not pending.future.done():
+                    pending.future.set_exception(error)
+            else:
+                future = self._requests.pop(reference, None)
+                if future is not None and not future.done():
+                    future.set_exception(error)
+        elif reference != 0:
+            subscription = self._subscriptions.get(reference)
+            if subscription is not None:
+                if not subscription._ready.done():
+                    del self._subscriptions[reference]
+                    subscription._ready.set_exception(error)
+                    subscription._end(error)
+                elif error.code not in ("unknown_subscription", "invalid_field"):
+                    # Refused when restored after a reconnect, or closed as a slow
+                    # consumer: end it, so that the application sees it is gone.
+                    log.warning("sift: subscription %s ended by the broker: %s", reference, error)
+                    del self._subscriptions[reference]
+                    subscription._end(error)
+                else:
+                    log.warning("sift: broker error about subscription %s: %s", reference, error)
+        elif not frame.fatal:
+            log.warning("sift: broker error: %s", error)
+        if frame.fatal:
+            log.warning("sift: broker closed the connection: %s", error)
+            connection.fatal = error
+            if connection.transport is not None:
+                connection.transport.close()

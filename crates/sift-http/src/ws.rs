@@ -187,9 +187,16 @@ impl WsSession {
         let (message, options) =
             Envelope::from_value(value).and_then(Envelope::into_message).map_err(|error| (reference.clone(), error))?;
         let Ok(permit) = self.publishes.clone().acquire_owned().await else { return Ok(()) };
-        let (client, outgoing, state) = (self.client.clone(), self.outgoing.clone(), self.state.clone());
+        // Sent here, in the order the client gave them; only the wait for
+        // each confirm runs beside the reader.
+        let confirming = self.client.start_confirmed(message, options).await;
+        let (outgoing, state) = (self.outgoing.clone(), self.state.clone());
         tokio::spawn(async move {
-            let reply = match client.publish_confirmed(message, options).await {
+            let confirmed = match confirming {
+                Ok(receiver) => receiver.await.unwrap_or(Err(sift_client::ClientError::Closed)),
+                Err(error) => Err(error),
+            };
+            let reply = match confirmed {
                 Ok(confirm) => {
                     HttpCounters::bump(&state.counters.messages_published);
                     let (_, mut body) = confirm_json(&confirm);

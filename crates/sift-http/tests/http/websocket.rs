@@ -160,3 +160,48 @@ async fn unsubscribe_stops_deliveries() {
     assert_eq!(seen, vec![(json!("b"), json!("only-b")), (json!("b"), json!("sentinel"))]);
     served.stop().await;
 }
+
+#[tokio::test]
+async fn each_filter_language_delivers_exactly_what_matches_over_a_websocket() {
+    let served = served().await;
+    let mut socket = open(&served).await;
+    let filters = [
+        ("tags", json!("sym=\"IBM\"")),
+        ("sql", json!("sym = 'IBM' AND price > 10")),
+        ("xpath", json!("/quote[@sym='IBM']")),
+        ("regex", json!("^quotes\\.ibm$")),
+    ];
+    for (language, filter) in &filters {
+        let mut request = json!({ "op": "subscribe", "id": language, "topic": "quotes.*", "ack": "auto" });
+        request[*language] = filter.clone();
+        send(&mut socket, request).await;
+        assert_eq!(receive_op(&mut socket, "subscribed").await["id"], *language);
+    }
+    // A miss for every language, then a match for all, then a sentinel every
+    // language takes too: each subscription keeps its order, so once each
+    // one delivered its sentinel, whatever it would have sent is in.
+    for (topic, sym, price, payload) in
+        [("quotes.msft", "MSFT", 5, "miss"), ("quotes.ibm", "IBM", 12, "match"), ("quotes.ibm", "IBM", 20, "sentinel")]
+    {
+        let envelope = json!({
+            "op": "publish", "topic": topic, "payload": payload,
+            "properties": { "sym": sym, "price": price },
+            "metadata": format!("<quote sym=\"{sym}\"/>"),
+        });
+        send(&mut socket, envelope).await;
+    }
+    let mut seen: Vec<(String, String)> = Vec::new();
+    while seen.iter().filter(|(_, payload)| payload == "sentinel").count() < filters.len() {
+        let delivered = receive_op(&mut socket, "deliver").await;
+        let id = delivered["id"].as_str().unwrap_or_default().to_string();
+        seen.push((id, delivered["message"]["payload"].as_str().unwrap_or_default().to_string()));
+    }
+    seen.sort();
+    let mut expected: Vec<(String, String)> = ["regex", "sql", "tags", "xpath"]
+        .iter()
+        .flat_map(|id| [(id.to_string(), "match".to_string()), (id.to_string(), "sentinel".to_string())])
+        .collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+    served.stop().await;
+}

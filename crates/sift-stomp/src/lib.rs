@@ -1,0 +1,3 @@
+//! Sift's STOMP 1.2 front-end.
+
+pub mod frame;

@@ -16,18 +16,21 @@ import pytest
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 NATIVE_PREFIX = "sift broker listening on "
 HTTP_PREFIX = "sift broker serving HTTP on "
+STOMP_PREFIX = "sift broker serving STOMP on "
 
 
 class Broker:
-    """A running broker: its native address, its HTTP base URL and its process."""
+    """A running broker: its native address, its HTTP base URL, its STOMP
+    address (`stomp_host`, `stomp_port`) and its process."""
 
-    def __init__(self, process, native, http_url, data_dir):
+    def __init__(self, process, native, http_url, data_dir, stomp=None):
         self.process = process
         self.native = native
         self.host, port = native.rsplit(":", 1)
         self.port = int(port)
         self.http_url = http_url
         self.data_dir = data_dir
+        self.stomp_host, self.stomp_port = (stomp.rsplit(":", 1)[0], int(stomp.rsplit(":", 1)[1])) if stomp else (None, None)
 
     def stop(self):
         if self.process.poll() is None:
@@ -39,7 +42,7 @@ def sift_binary():
     return os.environ.get("SIFT_BIN", str(REPOSITORY / "target" / "debug" / "sift"))
 
 
-def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None):
+def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None, stomp="127.0.0.1:0"):
     """Starts a broker and waits until it printed both addresses.
 
     `listen` and `data_dir` let a test restart a broker where it was (the
@@ -47,13 +50,13 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
     """
     data_dir = data_dir or tempfile.mkdtemp(prefix="sift-pytest-")
     process = subprocess.Popen(
-        [sift_binary(), "broker", "--listen", listen, "--http", http, "--data", data_dir, *extra_args],
+        [sift_binary(), "broker", "--listen", listen, "--http", http, "--stomp", stomp, "--data", data_dir, *extra_args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    native = http_url = None
-    while native is None or http_url is None:
+    native = http_url = stomp_address = None
+    while native is None or http_url is None or (stomp != "off" and stomp_address is None):
         line = process.stdout.readline()
         if not line:
             process.kill()
@@ -62,7 +65,9 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
             native = line[len(NATIVE_PREFIX):].strip()
         elif line.startswith(HTTP_PREFIX):
             http_url = line[len(HTTP_PREFIX):].strip()
-    return Broker(process, native, http_url, data_dir)
+        elif line.startswith(STOMP_PREFIX):
+            stomp_address = line[len(STOMP_PREFIX):].strip()
+    return Broker(process, native, http_url, data_dir, stomp_address)
 
 
 @pytest.fixture

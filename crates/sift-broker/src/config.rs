@@ -12,6 +12,7 @@ use serde::Deserialize;
 use sift_proto::QueuePolicy;
 
 pub use crate::http_config::{HttpConfig, DEFAULT_HTTP_LISTEN};
+pub use crate::stomp_config::{StompConfig, DEFAULT_STOMP_LISTEN};
 pub use crate::store::{StorageConfig, StreamDefinition};
 
 pub use crate::network_config::{
@@ -71,6 +72,8 @@ pub struct Config {
     pub storage: StorageConfig,
     /// The HTTP front-end (served by the `sift-http` crate).
     pub http: HttpConfig,
+    /// The STOMP front-end (served by the `sift-stomp` crate).
+    pub stomp: StompConfig,
     /// Streams the broker keeps (`[[streams]]`); created at start when
     /// missing, and their definitions win over stored ones.
     pub streams: Vec<StreamDefinition>,
@@ -156,6 +159,7 @@ impl Default for Config {
             network: NetworkConfig::default(),
             storage: StorageConfig::default(),
             http: HttpConfig::default(),
+            stomp: StompConfig::default(),
             streams: Vec::new(),
             remove_data_dir_on_shutdown: false,
         }
@@ -177,6 +181,7 @@ impl Config {
             data_dir: std::env::temp_dir().join(name),
             remove_data_dir_on_shutdown: true,
             http: HttpConfig { listen: ([127, 0, 0, 1], 0).into(), ..HttpConfig::default() },
+            stomp: StompConfig { listen: ([127, 0, 0, 1], 0).into(), ..StompConfig::default() },
             ..Config::default()
         }
     }
@@ -283,6 +288,7 @@ impl Config {
         self.network.validate()?;
         self.storage.validate().map_err(ConfigError::Invalid)?;
         self.http.validate().map_err(ConfigError::Invalid)?;
+        self.stomp.validate().map_err(ConfigError::Invalid)?;
         for stream in &self.streams {
             stream.parse(&self.storage).map_err(|error| ConfigError::Invalid(format!("[[streams]]: {error}")))?;
         }

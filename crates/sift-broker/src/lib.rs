@@ -23,6 +23,7 @@ pub mod report;
 pub mod router;
 pub mod server;
 pub mod stats;
+mod stomp_config;
 pub mod store;
 mod subscribe;
 pub mod subscription;

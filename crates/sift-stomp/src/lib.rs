@@ -1,3 +1,16 @@
-//! Sift's STOMP 1.2 front-end.
+//! Sift's STOMP 1.2 front-end (1.0 and 1.1 clients too).
+//!
+//! Like the HTTP front-end, it is a translator: each STOMP connection is a
+//! native session over an in-process pipe, so SEND, SUBSCRIBE (with a JMS
+//! `selector`, matched by the same index as a native SQL subscription),
+//! ACK and NACK get the broker's routing, policies, limits and redelivery
+//! unchanged. [`frame`] is the sans-IO codec, [`mapping`] the translation
+//! of destinations, headers and messages, `session` one connection and
+//! `server` the listener. `docs/PROTOCOLS.md` documents the mapping.
 
 pub mod frame;
+pub mod mapping;
+mod server;
+mod session;
+
+pub use server::{StompCounters, StompError, StompFrontEnd};

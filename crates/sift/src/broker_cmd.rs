@@ -40,25 +40,42 @@ pub struct BrokerArgs {
     /// Address of the HTTP front-end (JSON, server-sent events, WebSocket,
     /// /metrics), or `off` [default: 127.0.0.1:7480, or the config file's].
     #[arg(long, value_name = "ADDR|off")]
-    http: Option<HttpListen>,
+    http: Option<Listen>,
+    /// Address of the STOMP 1.2 front-end, or `off` [default:
+    /// 127.0.0.1:61613, or the config file's].
+    #[arg(long, value_name = "ADDR|off")]
+    stomp: Option<Listen>,
 }
 
-/// `--http`: an address, or `off`.
+/// `--http` and `--stomp`: an address, or `off`.
 #[derive(Debug, Clone, Copy)]
-enum HttpListen {
+enum Listen {
     Off,
     At(SocketAddr),
 }
 
-impl std::str::FromStr for HttpListen {
+impl Listen {
+    /// Applies the choice to a front-end's `enabled` and `listen`.
+    fn apply(self, enabled: &mut bool, listen: &mut SocketAddr) {
+        match self {
+            Listen::Off => *enabled = false,
+            Listen::At(address) => {
+                *enabled = true;
+                *listen = address;
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Listen {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
-            "off" => Ok(HttpListen::Off),
+            "off" => Ok(Listen::Off),
             address => address
                 .parse()
-                .map(HttpListen::At)
+                .map(Listen::At)
                 .map_err(|error| format!("{address:?} is neither `off` nor an address (host:port): {error}")),
         }
     }
@@ -87,20 +104,18 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
         config.network.routing = routing;
     }
     config.network.links.extend(args.links.into_iter().map(LinkTarget::new));
-    match args.http {
-        Some(HttpListen::Off) => config.http.enabled = false,
-        Some(HttpListen::At(address)) => {
-            config.http.enabled = true;
-            config.http.listen = address;
-        }
-        None => {}
+    if let Some(http) = args.http {
+        http.apply(&mut config.http.enabled, &mut config.http.listen);
+    }
+    if let Some(stomp) = args.stomp {
+        stomp.apply(&mut config.stomp.enabled, &mut config.stomp.listen);
     }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
-    let http_config = config.http.clone();
+    let (http_config, stomp_config) = (config.http.clone(), config.stomp.clone());
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
@@ -119,8 +134,27 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     if let Some(http) = &http {
         say(&format!("sift broker serving HTTP on http://{}", http.local_addr()));
     }
+    let stomp = match stomp_config.enabled {
+        true => match sift_stomp::StompFrontEnd::start(stomp_config, broker.connector()).await {
+            Ok(stomp) => Some(stomp),
+            Err(error) => {
+                if let Some(http) = http {
+                    http.shutdown().await;
+                }
+                broker.shutdown().await;
+                return Err(error.into());
+            }
+        },
+        false => None,
+    };
+    if let Some(stomp) = &stomp {
+        say(&format!("sift broker serving STOMP on {}", stomp.local_addr()));
+    }
     signals.wait().await;
     say("sift broker shutting down");
+    if let Some(stomp) = stomp {
+        stomp.shutdown().await;
+    }
     if let Some(http) = http {
         http.shutdown().await;
     }

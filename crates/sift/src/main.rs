@@ -108,6 +108,9 @@ pub enum CliError {
     /// The HTTP front-end failed to start.
     #[error(transparent)]
     Http(#[from] sift_http::HttpError),
+    /// The STOMP front-end failed to start.
+    #[error(transparent)]
+    Stomp(#[from] sift_stomp::StompError),
     /// A client call failed.
     #[error(transparent)]
     Client(#[from] sift_client::ClientError),

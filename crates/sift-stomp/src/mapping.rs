@@ -1,0 +1,165 @@
+//! How STOMP frames map onto Sift messages and subscriptions, both ways
+//! (`docs/PROTOCOLS.md` states the same rules for users).
+//!
+//! - Destinations: `/topic/NAME` is the topic `NAME`; `/queue/NAME` is the
+//!   topic `NAME` read by the queue group `NAME`, so each message goes to
+//!   one of its consumers; anything else is taken as a topic as it is.
+//!   Names use Sift's `.` separators and `*` / `>` wildcards (as
+//!   ActiveMQ's STOMP destinations do).
+//! - A SEND's headers other than the reserved ones become properties,
+//!   typed by their form as on the command line (`42` an integer, `2.5` a
+//!   float, `true` a boolean, anything else a string; a value in double
+//!   quotes always a string), so that a selector such as `price > 100`
+//!   compares numbers.
+//! - `persistent:true` stores the message (mode `persistent`); `sift-mode`
+//!   names any mode (`best-effort`, `reliable`, `persistent`); the default
+//!   is best-effort. `priority` (0-9) and `expires` (ms since the epoch, 0
+//!   never) carry over.
+
+use bytes::Bytes;
+use sift_client::Delivery;
+use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
+
+use crate::frame::{Command, Frame};
+
+/// SEND headers that are not message properties.
+const RESERVED: [&str; 9] = [
+    "destination",
+    "receipt",
+    "transaction",
+    "content-length",
+    "persistent",
+    "priority",
+    "expires",
+    "sift-mode",
+    "ack",
+];
+
+/// A destination: its topic (filter) and, for a queue, its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The topic name or filter.
+    pub topic: String,
+    /// The queue group, for `/queue/...`.
+    pub queue_group: Option<String>,
+}
+
+impl Destination {
+    /// Parses a destination header.
+    pub fn parse(text: &str) -> Result<Destination, String> {
+        let (topic, queue) = match (text.strip_prefix("/topic/"), text.strip_prefix("/queue/")) {
+            (Some(topic), _) => (topic, false),
+            (_, Some(queue)) => (queue, true),
+            _ => (text, false),
+        };
+        if topic.is_empty() {
+            return Err(format!("destination {text:?} names no topic"));
+        }
+        Ok(Destination { topic: topic.to_string(), queue_group: queue.then(|| topic.to_string()) })
+    }
+}
+
+/// The message a SEND carries.
+pub fn message_of_send(frame: &Frame) -> Result<Message, String> {
+    let destination = frame.get("destination").ok_or("SEND needs a destination header")?;
+    let destination = Destination::parse(destination)?;
+    let topic = TopicName::new(&destination.topic).map_err(|error| format!("destination: {error}"))?;
+    let mut message = Message::new(topic, frame.body.clone());
+    for (name, value) in &frame.headers {
+        let seen_before = message.properties.iter().any(|(known, _)| known == name);
+        if !RESERVED.contains(&name.as_str()) && !seen_before {
+            message.properties.push((name.clone(), Value::parse_typed(value)));
+        }
+    }
+    if frame.get("persistent") == Some("true") {
+        message.delivery_mode = DeliveryMode::Persistent;
+    }
+    if let Some(mode) = frame.get("sift-mode") {
+        message.delivery_mode =
+            mode.parse().map_err(|_| format!("sift-mode {mode:?}: expected best-effort, reliable or persistent"))?;
+    }
+    if let Some(priority) = frame.get("priority") {
+        let level: u8 = priority.trim().parse().map_err(|_| format!("priority {priority:?}: expected 0 to 9"))?;
+        message.priority = Priority::new(level).map_err(|_| format!("priority {priority:?}: expected 0 to 9"))?;
+    }
+    if let Some(expires) = frame.get("expires") {
+        let expires_ms: u64 =
+            expires.trim().parse().map_err(|_| format!("expires {expires:?}: expected milliseconds"))?;
+        message.expiry_ns = expires_ms.saturating_mul(1_000_000);
+    }
+    Ok(message)
+}
+
+/// A property's value as header text.
+fn header_text(value: &Value) -> String {
+    match value {
+        Value::Bool(flag) => flag.to_string(),
+        Value::Int(int) => int.to_string(),
+        Value::Float(float) => float.to_string(),
+        Value::Str(text) => text.to_string(),
+    }
+}
+
+/// The MESSAGE frame of a delivery to subscription `subscription_id`.
+/// `ack` is the value a client acknowledges it with (STOMP 1.2's `ack`
+/// header), when it needs one.
+pub fn message_frame(delivery: &Delivery, subscription_id: &str, destination: &str, ack: Option<String>) -> Frame {
+    let message = &delivery.message;
+    let mut frame = Frame::new(Command::Message)
+        .header("subscription", subscription_id)
+        .header("message-id", message.id.to_string())
+        .header("destination", destination)
+        .header("priority", message.priority.level().to_string())
+        .header("timestamp", (message.timestamp_ns / 1_000_000).to_string())
+        .header("expires", (message.expiry_ns / 1_000_000).to_string());
+    if let Some(ack) = ack {
+        frame = frame.header("ack", ack);
+    }
+    if message.delivery_mode == DeliveryMode::Persistent {
+        frame = frame.header("persistent", "true");
+    }
+    if delivery.redelivered {
+        frame = frame.header("redelivered", "true");
+    }
+    for (name, value) in &message.properties {
+        frame = frame.header(name, header_text(value));
+    }
+    Frame { body: Bytes::clone(&message.payload), ..frame }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_map_to_topics_and_queue_groups() {
+        let queue = Destination::parse("/queue/orders.new").expect("valid");
+        assert_eq!((queue.topic.as_str(), queue.queue_group.as_deref()), ("orders.new", Some("orders.new")));
+        assert_eq!(Destination::parse("/topic/quotes.>").expect("valid").queue_group, None);
+        assert_eq!(Destination::parse("plain.topic").expect("valid").topic, "plain.topic");
+        assert!(Destination::parse("/topic/").is_err());
+    }
+
+    #[test]
+    fn send_headers_become_typed_properties_and_options() {
+        let frame = Frame::new(Command::Send)
+            .header("destination", "/topic/quotes.ibm")
+            .header("price", "12.5")
+            .header("lots", "3")
+            .header("sym", "IBM")
+            .header("quoted", "\"42\"")
+            .header("priority", "7")
+            .header("persistent", "true")
+            .header("receipt", "r-1");
+        let message = message_of_send(&frame).expect("valid");
+        assert_eq!(message.topic.as_str(), "quotes.ibm");
+        assert_eq!(message.property("price"), Some(&Value::Float(12.5)));
+        assert_eq!(message.property("lots"), Some(&Value::Int(3)));
+        assert_eq!(message.property("quoted"), Some(&Value::Str("42".into())));
+        assert_eq!(message.property("receipt"), None, "reserved headers are not properties");
+        assert_eq!((message.priority.level(), message.delivery_mode), (7, DeliveryMode::Persistent));
+        let bad = Frame::new(Command::Send).header("destination", "/topic/a").header("priority", "12");
+        assert!(message_of_send(&bad).expect_err("refused").contains("priority"));
+        assert!(message_of_send(&Frame::new(Command::Send)).is_err());
+    }
+}

@@ -1,0 +1,151 @@
+//! The STOMP listener: accepts connections under `stomp.max_connections`
+//! and serves each with a [`crate::session`], and stops with the broker.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use sift_broker::config::StompConfig;
+use sift_broker::InProcessConnector;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::frame::{Command, Frame};
+
+/// How long shutdown waits for sessions to close.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Why the STOMP front-end could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StompError {
+    /// The address could not be bound.
+    #[error("cannot serve STOMP on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Counters of the STOMP front-end.
+#[derive(Debug, Default)]
+pub struct StompCounters {
+    /// Connections accepted.
+    pub connections_accepted: AtomicU64,
+    /// Connections refused by `stomp.max_connections`.
+    pub connections_refused: AtomicU64,
+    /// ERROR frames sent (each closes its connection).
+    pub errors_sent: AtomicU64,
+    /// SEND frames taken.
+    pub messages_sent: AtomicU64,
+    /// MESSAGE frames written.
+    pub messages_delivered: AtomicU64,
+}
+
+impl StompCounters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What every session shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: StompConfig,
+    pub connector: InProcessConnector,
+    pub counters: StompCounters,
+}
+
+/// A running STOMP front-end.
+#[derive(Debug)]
+pub struct StompFrontEnd {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl StompFrontEnd {
+    /// Binds `config.listen` and serves the broker behind `connector`.
+    pub async fn start(config: StompConfig, connector: InProcessConnector) -> Result<StompFrontEnd, StompError> {
+        let address = config.listen;
+        let listener = TcpListener::bind(address).await.map_err(|source| StompError::Bind { address, source })?;
+        let local_addr = listener.local_addr().map_err(|source| StompError::Bind { address, source })?;
+        let broker_stopping = connector.shutdown_watch();
+        let shared = Arc::new(Shared { config, connector, counters: StompCounters::default() });
+        let (stop, stopped) = watch::channel(false);
+        let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), stopped, broker_stopping));
+        Ok(StompFrontEnd { local_addr, shared, stop, accept_task })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The front-end's counters.
+    pub fn counters(&self) -> &StompCounters {
+        &self.shared.counters
+    }
+
+    /// Stops accepting and closes every session.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let _ = self.accept_task.await;
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+    mut broker_stopping: watch::Receiver<bool>,
+) {
+    let mut sessions = JoinSet::new();
+    let (closing, closing_watch) = watch::channel(false);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    if sessions.len() >= shared.config.max_connections as usize {
+                        StompCounters::bump(&shared.counters.connections_refused);
+                        sessions.spawn(refuse(stream, shared.config.max_connections));
+                        continue;
+                    }
+                    StompCounters::bump(&shared.counters.connections_accepted);
+                    let _ = stream.set_nodelay(true);
+                    sessions.spawn(crate::session::serve(stream, peer, shared.clone(), closing_watch.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "STOMP accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+            _ = stopped.changed() => break,
+            _ = broker_stopping.changed() => break,
+        }
+    }
+    drop(listener);
+    closing.send_replace(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while sessions.join_next().await.is_some() {} });
+    if drained.await.is_err() {
+        sessions.abort_all();
+    }
+}
+
+async fn refuse(mut stream: TcpStream, limit: u32) {
+    let frame =
+        Frame::new(Command::Error).header("message", "too many connections").header("content-type", "text/plain");
+    let frame =
+        Frame { body: format!("the broker serves stomp.max_connections = {limit} STOMP connections").into(), ..frame };
+    let mut bytes = BytesMut::new();
+    frame.encode(&mut bytes);
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+    let _ = stream.shutdown().await;
+}

@@ -1,0 +1,210 @@
+"""The STOMP front-end with a real third-party client (stomp.py 9), against
+real brokers: selectors checked against native SQL subscriptions, queue
+destinations, acks and redelivery, transactions, receipts, errors, and
+messages crossing between STOMP, the native protocol and HTTP.
+
+stomp.py calls its listener on its own thread; the tests wait on a queue
+fed from there, never for a fixed time.
+"""
+
+import asyncio
+import queue
+import socket
+
+import stomp
+
+from sdk_support import TIMEOUT, connect, http_json, until_sentinel
+
+
+class Collector(stomp.ConnectionListener):
+    """Everything a stomp.py connection received, in order."""
+
+    def __init__(self):
+        self.messages = queue.Queue()
+        self.receipts = queue.Queue()
+        self.errors = queue.Queue()
+
+    def on_message(self, frame):
+        self.messages.put(frame)
+
+    def on_receipt(self, frame):
+        self.receipts.put(frame.headers.get("receipt-id"))
+
+    def on_error(self, frame):
+        self.errors.put(frame)
+
+
+def stomp_client(broker, name="pytest-stomp"):
+    connection = stomp.Connection12([(broker.stomp_host, broker.stomp_port)], heartbeats=(0, 0))
+    collector = Collector()
+    connection.set_listener("collector", collector)
+    connection.connect(login=name, wait=True)
+    return connection, collector
+
+
+async def take(source, timeout=TIMEOUT):
+    """The next item of a thread-fed queue, waited for without blocking the loop."""
+    return await asyncio.to_thread(source.get, True, timeout)
+
+
+async def bodies_until_sentinel(collector, sentinel="sentinel"):
+    seen = []
+    while True:
+        frame = await take(collector.messages)
+        if frame.body == sentinel:
+            return seen
+        seen.append(frame.body)
+
+
+SELECTORS = [
+    "price > 100",
+    "sym = 'IBM' AND price > 100",
+    "sym IN ('IBM', 'MSFT') OR lots < 2",
+    "sym LIKE 'I%'",
+    "NOT (price BETWEEN 50 AND 150)",
+    "region IS NULL",
+    "lots * price >= 300",
+    "sym <> 'IBM'",
+]
+
+QUOTES = [
+    {"sym": "IBM", "price": "120", "lots": "3"},
+    {"sym": "IBM", "price": "90", "lots": "1"},
+    {"sym": "MSFT", "price": "300", "lots": "1", "region": "us"},
+    {"sym": "INTC", "price": "40", "lots": "10"},
+    {"sym": "ACME", "price": "150", "lots": "2", "region": "eu"},
+]
+
+
+async def test_selectors_select_what_the_native_sql_subscription_selects(broker):
+    native = await connect(broker)
+    connection, collector = stomp_client(broker)
+    try:
+        for index, selector in enumerate(SELECTORS):
+            topic = f"sel.case{index}"
+            full = f"({selector}) OR sentinel = 'yes'"
+            native_subscription = await native.subscribe(topic, sql=full)
+            receipt = f"sub-{index}"
+            connection.subscribe(destination=f"/topic/{topic}", id=str(index), ack="auto",
+                                 headers={"selector": full, "receipt": receipt})
+            assert await take(collector.receipts) == receipt
+            for number, quote in enumerate(QUOTES):
+                connection.send(destination=f"/topic/{topic}", body=f"q{number}", headers=quote)
+            connection.send(destination=f"/topic/{topic}", body="sentinel", headers={"sentinel": "yes"})
+            over_stomp = await bodies_until_sentinel(collector)
+            over_native = [payload.decode() for payload in await until_sentinel(native_subscription)]
+            assert over_stomp == over_native, selector
+    finally:
+        connection.disconnect()
+        await native.close()
+
+
+async def test_a_queue_destination_gives_each_message_to_one_consumer(broker):
+    first, first_seen = stomp_client(broker, "worker-1")
+    second, second_seen = stomp_client(broker, "worker-2")
+    publisher, _ = stomp_client(broker, "producer")
+    try:
+        for index, (connection, seen) in enumerate(((first, first_seen), (second, second_seen))):
+            connection.subscribe(destination="/queue/jobs", id="jobs", ack="auto", headers={"receipt": f"r{index}"})
+            assert await take(seen.receipts) == f"r{index}"
+        for number in range(20):
+            publisher.send(destination="/queue/jobs", body=f"job-{number}")
+        bodies = []
+        while len(bodies) < 20:
+            for seen in (first_seen, second_seen):
+                while not seen.messages.empty():
+                    bodies.append(seen.messages.get_nowait().body)
+            await asyncio.sleep(0.005)
+        assert sorted(bodies) == sorted(f"job-{number}" for number in range(20))
+        assert first_seen.messages.empty() and second_seen.messages.empty()
+    finally:
+        for connection in (first, second, publisher):
+            connection.disconnect()
+
+
+async def test_client_individual_acks_and_nacks_redeliver_reliable_messages(broker):
+    connection, collector = stomp_client(broker)
+    try:
+        connection.subscribe(destination="/topic/work", id="w", ack="client-individual", headers={"receipt": "s"})
+        assert await take(collector.receipts) == "s"
+        connection.send(destination="/topic/work", body="task", headers={"sift-mode": "reliable"})
+        first = await take(collector.messages)
+        connection.nack(first.headers["ack"])
+        again = await take(collector.messages)
+        assert again.body == "task" and again.headers.get("redelivered") == "true"
+        connection.ack(again.headers["ack"])
+        connection.send(destination="/topic/work", body="sentinel", headers={"receipt": "done"})
+        assert await take(collector.receipts) == "done"
+        assert (await take(collector.messages)).body == "sentinel", "nothing redelivered after the ack"
+    finally:
+        connection.disconnect()
+
+
+async def test_transactions_hold_sends_until_commit_and_abort_drops_them(broker):
+    connection, collector = stomp_client(broker)
+    try:
+        connection.subscribe(destination="/topic/tx", id="t", ack="auto", headers={"receipt": "s"})
+        assert await take(collector.receipts) == "s"
+        connection.begin("one")
+        connection.send(destination="/topic/tx", body="held", transaction="one")
+        connection.begin("two")
+        connection.send(destination="/topic/tx", body="dropped", transaction="two")
+        connection.abort("two")
+        connection.send(destination="/topic/tx", body="outside")
+        connection.commit("one")
+        connection.send(destination="/topic/tx", body="sentinel")
+        assert await bodies_until_sentinel(collector) == ["outside", "held"]
+    finally:
+        connection.disconnect()
+
+
+async def test_bad_frames_get_an_error_frame_and_close_only_their_connection(broker):
+    bystander, bystander_seen = stomp_client(broker, "bystander")
+    try:
+        bystander.subscribe(destination="/topic/calm", id="c", ack="auto", headers={"receipt": "s"})
+        assert await take(bystander_seen.receipts) == "s"
+        bad, bad_seen = stomp_client(broker, "careless")
+        bad.subscribe(destination="/topic/x", id="x", ack="auto", headers={"selector": "price >"})
+        error = await take(bad_seen.errors)
+        assert error.headers["message"] == "bad SUBSCRIBE"
+        assert "at byte 7" in error.body, error.body
+        with socket.create_connection((broker.stomp_host, broker.stomp_port), timeout=TIMEOUT) as raw:
+            raw.sendall(b"CONNECT\naccept-version:1.2\n\n\x00FLY\n\n\x00")
+            answer = b""
+            while True:
+                chunk = raw.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        assert answer.startswith(b"CONNECTED\n") and b"ERROR\nmessage:malformed frame" in answer, answer
+        bystander.send(destination="/topic/calm", body="still here")
+        assert (await take(bystander_seen.messages)).body == "still here"
+    finally:
+        bystander.disconnect()
+
+
+async def test_messages_cross_between_stomp_native_and_http_in_every_direction(broker):
+    native = await connect(broker)
+    connection, collector = stomp_client(broker)
+    try:
+        native_subscription = await native.subscribe("cross.to-native", sql="price > 10")
+        connection.subscribe(destination="/topic/cross.to-stomp", id="x", ack="auto", headers={"receipt": "s"})
+        assert await take(collector.receipts) == "s"
+        connection.send(destination="/topic/cross.to-native", body="from stomp",
+                        headers={"price": "12", "priority": "7", "receipt": "sent"})
+        assert await take(collector.receipts) == "sent"
+        delivery = await asyncio.wait_for(native_subscription.__anext__(), TIMEOUT)
+        assert delivery.payload == b"from stomp"
+        assert delivery.properties["price"] == 12 and delivery.priority == 7
+        await native.publish("cross.to-stomp", b"from native", properties={"sym": "IBM", "price": 12.5})
+        frame = await take(collector.messages)
+        assert frame.body == "from native"
+        assert frame.headers["sym"] == "IBM" and frame.headers["price"] == "12.5"
+        status, answer = http_json("POST", f"{broker.http_url}/v1/messages",
+                                   {"topic": "cross.to-stomp", "payload": "from http", "properties": {"n": 1}})
+        assert (status, answer["matched"]) == (200, 1)
+        frame = await take(collector.messages)
+        assert (frame.body, frame.headers["n"]) == ("from http", "1")
+    finally:
+        connection.disconnect()
+        await native.close()

@@ -2,7 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
-use sift_bench::scenarios::{dds, fjm2, ges, http, jbi, nb, persist, pubsub};
+use sift_bench::scenarios::{dds, fjm2, ges, http, jbi, nb, persist, pubsub, stomp};
 
 use crate::CliError;
 
@@ -31,6 +31,8 @@ enum Scenario {
     Persist(persist::PersistArgs),
     /// HTTP front-end: publish requests/s, server-sent events/s, the cost of /metrics and the dashboard.
     Http(http::HttpArgs),
+    /// STOMP publish and delivery rates, plain and with 1,000 JMS selectors (stompbench's workloads).
+    Stomp(stomp::StompArgs),
 }
 
 /// Runs the chosen scenario.
@@ -44,6 +46,7 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         Scenario::Nb(args) => nb::run(args).await?,
         Scenario::Persist(args) => persist::run(args).await?,
         Scenario::Http(args) => http::run(args).await?,
+        Scenario::Stomp(args) => stomp::run(args).await?,
     }
     Ok(())
 }

@@ -191,6 +191,24 @@ fn http_quick() {
 }
 
 #[test]
+fn stomp_quick() {
+    let report = smoke("stomp", &[]);
+    let table = &report["tables"][0];
+    let rows = table["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 4, "plain1, sel1000, sel1000none, pubonly");
+    for row in rows {
+        assert!(row[column(table, "publish msgs/s")].as_f64() > Some(0.0), "{row}");
+    }
+    let delivered = |mode: &str| {
+        let row = rows.iter().find(|row| row[column(table, "mode")] == mode).expect(mode);
+        row[column(table, "deliveries")].as_u64()
+    };
+    assert_eq!(delivered("plain1"), Some(2000), "every plain message delivered");
+    assert!(delivered("sel1000") > Some(2000), "about 10 selectors match each message");
+    assert_eq!(delivered("sel1000none"), Some(0));
+}
+
+#[test]
 fn jbi_quick_over_http() {
     let report = smoke("jbi", &["--via", "http", "--experiments", "fast_slow"]);
     assert_eq!(

@@ -8,3 +8,4 @@ pub mod jbi;
 pub mod nb;
 pub mod persist;
 pub mod pubsub;
+pub mod stomp;

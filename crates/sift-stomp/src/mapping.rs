@@ -13,7 +13,7 @@
 //!   compares numbers.
 //! - `persistent:true` stores the message (mode `persistent`); `sift-mode`
 //!   names any mode (`best-effort`, `reliable`, `persistent`); the default
-//!   is best-effort. `priority` (0-9) and `expires` (ms since the epoch, 0
+//!   is reliable. `priority` (0-9) and `expires` (ms since the epoch, 0
 //!   never) carry over.
 
 use bytes::Bytes;
@@ -65,6 +65,10 @@ pub fn message_of_send(frame: &Frame) -> Result<Message, String> {
     let destination = Destination::parse(destination)?;
     let topic = TopicName::new(&destination.topic).map_err(|error| format!("destination: {error}"))?;
     let mut message = Message::new(topic, frame.body.clone());
+    // Reliable unless asked otherwise: a full `block` queue then holds the
+    // publisher back (through its session, down to its socket) instead of
+    // dropping the message, which is what STOMP users of ActiveMQ expect.
+    message.delivery_mode = DeliveryMode::Reliable;
     for (name, value) in &frame.headers {
         let seen_before = message.properties.iter().any(|(known, _)| known == name);
         if !RESERVED.contains(&name.as_str()) && !seen_before {
@@ -158,6 +162,10 @@ mod tests {
         assert_eq!(message.property("quoted"), Some(&Value::Str("42".into())));
         assert_eq!(message.property("receipt"), None, "reserved headers are not properties");
         assert_eq!((message.priority.level(), message.delivery_mode), (7, DeliveryMode::Persistent));
+        let plain = Frame::new(Command::Send).header("destination", "/topic/a");
+        assert_eq!(message_of_send(&plain).expect("valid").delivery_mode, DeliveryMode::Reliable, "the default");
+        let best_effort = plain.clone().header("sift-mode", "best-effort");
+        assert_eq!(message_of_send(&best_effort).expect("valid").delivery_mode, DeliveryMode::BestEffort);
         let bad = Frame::new(Command::Send).header("destination", "/topic/a").header("priority", "12");
         assert!(message_of_send(&bad).expect_err("refused").contains("priority"));
         assert!(message_of_send(&Frame::new(Command::Send)).is_err());

@@ -196,6 +196,10 @@ pub enum FrameError {
     /// The body did not end with NUL where content-length said.
     #[error("the body is not followed by NUL where content-length ends it")]
     MissingNul,
+    /// A NUL byte before the end of the headers: NUL ends a frame, so a
+    /// peer that reads up to it would see a different frame.
+    #[error("a NUL byte in the command or headers")]
+    NulInHead,
 }
 
 /// The limits a decoder enforces.
@@ -319,6 +323,9 @@ impl Decoder {
 
     /// The command and headers of a head (which ends with its blank line).
     fn parse_head(&self, head: &[u8]) -> Result<(Command, Vec<(String, String)>), FrameError> {
+        if head.contains(&0) {
+            return Err(FrameError::NulInHead);
+        }
         let mut lines = head.split(|byte| *byte == b'\n').map(|line| line.strip_suffix(b"\r").unwrap_or(line));
         let command_line = lines.next().unwrap_or_default();
         let command = Command::parse(command_line)
@@ -407,12 +414,13 @@ mod tests {
     #[test]
     fn limits_and_malformed_frames_are_named() {
         let small = Decoder::new(Limits { frame_bytes_max: 64, headers_max: 2, header_line_bytes_max: 32 });
-        let cases: [(&[u8], FrameError); 5] = [
+        let cases: [(&[u8], FrameError); 6] = [
             (b"FLY\n\n\0", FrameError::UnknownCommand("FLY".into())),
             (b"SEND\nnocolon\n\n\0", FrameError::HeaderWithoutColon("nocolon".into())),
             (b"SEND\na:1\nb:2\nc:3\n\n\0", FrameError::TooManyHeaders { limit: 2 }),
             (b"SEND\ncontent-length:x\n\n\0", FrameError::BadContentLength("x".into())),
             (b"SEND\ncontent-length:1\n\nab\0", FrameError::MissingNul),
+            (b"SEND\na:b\0c\n\n\0", FrameError::NulInHead),
         ];
         for (bytes, expected) in cases {
             assert_eq!(small.decode(&mut BytesMut::from(bytes)), Err(expected));

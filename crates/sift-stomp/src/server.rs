@@ -51,6 +51,18 @@ impl StompCounters {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Name and value of every counter.
+    pub fn entries(&self) -> Vec<(&'static str, u64)> {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        vec![
+            ("connections_accepted", load(&self.connections_accepted)),
+            ("connections_refused", load(&self.connections_refused)),
+            ("errors_sent", load(&self.errors_sent)),
+            ("messages_sent", load(&self.messages_sent)),
+            ("messages_delivered", load(&self.messages_delivered)),
+        ]
+    }
 }
 
 /// What every session shares.

@@ -153,20 +153,23 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     signals.wait().await;
     say("sift broker shutting down");
     if let Some(stomp) = stomp {
+        let counters = stomp.counters().entries();
         stomp.shutdown().await;
+        say(&format!("sift stomp stopped: {}", summary(&counters)));
     }
     if let Some(http) = http {
         http.shutdown().await;
     }
     let stats = broker.shutdown().await;
-    let summary: Vec<String> = stats
-        .entries()
-        .into_iter()
-        .filter(|(_, value)| *value != 0)
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    say(&format!("sift broker stopped: {}", summary.join(" ")));
+    say(&format!("sift broker stopped: {}", summary(&stats.entries())));
     Ok(())
+}
+
+/// The counters that are not zero, as `name=value` words.
+fn summary(counters: &[(&'static str, u64)]) -> String {
+    let words: Vec<String> =
+        counters.iter().filter(|(_, value)| *value != 0).map(|(name, value)| format!("{name}={value}")).collect();
+    words.join(" ")
 }
 
 /// Prints a status line. A closed or broken stdout (a supervisor that went

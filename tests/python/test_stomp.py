@@ -99,27 +99,52 @@ async def test_selectors_select_what_the_native_sql_subscription_selects(broker)
         await native.close()
 
 
+class Tagged(stomp.ConnectionListener):
+    """Puts (worker, body) of each MESSAGE on a queue shared by several connections."""
+
+    def __init__(self, worker, shared):
+        self.worker = worker
+        self.shared = shared
+        self.receipts = queue.Queue()
+
+    def on_message(self, frame):
+        self.shared.put((self.worker, frame.body))
+
+    def on_receipt(self, frame):
+        self.receipts.put(frame.headers.get("receipt-id"))
+
+
 async def test_a_queue_destination_gives_each_message_to_one_consumer(broker):
-    first, first_seen = stomp_client(broker, "worker-1")
-    second, second_seen = stomp_client(broker, "worker-2")
+    arrivals = queue.Queue()
+    workers = []
     publisher, _ = stomp_client(broker, "producer")
     try:
-        for index, (connection, seen) in enumerate(((first, first_seen), (second, second_seen))):
-            connection.subscribe(destination="/queue/jobs", id="jobs", ack="auto", headers={"receipt": f"r{index}"})
-            assert await take(seen.receipts) == f"r{index}"
+        for worker in ("worker-1", "worker-2"):
+            connection = stomp.Connection12([(broker.stomp_host, broker.stomp_port)], heartbeats=(0, 0))
+            listener = Tagged(worker, arrivals)
+            connection.set_listener("tagged", listener)
+            connection.connect(login=worker, wait=True)
+            connection.subscribe(destination="/queue/jobs", id="jobs", ack="auto", headers={"receipt": worker})
+            assert await take(listener.receipts) == worker
+            workers.append(connection)
         for number in range(20):
             publisher.send(destination="/queue/jobs", body=f"job-{number}")
-        bodies = []
-        while len(bodies) < 20:
-            for seen in (first_seen, second_seen):
-                while not seen.messages.empty():
-                    bodies.append(seen.messages.get_nowait().body)
-            await asyncio.sleep(0.005)
-        assert sorted(bodies) == sorted(f"job-{number}" for number in range(20))
-        assert first_seen.messages.empty() and second_seen.messages.empty()
+        # Sentinels follow until each worker had one: a worker's deliveries
+        # keep their order, so then every job it would get has arrived.
+        bodies, sentinels_seen = [], set()
+        while len(sentinels_seen) < 2:
+            publisher.send(destination="/queue/jobs", body="sentinel")
+            while True:
+                worker, body = await take(arrivals)
+                if body == "sentinel":
+                    sentinels_seen.add(worker)
+                    break
+                bodies.append(body)
+        assert sorted(bodies) == sorted(f"job-{number}" for number in range(20)), "each job exactly once"
     finally:
-        for connection in (first, second, publisher):
+        for connection in workers:
             connection.disconnect()
+        publisher.disconnect()
 
 
 async def test_client_individual_acks_and_nacks_redeliver_reliable_messages(broker):

@@ -196,6 +196,14 @@ impl InProcessConnector {
     pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
         self.shared.shutdown_watch()
     }
+
+    /// A function that opens a new connection each time it is called, with
+    /// refusals as I/O errors: the form a client that reconnects takes
+    /// (`sift_client::Client::connect_in_process`).
+    pub fn opener(&self) -> Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync> {
+        let connector = self.clone();
+        Arc::new(move || connector.connect().map_err(std::io::Error::other))
+    }
 }
 
 /// A running broker. Dropping it does not stop it; call [`RunningBroker::shutdown`].

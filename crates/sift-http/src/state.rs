@@ -2,11 +2,10 @@
 //! the publishing sessions and the counters.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use sift_broker::config::HttpConfig;
 use sift_broker::InProcessConnector;
-use sift_client::{Client, ClientError, ClientOptions, PipeOpener};
+use sift_client::{Client, ClientError, ClientOptions};
 
 use crate::counters::HttpCounters;
 
@@ -69,15 +68,9 @@ impl AppState {
     }
 }
 
-/// A pipe opener for `connector`.
-pub(crate) fn opener(connector: &InProcessConnector) -> PipeOpener {
-    let connector = connector.clone();
-    Arc::new(move || connector.connect().map_err(std::io::Error::other))
-}
-
 /// A new in-process session named `name`. It reconnects if the broker
 /// closes it (for a limit), as a native client would.
 pub(crate) async fn session(connector: &InProcessConnector, name: String) -> Result<Client, ClientError> {
     let options = ClientOptions { name, reconnect: true, ..ClientOptions::default() };
-    Client::connect_in_process(opener(connector), options).await
+    Client::connect_in_process(connector.opener(), options).await
 }

@@ -185,10 +185,8 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
 }
 
 async fn open_session(shared: &Shared, name: String) -> Result<Client, Failure> {
-    let connector = shared.connector.clone();
-    let opener: sift_client::PipeOpener = Arc::new(move || connector.connect().map_err(std::io::Error::other));
     let options = ClientOptions { name, reconnect: false, ..ClientOptions::default() };
-    Client::connect_in_process(opener, options)
+    Client::connect_in_process(shared.connector.opener(), options)
         .await
         .map_err(|error| Failure::new("broker unavailable", error.to_string(), None))
 }

@@ -1,19 +1,12 @@
 //! In-process connections: the same session as a socket's, over a pipe.
 
-use std::sync::Arc;
-
-use sift_broker::InProcessConnector;
-use sift_client::{Client, ClientError, ClientOptions, PipeOpener, PublishOptions, SubscribeOptions};
+use sift_client::{Client, ClientError, ClientOptions, PublishOptions, SubscribeOptions};
 
 use crate::common::*;
 
-fn opener(connector: InProcessConnector) -> PipeOpener {
-    Arc::new(move || connector.connect().map_err(std::io::Error::other))
-}
-
 async fn in_process_client(broker: &sift_broker::RunningBroker, name: &str) -> Result<Client, ClientError> {
     let options = ClientOptions { name: name.into(), reconnect: false, ..ClientOptions::default() };
-    Client::connect_in_process(opener(broker.connector()), options).await
+    Client::connect_in_process(broker.connector().opener(), options).await
 }
 
 #[tokio::test]

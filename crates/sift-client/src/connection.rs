@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
 use crate::query::QuerySender;
 use crate::subscription::{Batch, Delivery, Gap, Subscription};
-use crate::transport::{Endpoint, PipeOpener, Transport, TransportRead, TransportWrite};
+use crate::transport::{Endpoint, PipeOpener, TransportRead, TransportWrite};
 use crate::ClientError;
 
 /// Request ids start here so that an `ERROR`'s reference tells a publish
@@ -492,11 +492,15 @@ fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
     flags
 }
 
+/// An open connection's reading and writing halves.
+type Halves = (TransportRead, TransportWrite);
+
 /// Connects and runs the handshake.
-async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Transport, Welcome), ClientError> {
+async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Halves, Welcome), ClientError> {
     let failure = |reason: String| ClientError::Connect { address: endpoint.to_string(), reason };
     let attempt = async {
-        let mut stream = Transport::open(endpoint).await.map_err(|error| failure(error.to_string()))?;
+        let (mut reader, mut writer) =
+            crate::transport::connect(endpoint).await.map_err(|error| failure(error.to_string()))?;
         let hello = Hello {
             version_min: PROTOCOL_VERSION_MIN,
             version_max: PROTOCOL_VERSION,
@@ -504,17 +508,17 @@ async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Transport
         };
         let mut buf = BytesMut::new();
         Frame::Hello(hello).encode(&mut buf).map_err(|error| failure(error.to_string()))?;
-        stream.write_all(&buf).await.map_err(|error| failure(error.to_string()))?;
+        writer.write_all(&buf).await.map_err(|error| failure(error.to_string()))?;
         buf.clear();
         let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
         loop {
             match decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
-                Some(Frame::Welcome(welcome)) => return Ok((stream, welcome)),
+                Some(Frame::Welcome(welcome)) => return Ok(((reader, writer), welcome)),
                 Some(Frame::Error(error)) => return Err(failure(format!("{}: {}", error.code, error.message))),
                 Some(other) => return Err(failure(format!("expected WELCOME, got {}", other.name()))),
                 None => {}
             }
-            let read = stream.read_buf(&mut buf).await.map_err(|error| failure(error.to_string()))?;
+            let read = reader.read_buf(&mut buf).await.map_err(|error| failure(error.to_string()))?;
             if read == 0 {
                 return Err(failure("connection closed during the handshake".into()));
             }
@@ -527,17 +531,16 @@ async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Transport
 
 impl Client {
     /// Keeps the connection: runs it, and on loss reconnects with backoff.
-    async fn supervise(self, first: Transport) {
+    async fn supervise(self, first: Halves) {
         let mut stream = Some(first);
         let mut delay = RECONNECT_DELAY_MIN;
         let mut reconnected = false;
         loop {
-            if let Some(current) = stream.take() {
+            if let Some((reader, writer)) = stream.take() {
                 if reconnected {
                     self.resume();
                 }
                 reconnected = true;
-                let (reader, writer) = current.split();
                 let max_frame = self.lock().welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
                 let mut writer_task = tokio::spawn(self.clone().write_loop(writer));
                 let mut reader_task = tokio::spawn(self.clone().read_loop(reader, max_frame));

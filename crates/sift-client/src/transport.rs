@@ -1,8 +1,9 @@
 //! How a client reaches its broker: a TCP socket, or an in-memory pipe into
 //! a broker in the same process (the HTTP front-end's sessions).
 //!
-//! Both carry the same bytes; the reader and writer tasks see one type for
-//! each half, so that the connection code does not care which it has.
+//! Both carry the same bytes; the handshake and the reader and writer tasks
+//! see one type for each half, so that the connection code does not care
+//! which it has.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,83 +41,33 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// An open connection of either kind.
-pub(crate) enum Transport {
-    Tcp(TcpStream),
-    Pipe(DuplexStream),
-}
-
-impl Transport {
-    /// Opens a connection to `endpoint`.
-    pub(crate) async fn open(endpoint: &Endpoint) -> std::io::Result<Transport> {
-        match endpoint {
-            Endpoint::Tcp(address) => {
-                let stream = TcpStream::connect(address).await?;
-                // Acks and confirms are small; the writer batches on its own.
-                let _ = stream.set_nodelay(true);
-                Ok(Transport::Tcp(stream))
-            }
-            Endpoint::InProcess(open) => open().map(Transport::Pipe),
+/// Opens a connection to `endpoint`, as its reading and writing halves.
+pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(TransportRead, TransportWrite)> {
+    match endpoint {
+        Endpoint::Tcp(address) => {
+            let stream = TcpStream::connect(address).await?;
+            // Acks and confirms are small; the writer batches on its own.
+            let _ = stream.set_nodelay(true);
+            let (reader, writer) = stream.into_split();
+            Ok((TransportRead::Tcp(reader), TransportWrite::Tcp(writer)))
         }
-    }
-
-    /// Splits into the reader's and the writer's halves.
-    pub(crate) fn split(self) -> (TransportRead, TransportWrite) {
-        match self {
-            Transport::Tcp(stream) => {
-                let (reader, writer) = stream.into_split();
-                (TransportRead::Tcp(reader), TransportWrite::Tcp(writer))
-            }
-            Transport::Pipe(pipe) => {
-                let (reader, writer) = tokio::io::split(pipe);
-                (TransportRead::Pipe(reader), TransportWrite::Pipe(writer))
-            }
+        Endpoint::InProcess(open) => {
+            let (reader, writer) = tokio::io::split(open()?);
+            Ok((TransportRead::Pipe(reader), TransportWrite::Pipe(writer)))
         }
     }
 }
 
-/// The reading half of a [`Transport`].
+/// The reading half of a connection.
 pub(crate) enum TransportRead {
     Tcp(OwnedReadHalf),
     Pipe(ReadHalf<DuplexStream>),
 }
 
-/// The writing half of a [`Transport`].
+/// The writing half of a connection.
 pub(crate) enum TransportWrite {
     Tcp(OwnedWriteHalf),
     Pipe(WriteHalf<DuplexStream>),
-}
-
-impl AsyncRead for Transport {
-    fn poll_read(self: Pin<&mut Self>, context: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(stream) => Pin::new(stream).poll_read(context, buf),
-            Transport::Pipe(pipe) => Pin::new(pipe).poll_read(context, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Transport {
-    fn poll_write(self: Pin<&mut Self>, context: &mut Context<'_>, bytes: &[u8]) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Transport::Tcp(stream) => Pin::new(stream).poll_write(context, bytes),
-            Transport::Pipe(pipe) => Pin::new(pipe).poll_write(context, bytes),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(stream) => Pin::new(stream).poll_flush(context),
-            Transport::Pipe(pipe) => Pin::new(pipe).poll_flush(context),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Transport::Tcp(stream) => Pin::new(stream).poll_shutdown(context),
-            Transport::Pipe(pipe) => Pin::new(pipe).poll_shutdown(context),
-        }
-    }
 }
 
 impl AsyncRead for TransportRead {

@@ -266,9 +266,7 @@ impl Config {
             ("delivery.encode_arena_bytes", delivery.encode_arena_bytes as u64),
             ("delivery.in_process_pipe_bytes", delivery.in_process_pipe_bytes as u64),
         ];
-        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
-        }
+        require_positive(&positive).map_err(ConfigError::Invalid)?;
         if limits.max_payload_bytes >= limits.max_frame_bytes {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_payload_bytes ({}) must be below limits.max_frame_bytes ({}) to leave room for headers",
@@ -293,6 +291,14 @@ impl Config {
             stream.parse(&self.storage).map_err(|error| ConfigError::Invalid(format!("[[streams]]: {error}")))?;
         }
         Ok(())
+    }
+}
+
+/// Checks options that make no sense at 0; the error names the first that is.
+pub(crate) fn require_positive(options: &[(&str, u64)]) -> Result<(), String> {
+    match options.iter().find(|(_, value)| *value == 0) {
+        Some((name, _)) => Err(format!("{name} must be greater than 0")),
+        None => Ok(()),
     }
 }
 

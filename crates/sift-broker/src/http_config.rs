@@ -91,9 +91,7 @@ impl HttpConfig {
             ("http.callback_backoff_max_ms", self.callback_backoff_max_ms),
             ("http.max_ws_message_bytes", self.max_ws_message_bytes as u64),
         ];
-        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(format!("{name} must be greater than 0"));
-        }
+        crate::config::require_positive(&positive)?;
         if self.max_header_bytes < 8192 {
             return Err(format!("http.max_header_bytes is {}; it must be at least 8192", self.max_header_bytes));
         }

@@ -64,9 +64,6 @@ impl StompConfig {
             ("stomp.max_transaction_frames", self.max_transaction_frames as u64),
             ("stomp.outgoing_frames", self.outgoing_frames as u64),
         ];
-        match positive.iter().find(|(_, value)| *value == 0) {
-            Some((name, _)) => Err(format!("{name} must be greater than 0")),
-            None => Ok(()),
-        }
+        crate::config::require_positive(&positive)
     }
 }

@@ -14,6 +14,7 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use sift_broker::config::HttpConfig;
+use sift_broker::front_end::accept_connections;
 use sift_broker::InProcessConnector;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -130,36 +131,18 @@ async fn count_responses(State(state): State<Arc<AppState>>, request: Request, n
     response
 }
 
+/// Accepts and serves connections until the front-end or the broker stops.
 async fn accept_loop(
     listener: TcpListener,
     state: Arc<AppState>,
-    mut stopped: watch::Receiver<bool>,
-    mut broker_stopping: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
+    broker_stopping: watch::Receiver<bool>,
 ) {
     let router = routes(state.clone());
-    let mut connections = JoinSet::new();
-    let (drain, draining) = watch::channel(false);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => admit(stream, &state, &router, &draining, &mut connections),
-                Err(error) => {
-                    // Out of file descriptors: back off rather than spin.
-                    tracing::warn!(%error, "HTTP accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            _ = stopped.changed() => break,
-            _ = broker_stopping.changed() => break,
-        }
-    }
-    drop(listener);
-    drain.send_replace(true);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while connections.join_next().await.is_some() {} });
-    if drained.await.is_err() {
-        connections.abort_all();
-    }
+    accept_connections("HTTP", listener, stopped, broker_stopping, SHUTDOWN_GRACE, |accepted| {
+        admit(accepted.stream, &state, &router, accepted.closing, accepted.tasks)
+    })
+    .await;
 }
 
 /// Serves `stream`, or closes it at once when `http.max_connections` are open.

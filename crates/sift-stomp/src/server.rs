@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use sift_broker::config::StompConfig;
+use sift_broker::front_end::accept_connections;
 use sift_broker::InProcessConnector;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 
 use crate::frame::{Command, Frame};
 
@@ -112,43 +112,25 @@ impl StompFrontEnd {
     }
 }
 
+/// Accepts and serves connections until the front-end or the broker stops.
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
-    mut stopped: watch::Receiver<bool>,
-    mut broker_stopping: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
+    broker_stopping: watch::Receiver<bool>,
 ) {
-    let mut sessions = JoinSet::new();
-    let (closing, closing_watch) = watch::channel(false);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    if sessions.len() >= shared.config.max_connections as usize {
-                        StompCounters::bump(&shared.counters.connections_refused);
-                        sessions.spawn(refuse(stream, shared.config.max_connections));
-                        continue;
-                    }
-                    StompCounters::bump(&shared.counters.connections_accepted);
-                    let _ = stream.set_nodelay(true);
-                    sessions.spawn(crate::session::serve(stream, peer, shared.clone(), closing_watch.clone()));
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "STOMP accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
-            _ = stopped.changed() => break,
-            _ = broker_stopping.changed() => break,
+    accept_connections("STOMP", listener, stopped, broker_stopping, SHUTDOWN_GRACE, |accepted| {
+        if accepted.tasks.len() >= shared.config.max_connections as usize {
+            StompCounters::bump(&shared.counters.connections_refused);
+            accepted.tasks.spawn(refuse(accepted.stream, shared.config.max_connections));
+            return;
         }
-    }
-    drop(listener);
-    closing.send_replace(true);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while sessions.join_next().await.is_some() {} });
-    if drained.await.is_err() {
-        sessions.abort_all();
-    }
+        StompCounters::bump(&shared.counters.connections_accepted);
+        let _ = accepted.stream.set_nodelay(true);
+        let session = crate::session::serve(accepted.stream, accepted.peer, shared.clone(), accepted.closing.clone());
+        accepted.tasks.spawn(session);
+    })
+    .await;
 }
 
 async fn refuse(mut stream: TcpStream, limit: u32) {

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use sift_proto::QueuePolicy;
 
 pub use crate::http_config::{HttpConfig, DEFAULT_HTTP_LISTEN};
+pub use crate::mqtt_config::{MqttConfig, DEFAULT_MQTT_LISTEN};
 pub use crate::stomp_config::{StompConfig, DEFAULT_STOMP_LISTEN};
 pub use crate::store::{StorageConfig, StreamDefinition};
 
@@ -74,6 +75,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The STOMP front-end (served by the `sift-stomp` crate).
     pub stomp: StompConfig,
+    /// The MQTT front-end (served by the `sift-mqtt` crate).
+    pub mqtt: MqttConfig,
     /// Streams the broker keeps (`[[streams]]`); created at start when
     /// missing, and their definitions win over stored ones.
     pub streams: Vec<StreamDefinition>,
@@ -160,6 +163,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             http: HttpConfig::default(),
             stomp: StompConfig::default(),
+            mqtt: MqttConfig::default(),
             streams: Vec::new(),
             remove_data_dir_on_shutdown: false,
         }
@@ -182,6 +186,7 @@ impl Config {
             remove_data_dir_on_shutdown: true,
             http: HttpConfig { listen: ([127, 0, 0, 1], 0).into(), ..HttpConfig::default() },
             stomp: StompConfig { listen: ([127, 0, 0, 1], 0).into(), ..StompConfig::default() },
+            mqtt: MqttConfig { listen: ([127, 0, 0, 1], 0).into(), ..MqttConfig::default() },
             ..Config::default()
         }
     }
@@ -287,6 +292,7 @@ impl Config {
         self.storage.validate().map_err(ConfigError::Invalid)?;
         self.http.validate().map_err(ConfigError::Invalid)?;
         self.stomp.validate().map_err(ConfigError::Invalid)?;
+        self.mqtt.validate().map_err(ConfigError::Invalid)?;
         for stream in &self.streams {
             stream.parse(&self.storage).map_err(|error| ConfigError::Invalid(format!("[[streams]]: {error}")))?;
         }

@@ -16,6 +16,7 @@ pub mod delivery;
 pub mod front_end;
 mod http_config;
 pub mod link;
+mod mqtt_config;
 mod network_config;
 pub mod outbox;
 mod pipeline;

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sift_broker::config::{LinkTarget, RoutingMode};
+use sift_broker::config::{HttpConfig, LinkTarget, MqttConfig, RoutingMode, StompConfig};
 use sift_broker::{Config, RunningBroker};
 
 use crate::CliError;
@@ -45,9 +45,13 @@ pub struct BrokerArgs {
     /// 127.0.0.1:61613, or the config file's].
     #[arg(long, value_name = "ADDR|off")]
     stomp: Option<Listen>,
+    /// Address of the MQTT 3.1.1 and 5.0 front-end, or `off` [default:
+    /// 127.0.0.1:1883, or the config file's].
+    #[arg(long, value_name = "ADDR|off")]
+    mqtt: Option<Listen>,
 }
 
-/// `--http` and `--stomp`: an address, or `off`.
+/// `--http`, `--stomp` and `--mqtt`: an address, or `off`.
 #[derive(Debug, Clone, Copy)]
 enum Listen {
     Off,
@@ -110,59 +114,100 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     if let Some(stomp) = args.stomp {
         stomp.apply(&mut config.stomp.enabled, &mut config.stomp.listen);
     }
+    if let Some(mqtt) = args.mqtt {
+        mqtt.apply(&mut config.mqtt.enabled, &mut config.mqtt.listen);
+    }
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
-    let (http_config, stomp_config) = (config.http.clone(), config.stomp.clone());
+    let front_end_configs = (config.http.clone(), config.stomp.clone(), config.mqtt.clone());
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
         say(&format!("sift broker accepting links on {link_addr}"));
     }
-    let http = match http_config.enabled {
-        true => match sift_http::HttpFrontEnd::start(http_config, broker.connector()).await {
-            Ok(http) => Some(http),
-            Err(error) => {
-                broker.shutdown().await;
-                return Err(error.into());
-            }
-        },
-        false => None,
+    let front_ends = match FrontEnds::start(&broker, front_end_configs).await {
+        Ok(front_ends) => front_ends,
+        Err(error) => {
+            broker.shutdown().await;
+            return Err(error);
+        }
     };
-    if let Some(http) = &http {
-        say(&format!("sift broker serving HTTP on http://{}", http.local_addr()));
-    }
-    let stomp = match stomp_config.enabled {
-        true => match sift_stomp::StompFrontEnd::start(stomp_config, broker.connector()).await {
-            Ok(stomp) => Some(stomp),
-            Err(error) => {
-                if let Some(http) = http {
-                    http.shutdown().await;
-                }
-                broker.shutdown().await;
-                return Err(error.into());
-            }
-        },
-        false => None,
-    };
-    if let Some(stomp) = &stomp {
-        say(&format!("sift broker serving STOMP on {}", stomp.local_addr()));
-    }
     signals.wait().await;
     say("sift broker shutting down");
-    if let Some(stomp) = stomp {
-        let counters = stomp.counters().entries();
-        stomp.shutdown().await;
-        say(&format!("sift stomp stopped: {}", summary(&counters)));
-    }
-    if let Some(http) = http {
-        http.shutdown().await;
-    }
+    front_ends.shutdown().await;
     let stats = broker.shutdown().await;
     say(&format!("sift broker stopped: {}", summary(&stats.entries())));
     Ok(())
+}
+
+/// The protocol front-ends a broker serves, each over in-process native
+/// sessions.
+#[derive(Default)]
+struct FrontEnds {
+    http: Option<sift_http::HttpFrontEnd>,
+    stomp: Option<sift_stomp::StompFrontEnd>,
+    mqtt: Option<sift_mqtt::MqttFrontEnd>,
+}
+
+impl FrontEnds {
+    /// Starts the enabled front-ends and prints where each listens; when
+    /// one fails, stops those already started.
+    async fn start(
+        broker: &RunningBroker,
+        (http, stomp, mqtt): (HttpConfig, StompConfig, MqttConfig),
+    ) -> Result<FrontEnds, CliError> {
+        let mut started = FrontEnds::default();
+        if let Err(error) = started.start_each(broker, http, stomp, mqtt).await {
+            started.shutdown().await;
+            return Err(error);
+        }
+        Ok(started)
+    }
+
+    async fn start_each(
+        &mut self,
+        broker: &RunningBroker,
+        http: HttpConfig,
+        stomp: StompConfig,
+        mqtt: MqttConfig,
+    ) -> Result<(), CliError> {
+        if http.enabled {
+            let front_end = sift_http::HttpFrontEnd::start(http, broker.connector()).await?;
+            say(&format!("sift broker serving HTTP on http://{}", front_end.local_addr()));
+            self.http = Some(front_end);
+        }
+        if stomp.enabled {
+            let front_end = sift_stomp::StompFrontEnd::start(stomp, broker.connector()).await?;
+            say(&format!("sift broker serving STOMP on {}", front_end.local_addr()));
+            self.stomp = Some(front_end);
+        }
+        if mqtt.enabled {
+            let front_end = sift_mqtt::MqttFrontEnd::start(mqtt, broker.connector()).await?;
+            say(&format!("sift broker serving MQTT on {}", front_end.local_addr()));
+            self.mqtt = Some(front_end);
+        }
+        Ok(())
+    }
+
+    /// Stops each, printing the counters of those that keep them.
+    async fn shutdown(self) {
+        if let Some(mqtt) = self.mqtt {
+            let counters = mqtt.counters().entries();
+            mqtt.shutdown().await;
+            say(&format!("sift mqtt stopped: {}", summary(&counters)));
+        }
+        if let Some(stomp) = self.stomp {
+            let counters = stomp.counters().entries();
+            stomp.shutdown().await;
+            say(&format!("sift stomp stopped: {}", summary(&counters)));
+        }
+        if let Some(http) = self.http {
+            http.shutdown().await;
+        }
+    }
 }
 
 /// The counters that are not zero, as `name=value` words.

@@ -111,6 +111,9 @@ pub enum CliError {
     /// The STOMP front-end failed to start.
     #[error(transparent)]
     Stomp(#[from] sift_stomp::StompError),
+    /// The MQTT front-end failed to start.
+    #[error(transparent)]
+    Mqtt(#[from] sift_mqtt::MqttError),
     /// A client call failed.
     #[error(transparent)]
     Client(#[from] sift_client::ClientError),

@@ -1,0 +1,83 @@
+//! `[mqtt]`: the MQTT front-end's address and limits (the front-end is the
+//! `sift-mqtt` crate; its configuration lives with the broker's).
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+/// Address the MQTT front-end listens on by default (MQTT's usual port).
+pub const DEFAULT_MQTT_LISTEN: &str = "127.0.0.1:1883";
+
+/// The MQTT front-end's configuration (`[mqtt]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MqttConfig {
+    /// Serve MQTT at all.
+    pub enabled: bool,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Most MQTT connections open at once; more get CONNACK "server busy".
+    pub max_connections: u32,
+    /// Largest packet accepted (MQTT 5's Maximum Packet Size, announced in
+    /// CONNACK); a larger one closes the connection with reason 0x95.
+    pub max_packet_bytes: u32,
+    /// Time a connection may take to send its CONNECT.
+    pub connect_timeout_ms: u64,
+    /// Most subscriptions (topic filters) one session holds.
+    pub max_subscriptions: usize,
+    /// Most QoS 1 and 2 publishes the server has in flight towards one
+    /// client (capped lower by the client's Receive Maximum), and most a
+    /// client may have in flight towards the server (our Receive Maximum).
+    pub max_inflight: u16,
+    /// Topic aliases a client may set up (MQTT 5's Topic Alias Maximum).
+    pub topic_alias_max: u16,
+    /// Longest session expiry interval granted, in seconds; an MQTT 3.1.1
+    /// session with clean session 0 gets this one.
+    pub session_expiry_max_s: u32,
+    /// Most sessions kept for disconnected clients; beyond it a session
+    /// ends with its connection.
+    pub max_sessions: usize,
+    /// Deliveries buffered between a session's subscriptions and its
+    /// connection (or while it is disconnected); beyond it the broker's
+    /// own queue and its policy take over.
+    pub session_buffer_deliveries: usize,
+    /// Most retained messages kept.
+    pub max_retained: usize,
+    /// Most bytes of retained payload kept.
+    pub max_retained_bytes: u64,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        MqttConfig {
+            enabled: true,
+            listen: DEFAULT_MQTT_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 1883))),
+            max_connections: 4_096,
+            max_packet_bytes: 8 * 1024 * 1024,
+            connect_timeout_ms: 10_000,
+            max_subscriptions: 1_024,
+            max_inflight: 1_024,
+            topic_alias_max: 64,
+            session_expiry_max_s: 7 * 24 * 3600,
+            max_sessions: 100_000,
+            session_buffer_deliveries: 1_024,
+            max_retained: 100_000,
+            max_retained_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl MqttConfig {
+    /// Checks the limits; the error names the option.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("mqtt.max_connections", self.max_connections as u64),
+            ("mqtt.max_packet_bytes", self.max_packet_bytes as u64),
+            ("mqtt.connect_timeout_ms", self.connect_timeout_ms),
+            ("mqtt.max_subscriptions", self.max_subscriptions as u64),
+            ("mqtt.max_inflight", self.max_inflight as u64),
+            ("mqtt.session_buffer_deliveries", self.session_buffer_deliveries as u64),
+        ];
+        crate::config::require_positive(&positive)
+    }
+}

@@ -1,0 +1,316 @@
+//! MQTT sessions: what outlives a connection, and the registry that hands
+//! a session from one connection to the next.
+//!
+//! A session is a native in-process Sift session (so its subscriptions are
+//! matched and queued by the broker like any other), the MQTT
+//! subscriptions on it, the deliveries buffered for the client, and the
+//! QoS 1/2 exchanges in flight. While its client is connected, the
+//! connection's task owns it; when the client goes away with a session
+//! expiry interval, it is parked here: its subscriptions keep collecting
+//! (into the bounded buffer, then into the broker's queues under their
+//! policies), its will may wait out its delay, and it ends when the
+//! interval does unless a connection with the same client id claims it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mqtt_protocol_core::mqtt::packet::StorePacket;
+use sift_client::{Client, ClientOptions, Delivery, Subscription};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::codec::{Version, Will};
+use crate::server::{MqttCounters, Shared};
+
+/// How long a claiming connection waits for the connection it takes over
+/// to hand the session back.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// How one MQTT subscription delivers: what the client asked for.
+#[derive(Debug)]
+pub(crate) struct Route {
+    /// The QoS granted.
+    pub qos: u8,
+    /// MQTT 5 No Local: skip the session's own publishes.
+    pub no_local: bool,
+    /// MQTT 5 Retain As Published.
+    pub retain_as_published: bool,
+    /// MQTT 5 Subscription Identifier.
+    pub subscription_id: Option<u32>,
+    /// The filter starts with a wildcard, so `$` topics are not for it.
+    pub skip_dollar_topics: bool,
+}
+
+/// A delivery on its way to the client, with the route it came by.
+pub(crate) struct Routed {
+    pub route: Arc<Route>,
+    pub delivery: Delivery,
+}
+
+/// An MQTT subscription: what stops its forwarders (one per native
+/// subscription: `a/#` needs two).
+pub(crate) struct Subscribed {
+    stops: Vec<oneshot::Sender<()>>,
+}
+
+impl Subscribed {
+    /// Starts forwarding `subscriptions` into the session's buffer.
+    pub fn start(route: Arc<Route>, subscriptions: Vec<Subscription>, buffer: &mpsc::Sender<Routed>) -> Subscribed {
+        let stops = subscriptions
+            .into_iter()
+            .map(|subscription| {
+                let (stop, stopped) = oneshot::channel();
+                tokio::spawn(forward(subscription, route.clone(), buffer.clone(), stopped));
+                stop
+            })
+            .collect();
+        Subscribed { stops }
+    }
+
+    /// Stops the forwarders, which unsubscribe.
+    pub fn stop(self) {
+        for stop in self.stops {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Moves one native subscription's deliveries into the session's buffer.
+async fn forward(
+    mut subscription: Subscription,
+    route: Arc<Route>,
+    buffer: mpsc::Sender<Routed>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    loop {
+        let delivery = tokio::select! {
+            delivery = subscription.next() => delivery,
+            _ = &mut stopped => break,
+        };
+        let Some(delivery) = delivery else { return };
+        if buffer.send(Routed { route: route.clone(), delivery }).await.is_err() {
+            break;
+        }
+    }
+    let _ = subscription.unsubscribe().await;
+}
+
+/// The codec state a resumed session needs: the QoS 1/2 publishes and
+/// PUBRELs not yet acknowledged, and the QoS 2 packet ids received.
+pub(crate) struct CodecState {
+    pub version: Version,
+    pub stored: Vec<StorePacket>,
+    pub qos2_received: Vec<u16>,
+}
+
+/// Everything a session holds between connections.
+pub(crate) struct SessionState {
+    /// The native session.
+    pub client: Client,
+    /// The native session's name, stamped on its publishes (No Local).
+    pub native_name: Arc<str>,
+    /// MQTT subscriptions by filter text.
+    pub subscriptions: HashMap<String, Subscribed>,
+    /// Where forwarders put deliveries.
+    pub buffer_in: mpsc::Sender<Routed>,
+    /// Where the connection takes them.
+    pub buffer_out: mpsc::Receiver<Routed>,
+    /// Native delivery tag (0: none) of each QoS 1/2 packet id in flight.
+    pub inflight: HashMap<u16, u64>,
+    /// The codec's state at the last disconnect.
+    pub codec: Option<CodecState>,
+}
+
+impl SessionState {
+    /// Opens the native session of a new MQTT session.
+    pub async fn open(shared: &Shared, client_id: &str) -> Result<SessionState, sift_client::ClientError> {
+        let name = format!("mqtt-{client_id}");
+        let options = ClientOptions { name: name.clone(), reconnect: false, ..ClientOptions::default() };
+        let client = Client::connect_in_process(shared.connector.opener(), options).await?;
+        let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
+        Ok(SessionState {
+            client,
+            native_name: name.into(),
+            subscriptions: HashMap::new(),
+            buffer_in,
+            buffer_out,
+            inflight: HashMap::new(),
+            codec: None,
+        })
+    }
+
+    /// Ends the session: subscriptions, then the native session (whose
+    /// unacknowledged deliveries the broker redelivers to others).
+    pub async fn close(mut self) {
+        for (_, subscribed) in self.subscriptions.drain() {
+            subscribed.stop();
+        }
+        self.client.close().await;
+    }
+}
+
+/// What a connection that holds a session is sent to take it away: the
+/// channel to hand the session back on.
+pub(crate) type Kick = oneshot::Sender<Option<SessionState>>;
+
+/// A session without a connection, and the will that may wait with it.
+pub(crate) struct Parked {
+    pub state: SessionState,
+    pub will: Option<Will>,
+}
+
+enum Entry {
+    Live { generation: u64, kick: mpsc::Sender<Kick> },
+    Parked { generation: u64, parked: Box<Parked> },
+}
+
+/// Sessions by client id.
+#[derive(Default)]
+pub(crate) struct Registry {
+    entries: std::sync::Mutex<HashMap<String, Entry>>,
+    next_generation: AtomicU64,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Registry").finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A number no other connection gets.
+    pub fn generation(&self) -> u64 {
+        self.next_generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Makes the connection `generation` the holder of `client_id`'s
+    /// session, and returns the session it had, taking it from a parked
+    /// entry or from the connection that holds it now.
+    pub async fn claim(
+        &self,
+        counters: &MqttCounters,
+        client_id: &str,
+        generation: u64,
+        kick: mpsc::Sender<Kick>,
+    ) -> Option<SessionState> {
+        let previous = self.lock().insert(client_id.to_string(), Entry::Live { generation, kick });
+        match previous? {
+            // A will still waiting out its delay is dropped: the client is back.
+            Entry::Parked { parked, .. } => Some(parked.state),
+            Entry::Live { kick: holder, .. } => {
+                MqttCounters::bump(&counters.sessions_taken_over);
+                let (reply, handed) = oneshot::channel();
+                holder.send(reply).await.ok()?;
+                tokio::time::timeout(TAKEOVER_WAIT, handed).await.ok()?.ok()?
+            }
+        }
+    }
+
+    /// Drops the entry of `client_id` if the connection `generation` still
+    /// holds it.
+    pub fn release(&self, client_id: &str, generation: u64) {
+        let mut entries = self.lock();
+        if matches!(entries.get(client_id), Some(Entry::Live { generation: holder, .. }) if *holder == generation) {
+            entries.remove(client_id);
+        }
+    }
+
+    /// Parks the session of `client_id` for `expiry_s` seconds, with a
+    /// will to publish after `will.delay_s` unless the client returns.
+    /// Returns the session back when it cannot be parked: the connection
+    /// no longer holds it, or `mqtt.max_sessions` are parked.
+    pub fn park(
+        &self,
+        shared: &Arc<Shared>,
+        client_id: &str,
+        generation: u64,
+        parked: Box<Parked>,
+        expiry_s: u32,
+    ) -> Result<(), Box<Parked>> {
+        let mut entries = self.lock();
+        let holds =
+            matches!(entries.get(client_id), Some(Entry::Live { generation: holder, .. }) if *holder == generation);
+        let parked_count = entries.values().filter(|entry| matches!(entry, Entry::Parked { .. })).count();
+        if !holds || parked_count >= shared.config.max_sessions {
+            return Err(parked);
+        }
+        let will_delay = parked.will.as_ref().map(|will| Duration::from_secs(u64::from(will.delay_s.min(expiry_s))));
+        entries.insert(client_id.to_string(), Entry::Parked { generation, parked });
+        drop(entries);
+        let expiry = Duration::from_secs(u64::from(expiry_s));
+        tokio::spawn(expire(shared.clone(), client_id.to_string(), generation, will_delay, expiry));
+        Ok(())
+    }
+
+    /// Takes the will of a parked session, if it is still parked.
+    fn take_will(&self, client_id: &str, generation: u64) -> Option<(Will, Client)> {
+        let mut entries = self.lock();
+        match entries.get_mut(client_id) {
+            Some(Entry::Parked { generation: parked_generation, parked }) if *parked_generation == generation => {
+                parked.will.take().map(|will| (will, parked.state.client.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Removes a parked session, if it is still parked.
+    fn take_parked(&self, client_id: &str, generation: u64) -> Option<Box<Parked>> {
+        let mut entries = self.lock();
+        match entries.get(client_id) {
+            Some(Entry::Parked { generation: parked_generation, .. }) if *parked_generation == generation => {
+                match entries.remove(client_id) {
+                    Some(Entry::Parked { parked, .. }) => Some(parked),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Ends every parked session (at shutdown).
+    pub async fn close_all(&self) {
+        let parked: Vec<SessionState> = self
+            .lock()
+            .drain()
+            .filter_map(|(_, entry)| match entry {
+                Entry::Parked { parked, .. } => Some(parked.state),
+                Entry::Live { .. } => None,
+            })
+            .collect();
+        for state in parked {
+            state.close().await;
+        }
+    }
+}
+
+/// Publishes a parked session's will when its delay ends, and ends the
+/// session when its expiry interval does, unless a connection claimed it.
+async fn expire(
+    shared: Arc<Shared>,
+    client_id: String,
+    generation: u64,
+    will_delay: Option<Duration>,
+    expiry: Duration,
+) {
+    let parked_at = Instant::now();
+    if let Some(delay) = will_delay {
+        tokio::time::sleep_until(parked_at + delay).await;
+        if let Some((will, client)) = shared.registry.take_will(&client_id, generation) {
+            crate::publish::publish_will(&shared, &client, &will).await;
+        }
+    }
+    tokio::time::sleep_until(parked_at + expiry).await;
+    if let Some(parked) = shared.registry.take_parked(&client_id, generation) {
+        MqttCounters::bump(&shared.counters.sessions_expired);
+        if let Some(will) = &parked.will {
+            crate::publish::publish_will(&shared, &parked.state.client, will).await;
+        }
+        parked.state.close().await;
+    }
+}

@@ -2,17 +2,19 @@
 //! (`docs/PROTOCOLS.md` states the same rules for users).
 //!
 //! - The topic maps as [`crate::topic`] says; the payload is carried as is.
-//! - QoS 0 is a best-effort message, QoS 1 and 2 reliable ones; the user
-//!   property `sift-mode` names another mode (`persistent` stores it) and
-//!   `sift-priority` (0-9) sets the priority.
+//! - Every QoS is a reliable message (so that a full queue holds the
+//!   publisher back rather than dropping, as Mosquitto drops nothing for
+//!   a connected subscriber); the user property `sift-mode` names another
+//!   mode (`persistent` stores it) and `sift-priority` (0-9) sets the
+//!   priority.
 //! - Other MQTT 5 user properties become Sift properties, typed by their
 //!   form as STOMP headers are (`12.5` a float, `3` an integer, `true` a
 //!   boolean, anything else a string), so that a selector `price > 10`
 //!   compares numbers. Content Type, Response Topic and Correlation Data
 //!   become the properties `content-type`, `response-topic` and
 //!   `correlation-data`; the Message Expiry Interval the message's expiry.
-//! - Two properties carry what Sift has no field for: `mqtt-qos` (2 for a
-//!   QoS 2 publish, so that QoS 2 subscribers get it at QoS 2) and
+//! - Two properties carry what Sift has no field for: `mqtt-qos` (0 or 2
+//!   for a QoS 0 or 2 publish, so that subscribers get it at that QoS) and
 //!   `mqtt-retain` (true on a retained publish, for Retain As Published).
 //!   MQTT subscribers never see them as user properties.
 
@@ -59,7 +61,11 @@ impl std::fmt::Display for PublishError {
 pub fn message_of_publish(publish: &InboundPublish, now_ns: u64) -> Result<Message, PublishError> {
     let topic = topic_to_sift(&publish.topic).map_err(PublishError::Topic)?;
     let mut message = Message::new(topic, publish.payload.clone());
-    message.delivery_mode = if publish.qos == 0 { DeliveryMode::BestEffort } else { DeliveryMode::Reliable };
+    // Every QoS is a reliable message, so that a full subscriber queue
+    // holds the publisher back (through its session, down to its socket)
+    // instead of dropping: Mosquitto drops nothing for a connected QoS 0
+    // subscriber either. `mqtt-qos` keeps the QoS for MQTT subscribers.
+    message.delivery_mode = DeliveryMode::Reliable;
     let properties = &publish.properties;
     for (name, value) in &properties.user {
         match name.as_str() {
@@ -91,8 +97,8 @@ pub fn message_of_publish(publish: &InboundPublish, now_ns: u64) -> Result<Messa
     if let Some(correlation) = &properties.correlation_data {
         push(CORRELATION_DATA, Value::Str(correlation_text(correlation).into()));
     }
-    if publish.qos == 2 {
-        push(QOS_PROPERTY, Value::Int(2));
+    if publish.qos != 1 {
+        push(QOS_PROPERTY, Value::Int(i64::from(publish.qos)));
     }
     if publish.retain {
         push(RETAIN_PROPERTY, Value::Bool(true));
@@ -118,13 +124,17 @@ fn correlation_bytes(text: &str) -> Bytes {
         .map_or_else(|| Bytes::copy_from_slice(text.as_bytes()), Bytes::from)
 }
 
-/// The highest QoS a message can be delivered at: 0 for best-effort, 2
-/// for a QoS 2 publish, 1 for any other reliable or persistent one.
+/// The highest QoS a message can be delivered at: its MQTT QoS when an
+/// MQTT client published it, else 0 for best-effort and 1 for reliable
+/// and persistent messages.
 pub fn message_qos(message: &Message) -> u8 {
     match message.delivery_mode {
         DeliveryMode::BestEffort => 0,
-        _ if message.property(QOS_PROPERTY) == Some(&Value::Int(2)) => 2,
-        _ => 1,
+        _ => match message.property(QOS_PROPERTY) {
+            Some(Value::Int(0)) => 0,
+            Some(Value::Int(2)) => 2,
+            _ => 1,
+        },
     }
 }
 
@@ -198,8 +208,8 @@ mod tests {
         assert_eq!(message.property("sift-priority"), None, "reserved");
         assert_eq!((message.priority.level(), message.delivery_mode), (7, DeliveryMode::Reliable));
         assert_eq!(message_qos(&message), 1);
-        let best_effort = message_of_publish(&publish(0, &[]), 0).expect("valid");
-        assert_eq!(message_qos(&best_effort), 0);
+        let at_most_once = message_of_publish(&publish(0, &[]), 0).expect("valid");
+        assert_eq!((message_qos(&at_most_once), at_most_once.delivery_mode), (0, DeliveryMode::Reliable));
         let exactly_once = message_of_publish(&publish(2, &[]), 0).expect("valid");
         assert_eq!(message_qos(&exactly_once), 2);
         let persistent = message_of_publish(&publish(0, &[("sift-mode", "persistent")]), 0).expect("valid");

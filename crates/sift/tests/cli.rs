@@ -20,7 +20,18 @@ impl Drop for Running {
 /// Starts `sift broker` on an ephemeral port and returns it with its address.
 fn start_broker(data: &std::path::Path) -> (Running, String) {
     let mut child = Command::new(SIFT)
-        .args(["broker", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--stomp", "127.0.0.1:0", "--data"])
+        .args([
+            "broker",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--stomp",
+            "127.0.0.1:0",
+            "--mqtt",
+            "127.0.0.1:0",
+            "--data",
+        ])
         .arg(data)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

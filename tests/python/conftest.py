@@ -3,7 +3,8 @@
 The broker binary is `$SIFT_BIN`, or `target/debug/sift` of this checkout
 (`scripts/python-tests` builds it). Each broker listens on ephemeral
 loopback ports, native and HTTP, with its own data directory, and is killed
-by its PID when the test ends, pass or fail.
+by its PID when the test ends, pass or fail. The STOMP and MQTT front-ends
+listen on ephemeral loopback ports too, unless a test turns them `off`.
 """
 
 import os
@@ -17,13 +18,15 @@ REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 NATIVE_PREFIX = "sift broker listening on "
 HTTP_PREFIX = "sift broker serving HTTP on "
 STOMP_PREFIX = "sift broker serving STOMP on "
+MQTT_PREFIX = "sift broker serving MQTT on "
 
 
 class Broker:
     """A running broker: its native address, its HTTP base URL, its STOMP
-    address (`stomp_host`, `stomp_port`) and its process."""
+    address (`stomp_host`, `stomp_port`), its MQTT address (`mqtt_host`,
+    `mqtt_port`) and its process."""
 
-    def __init__(self, process, native, http_url, data_dir, stomp=None):
+    def __init__(self, process, native, http_url, data_dir, stomp=None, mqtt=None):
         self.process = process
         self.native = native
         self.host, port = native.rsplit(":", 1)
@@ -31,6 +34,7 @@ class Broker:
         self.http_url = http_url
         self.data_dir = data_dir
         self.stomp_host, self.stomp_port = (stomp.rsplit(":", 1)[0], int(stomp.rsplit(":", 1)[1])) if stomp else (None, None)
+        self.mqtt_host, self.mqtt_port = (mqtt.rsplit(":", 1)[0], int(mqtt.rsplit(":", 1)[1])) if mqtt else (None, None)
 
     def stop(self):
         if self.process.poll() is None:
@@ -42,21 +46,25 @@ def sift_binary():
     return os.environ.get("SIFT_BIN", str(REPOSITORY / "target" / "debug" / "sift"))
 
 
-def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None, stomp="127.0.0.1:0"):
-    """Starts a broker and waits until it printed both addresses.
+def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None, stomp="127.0.0.1:0",
+                 mqtt="127.0.0.1:0"):
+    """Starts a broker and waits until it printed its addresses (those of the
+    front-ends not turned `off`).
 
     `listen` and `data_dir` let a test restart a broker where it was (the
     same port and data) to see clients reconnect and data survive.
     """
     data_dir = data_dir or tempfile.mkdtemp(prefix="sift-pytest-")
     process = subprocess.Popen(
-        [sift_binary(), "broker", "--listen", listen, "--http", http, "--stomp", stomp, "--data", data_dir, *extra_args],
+        [sift_binary(), "broker", "--listen", listen, "--http", http, "--stomp", stomp, "--mqtt", mqtt,
+         "--data", data_dir, *extra_args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    native = http_url = stomp_address = None
-    while native is None or http_url is None or (stomp != "off" and stomp_address is None):
+    native = http_url = stomp_address = mqtt_address = None
+    while (native is None or http_url is None or (stomp != "off" and stomp_address is None)
+           or (mqtt != "off" and mqtt_address is None)):
         line = process.stdout.readline()
         if not line:
             process.kill()
@@ -67,7 +75,9 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
             http_url = line[len(HTTP_PREFIX):].strip()
         elif line.startswith(STOMP_PREFIX):
             stomp_address = line[len(STOMP_PREFIX):].strip()
-    return Broker(process, native, http_url, data_dir, stomp_address)
+        elif line.startswith(MQTT_PREFIX):
+            mqtt_address = line[len(MQTT_PREFIX):].strip()
+    return Broker(process, native, http_url, data_dir, stomp_address, mqtt_address)
 
 
 @pytest.fixture

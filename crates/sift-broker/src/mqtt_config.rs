@@ -45,6 +45,20 @@ pub struct MqttConfig {
     pub max_retained: usize,
     /// Most bytes of retained payload kept.
     pub max_retained_bytes: u64,
+    /// Keep retained messages and sessions that outlive their connection
+    /// across broker restarts, in a journal under `DATA_DIR/mqtt`.
+    pub persistence: bool,
+    /// Sync the journal after each record (survives a power cut, not only
+    /// a crash).
+    pub journal_fsync: bool,
+    /// Bytes of superseded records the journal may hold before it is
+    /// rewritten compact.
+    pub journal_compact_bytes: u64,
+    /// A stream whose durable subscriptions carry the QoS 1 and 2
+    /// subscriptions of sessions that outlive their connection, so that
+    /// what is stored for them survives a restart; empty: none (they are
+    /// live subscriptions, restored empty after a restart).
+    pub session_stream: String,
 }
 
 impl Default for MqttConfig {
@@ -63,6 +77,10 @@ impl Default for MqttConfig {
             session_buffer_deliveries: 1_024,
             max_retained: 100_000,
             max_retained_bytes: 256 * 1024 * 1024,
+            persistence: true,
+            journal_fsync: false,
+            journal_compact_bytes: 64 * 1024 * 1024,
+            session_stream: String::new(),
         }
     }
 }
@@ -77,6 +95,7 @@ impl MqttConfig {
             ("mqtt.max_subscriptions", self.max_subscriptions as u64),
             ("mqtt.max_inflight", self.max_inflight as u64),
             ("mqtt.session_buffer_deliveries", self.session_buffer_deliveries as u64),
+            ("mqtt.journal_compact_bytes", self.journal_compact_bytes),
         ];
         crate::config::require_positive(&positive)
     }

@@ -12,12 +12,14 @@
 //! listener. `docs/PROTOCOLS.md` documents the mapping.
 
 pub mod codec;
+pub mod journal;
 pub mod message;
 mod publish;
 pub mod retained;
 mod server;
 mod session;
 mod sessions;
+mod subscriptions;
 pub mod topic;
 
 pub use server::{MqttCounters, MqttError, MqttFrontEnd};

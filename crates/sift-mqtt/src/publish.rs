@@ -21,8 +21,14 @@ pub(crate) fn retain(shared: &Shared, publish: &InboundPublish, message: &Messag
     if !publish.retain {
         return;
     }
-    let kept =
-        shared.retained.lock().unwrap_or_else(std::sync::PoisonError::into_inner).set(&publish.topic, message.clone());
+    // The journal is written under the store's lock, so that both see
+    // the changes of one topic in the same order.
+    let mut retained = shared.retained.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let kept = retained.set(&publish.topic, message.clone());
+    if kept.is_ok() {
+        shared.journal_retained(&publish.topic, message);
+    }
+    drop(retained);
     if let Err(refused) = kept {
         MqttCounters::bump(&shared.counters.retained_refused);
         let bound = match refused {

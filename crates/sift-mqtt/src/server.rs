@@ -12,8 +12,10 @@ use sift_broker::InProcessConnector;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::journal::{Journal, JournalError, Kind, Recovered};
 use crate::retained::RetainedStore;
-use crate::sessions::Registry;
+use crate::sessions::{Registry, SessionDescription, SessionState};
+use crate::topic::Filter;
 
 /// How long shutdown waits for sessions to close.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -29,6 +31,9 @@ pub enum MqttError {
         /// Why.
         source: std::io::Error,
     },
+    /// The journal of retained messages and sessions could not be opened.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
 }
 
 /// Counters of the MQTT front-end.
@@ -58,6 +63,10 @@ pub struct MqttCounters {
     pub wills_published: AtomicU64,
     /// Retained messages not kept: over `mqtt.max_retained(_bytes)`.
     pub retained_refused: AtomicU64,
+    /// Journal writes that failed (the change is kept in memory only).
+    pub journal_errors: AtomicU64,
+    /// Sessions restored from the journal at start.
+    pub sessions_restored: AtomicU64,
 }
 
 impl MqttCounters {
@@ -81,6 +90,8 @@ impl MqttCounters {
             ("sessions_expired", load(&self.sessions_expired)),
             ("wills_published", load(&self.wills_published)),
             ("retained_refused", load(&self.retained_refused)),
+            ("journal_errors", load(&self.journal_errors)),
+            ("sessions_restored", load(&self.sessions_restored)),
         ]
     }
 }
@@ -93,6 +104,40 @@ pub(crate) struct Shared {
     pub counters: MqttCounters,
     pub registry: Registry,
     pub retained: Mutex<RetainedStore>,
+    /// Retained messages and persistent sessions on disk (`mqtt.persistence`).
+    pub journal: Option<Mutex<Journal>>,
+}
+
+impl Shared {
+    fn append(&self, kind: Kind, key: &str, value: &[u8]) {
+        let Some(journal) = &self.journal else { return };
+        let appended = journal.lock().unwrap_or_else(std::sync::PoisonError::into_inner).append(kind, key, value);
+        if let Err(error) = appended {
+            MqttCounters::bump(&self.counters.journal_errors);
+            tracing::warn!("{error}");
+        }
+    }
+
+    /// Records a session that outlives its connection, or (`None`) its end.
+    pub fn journal_session(&self, client_id: &str, description: Option<&SessionDescription>) {
+        match description.map(serde_json::to_vec) {
+            Some(Ok(json)) => self.append(Kind::Session, client_id, &json),
+            Some(Err(error)) => tracing::warn!("MQTT session {client_id:?} not journaled: {error}"),
+            None => self.append(Kind::SessionRemoved, client_id, b""),
+        }
+    }
+
+    /// Records a topic's retained message, or its removal (empty payload).
+    pub fn journal_retained(&self, mqtt_topic: &str, message: &sift_core::Message) {
+        if message.payload.is_empty() {
+            return self.append(Kind::RetainedRemoved, mqtt_topic, b"");
+        }
+        let mut encoded = bytes::BytesMut::new();
+        match sift_proto::encode_message(&mut encoded, message) {
+            Ok(()) => self.append(Kind::Retained, mqtt_topic, &encoded),
+            Err(error) => tracing::warn!("retained message of {mqtt_topic:?} not journaled: {error}"),
+        }
+    }
 }
 
 /// A running MQTT front-end.
@@ -105,20 +150,36 @@ pub struct MqttFrontEnd {
 }
 
 impl MqttFrontEnd {
-    /// Binds `config.listen` and serves the broker behind `connector`.
-    pub async fn start(config: MqttConfig, connector: InProcessConnector) -> Result<MqttFrontEnd, MqttError> {
+    /// Binds `config.listen` and serves the broker behind `connector`;
+    /// with `mqtt.persistence`, first restores the retained messages and
+    /// sessions journaled in `data_dir/mqtt`.
+    pub async fn start(
+        config: MqttConfig,
+        data_dir: &std::path::Path,
+        connector: InProcessConnector,
+    ) -> Result<MqttFrontEnd, MqttError> {
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| MqttError::Bind { address, source })?;
         let local_addr = listener.local_addr().map_err(|source| MqttError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
         let retained = Mutex::new(RetainedStore::new(config.max_retained, config.max_retained_bytes));
+        let (journal, recovered) = match config.persistence {
+            true => {
+                let dir = data_dir.join("mqtt");
+                let (journal, recovered) = Journal::open(&dir, config.journal_fsync, config.journal_compact_bytes)?;
+                (Some(Mutex::new(journal)), recovered)
+            }
+            false => (None, Recovered::default()),
+        };
         let shared = Arc::new(Shared {
             config,
             connector,
             counters: MqttCounters::default(),
             registry: Registry::default(),
             retained,
+            journal,
         });
+        restore(&shared, recovered).await;
         let (stop, stopped) = watch::channel(false);
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), stopped, broker_stopping));
         Ok(MqttFrontEnd { local_addr, shared, stop, accept_task })
@@ -138,7 +199,52 @@ impl MqttFrontEnd {
     pub async fn shutdown(self) {
         self.stop.send_replace(true);
         let _ = self.accept_task.await;
-        self.shared.registry.close_all().await;
+        self.shared.registry.close_all(&self.shared).await;
+    }
+}
+
+/// Puts back the retained messages and parked sessions of the last run.
+/// A session's expiry interval starts again from now.
+async fn restore(shared: &Arc<Shared>, recovered: Recovered) {
+    {
+        let mut retained = shared.retained.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (topic, encoded) in recovered.retained {
+            match sift_proto::decode_message(&encoded) {
+                Ok(message) => {
+                    let _ = retained.set(&topic, message);
+                }
+                Err(error) => tracing::warn!("journaled retained message of {topic:?} dropped: {error}"),
+            }
+        }
+    }
+    for (client_id, json) in recovered.sessions {
+        let description: SessionDescription = match serde_json::from_slice(&json) {
+            Ok(description) => description,
+            Err(error) => {
+                tracing::warn!("journaled MQTT session {client_id:?} dropped: {error}");
+                continue;
+            }
+        };
+        let mut state = match SessionState::open(shared, &client_id).await {
+            Ok(state) => state,
+            Err(error) => {
+                tracing::warn!("MQTT session {client_id:?} not restored: {error}");
+                continue;
+            }
+        };
+        for (filter_text, subscription) in description.subscriptions {
+            let subscribed = match Filter::parse(&filter_text) {
+                Ok(filter) => {
+                    state.subscribe(shared, &filter, subscription, true).await.map_err(|error| error.to_string())
+                }
+                Err(error) => Err(error),
+            };
+            if let Err(error) = subscribed {
+                tracing::warn!("MQTT session {client_id:?}: subscription {filter_text:?} not restored: {error}");
+            }
+        }
+        MqttCounters::bump(&shared.counters.sessions_restored);
+        shared.registry.park_restored(shared, state, description.expiry_s);
     }
 }
 

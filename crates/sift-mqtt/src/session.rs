@@ -22,7 +22,7 @@ use mqtt_protocol_core::mqtt::result_code::{
     ConnectReasonCode, DisconnectReasonCode, PubackReasonCode, PubrecReasonCode, SubackReasonCode, UnsubackReasonCode,
 };
 use mqtt_protocol_core::mqtt::{role, Connection as Codec, Version as CodecVersion};
-use sift_client::{AckPolicy, ClientError, Confirm, FilterKind, PublishOptions, SubscribeOptions};
+use sift_client::{ClientError, Confirm, PublishOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -36,20 +36,14 @@ use crate::codec::{
 use crate::message::{message_of_publish, message_qos, publish_properties, published_retained, PublishError};
 use crate::publish::{now_ns, publish_will, retain};
 use crate::server::{MqttCounters, Shared};
-use crate::sessions::{CodecState, Kick, Parked, Route, Routed, SessionState, Subscribed};
+use crate::sessions::{CodecState, Kick, Parked, SessionState};
+use crate::subscriptions::{Routed, SubscriptionDescription, FILTER_PROPERTIES};
 use crate::topic::{topic_to_mqtt, Filter};
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Most deliveries turned into packets before the next write.
 const WRITE_BATCH_DELIVERIES: usize = 256;
-/// SUBSCRIBE user properties that attach a content filter, and its language.
-const FILTER_PROPERTIES: [(&str, FilterKind); 4] = [
-    ("sift-sql", FilterKind::Sql),
-    ("sift-tags", FilterKind::Tags),
-    ("sift-xpath", FilterKind::Xpath),
-    ("sift-regex", FilterKind::Regex),
-];
 
 /// The codec's connection with what its events asked for.
 struct Wire {
@@ -183,6 +177,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
         reason: None,
     };
     connection.wire.send(codec::connack(connect.version, session_present, ConnectReasonCode::Success, &properties));
+    connection.journal();
     connection.run(&mut reader, &mut writer, &mut buf, kicked, closing).await;
     connection.finish(&mut writer, &client_id, generation).await;
 }
@@ -258,7 +253,7 @@ async fn settle_session(
         }
         previous => {
             if let Some(state) = previous {
-                state.close().await;
+                state.close(shared, true).await;
             }
             let state = SessionState::open(shared, client_id).await.map_err(|error| error.to_string())?;
             Ok((state, false))
@@ -422,7 +417,7 @@ impl Connection {
             }
             Inbound::Pubrel(packet_id) => self.wire.send(codec::pubcomp(self.version, packet_id)),
             Inbound::Subscribe(request) => self.on_subscribe(request).await,
-            Inbound::Unsubscribe(packet_id, filters) => self.on_unsubscribe(packet_id, &filters),
+            Inbound::Unsubscribe(packet_id, filters) => self.on_unsubscribe(packet_id, &filters).await,
             Inbound::Pingreq => {}
             Inbound::Disconnect { reason, session_expiry_s } => {
                 if let Some(expiry) = session_expiry_s {
@@ -546,16 +541,17 @@ impl Connection {
         let message = &delivery.message;
         let tag = delivery.delivery_tag;
         let topic = topic_to_mqtt(message.topic.as_str());
-        let own = route.no_local && message.publisher.as_ref() == self.state.native_name.as_ref();
+        let asked = &route.description;
+        let own = asked.no_local && message.publisher.as_ref() == self.state.native_name.as_ref();
         if own || (route.skip_dollar_topics && topic.starts_with('$')) {
             if tag != 0 {
                 let _ = self.state.client.ack_tag(tag);
             }
             return;
         }
-        let qos = route.qos.min(message_qos(message));
-        let retain = route.retain_as_published && published_retained(message);
-        self.write_publish(&topic, message, qos, retain, tag, route.subscription_id);
+        let qos = asked.qos.min(message_qos(message));
+        let retain = asked.retain_as_published && published_retained(message);
+        self.write_publish(&topic, message, qos, retain, tag, asked.subscription_id);
     }
 
     /// Writes a PUBLISH of `message`, in flight under `tag` at QoS 1/2.
@@ -615,6 +611,7 @@ impl Connection {
             }
         }
         self.wire.send(codec::suback(self.version, request.packet_id, &codes));
+        self.journal();
         for (filter, qos, subscription_id) in retained {
             let now = now_ns();
             let kept = self
@@ -643,69 +640,54 @@ impl Connection {
         if filter.share_group.is_some() && entry.no_local {
             return (SubackReasonCode::TopicFilterInvalid, None, false);
         }
-        let is_new = !self.state.subscriptions.contains_key(&filter.text);
-        if is_new && self.state.subscriptions.len() >= self.shared.config.max_subscriptions {
+        let replaces = self.state.subscriptions.contains_key(&filter.text);
+        if !replaces && self.state.subscriptions.len() >= self.shared.config.max_subscriptions {
             return (SubackReasonCode::QuotaExceeded, None, false);
         }
-        let qos = entry.qos.min(2);
-        let content_filter = FILTER_PROPERTIES.iter().find_map(|(name, kind)| {
-            request.user.iter().find(|(key, _)| key == name).map(|(_, text)| (*kind, text.clone()))
+        let content_filter = FILTER_PROPERTIES.iter().find_map(|(name, _)| {
+            request.user.iter().find(|(key, _)| key == name).map(|(key, text)| (key.clone(), text.clone()))
         });
-        let mut natives = Vec::with_capacity(filter.sift.len());
-        for sift_filter in &filter.sift {
-            let mut options = SubscribeOptions::new(sift_filter.as_str()).ack(if qos == 0 {
-                AckPolicy::OnWrite
-            } else {
-                AckPolicy::Manual
-            });
-            if let Some(group) = &filter.share_group {
-                options = options.queue_group(group.clone());
-            }
-            if let Some((kind, text)) = &content_filter {
-                options = options.filter(*kind, text.clone());
-            }
-            match self.state.client.subscribe(options).await {
-                Ok(subscription) => natives.push(subscription),
-                Err(error) => {
-                    tracing::debug!(filter = %filter.text, "mqtt subscribe refused: {error}");
-                    for subscription in natives {
-                        let _ = subscription.unsubscribe().await;
-                    }
-                    return (SubackReasonCode::ImplementationSpecificError, None, false);
-                }
-            }
-        }
-        let route = Arc::new(Route {
-            qos,
+        let description = SubscriptionDescription {
+            qos: entry.qos.min(2),
             no_local: entry.no_local,
             retain_as_published: entry.retain_as_published,
             subscription_id: request.subscription_id,
-            skip_dollar_topics: filter.starts_with_wildcard(),
-        });
-        let subscribed = Subscribed::start(route, natives, &self.state.buffer_in);
-        if let Some(replaced) = self.state.subscriptions.insert(filter.text.clone(), subscribed) {
-            replaced.stop();
-        }
-        let code = match qos {
-            0 => SubackReasonCode::GrantedQos0,
-            1 => SubackReasonCode::GrantedQos1,
-            _ => SubackReasonCode::GrantedQos2,
+            content_filter,
         };
-        (code, Some(filter), is_new)
+        let qos = description.qos;
+        match self.state.subscribe(&self.shared, &filter, description, self.expiry_s > 0).await {
+            Ok(is_new) => {
+                let code = match qos {
+                    0 => SubackReasonCode::GrantedQos0,
+                    1 => SubackReasonCode::GrantedQos1,
+                    _ => SubackReasonCode::GrantedQos2,
+                };
+                (code, Some(filter), is_new)
+            }
+            Err(error) => {
+                tracing::debug!(filter = %filter.text, "mqtt subscribe refused: {error}");
+                (SubackReasonCode::ImplementationSpecificError, None, false)
+            }
+        }
     }
 
-    fn on_unsubscribe(&mut self, packet_id: u16, filters: &[String]) {
-        let codes: Vec<UnsubackReasonCode> = filters
-            .iter()
-            .map(|filter| match self.state.subscriptions.remove(filter) {
-                Some(subscribed) => {
-                    subscribed.stop();
-                    UnsubackReasonCode::Success
-                }
-                None => UnsubackReasonCode::NoSubscriptionExisted,
-            })
-            .collect();
+    async fn on_unsubscribe(&mut self, packet_id: u16, filters: &[String]) {
+        let mut codes = Vec::with_capacity(filters.len());
+        for filter in filters {
+            codes.push(match self.state.unsubscribe(filter).await {
+                true => UnsubackReasonCode::Success,
+                false => UnsubackReasonCode::NoSubscriptionExisted,
+            });
+        }
         self.wire.send(codec::unsuback(self.version, packet_id, &codes));
+        self.journal();
+    }
+
+    /// Records the session in the journal when it outlives its connection.
+    fn journal(&self) {
+        if self.expiry_s > 0 {
+            self.shared.journal_session(&self.state.client_id, Some(&self.state.describe(self.expiry_s)));
+        }
     }
 
     /// After the loop: tells the client why when it should know, hands the
@@ -736,10 +718,13 @@ impl Connection {
         };
         if let Ended::TakenOver(kick) = std::mem::replace(&mut self.ended, Ended::Normal) {
             if let Err(Some(state)) = kick.send(Some(self.state)) {
-                state.close().await;
+                // The taker gave up waiting and started afresh, with its
+                // own journal record and the same durable names.
+                state.close(&shared, false).await;
             }
             return;
         }
+        self.journal();
         // A will waits with its parked session only when it has a delay;
         // one without is published now.
         let (will_now, will_later) = match will {
@@ -761,7 +746,7 @@ impl Connection {
         if let Some(will) = &parked.will {
             publish_will(&shared, &parked.state.client, will).await;
         }
-        parked.state.close().await;
+        parked.state.close(&shared, true).await;
     }
 }
 

@@ -11,91 +11,25 @@
 //! policies), its will may wait out its delay, and it ends when the
 //! interval does unless a connection with the same client id claims it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use mqtt_protocol_core::mqtt::packet::StorePacket;
-use sift_client::{Client, ClientOptions, Delivery, Subscription};
+use serde::{Deserialize, Serialize};
+use sift_client::{Client, ClientOptions};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::codec::{Version, Will};
 use crate::server::{MqttCounters, Shared};
+use crate::subscriptions::{durable_prefix, Routed, Subscribed, SubscriptionDescription};
+use crate::topic::Filter;
 
 /// How long a claiming connection waits for the connection it takes over
 /// to hand the session back.
 const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
-
-/// How one MQTT subscription delivers: what the client asked for.
-#[derive(Debug)]
-pub(crate) struct Route {
-    /// The QoS granted.
-    pub qos: u8,
-    /// MQTT 5 No Local: skip the session's own publishes.
-    pub no_local: bool,
-    /// MQTT 5 Retain As Published.
-    pub retain_as_published: bool,
-    /// MQTT 5 Subscription Identifier.
-    pub subscription_id: Option<u32>,
-    /// The filter starts with a wildcard, so `$` topics are not for it.
-    pub skip_dollar_topics: bool,
-}
-
-/// A delivery on its way to the client, with the route it came by.
-pub(crate) struct Routed {
-    pub route: Arc<Route>,
-    pub delivery: Delivery,
-}
-
-/// An MQTT subscription: what stops its forwarders (one per native
-/// subscription: `a/#` needs two).
-pub(crate) struct Subscribed {
-    stops: Vec<oneshot::Sender<()>>,
-}
-
-impl Subscribed {
-    /// Starts forwarding `subscriptions` into the session's buffer.
-    pub fn start(route: Arc<Route>, subscriptions: Vec<Subscription>, buffer: &mpsc::Sender<Routed>) -> Subscribed {
-        let stops = subscriptions
-            .into_iter()
-            .map(|subscription| {
-                let (stop, stopped) = oneshot::channel();
-                tokio::spawn(forward(subscription, route.clone(), buffer.clone(), stopped));
-                stop
-            })
-            .collect();
-        Subscribed { stops }
-    }
-
-    /// Stops the forwarders, which unsubscribe.
-    pub fn stop(self) {
-        for stop in self.stops {
-            let _ = stop.send(());
-        }
-    }
-}
-
-/// Moves one native subscription's deliveries into the session's buffer.
-async fn forward(
-    mut subscription: Subscription,
-    route: Arc<Route>,
-    buffer: mpsc::Sender<Routed>,
-    mut stopped: oneshot::Receiver<()>,
-) {
-    loop {
-        let delivery = tokio::select! {
-            delivery = subscription.next() => delivery,
-            _ = &mut stopped => break,
-        };
-        let Some(delivery) = delivery else { return };
-        if buffer.send(Routed { route: route.clone(), delivery }).await.is_err() {
-            break;
-        }
-    }
-    let _ = subscription.unsubscribe().await;
-}
 
 /// The codec state a resumed session needs: the QoS 1/2 publishes and
 /// PUBRELs not yet acknowledged, and the QoS 2 packet ids received.
@@ -105,8 +39,19 @@ pub(crate) struct CodecState {
     pub qos2_received: Vec<u16>,
 }
 
+/// What the journal keeps of a session that outlives its connection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SessionDescription {
+    /// Its session expiry interval.
+    pub expiry_s: u32,
+    /// Its subscriptions by filter text.
+    pub subscriptions: BTreeMap<String, SubscriptionDescription>,
+}
+
 /// Everything a session holds between connections.
 pub(crate) struct SessionState {
+    /// The client id.
+    pub client_id: String,
     /// The native session.
     pub client: Client,
     /// The native session's name, stamped on its publishes (No Local).
@@ -131,6 +76,7 @@ impl SessionState {
         let client = Client::connect_in_process(shared.connector.opener(), options).await?;
         let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
         Ok(SessionState {
+            client_id: client_id.to_string(),
             client,
             native_name: name.into(),
             subscriptions: HashMap::new(),
@@ -141,11 +87,73 @@ impl SessionState {
         })
     }
 
+    /// Subscribes `filter` (replacing a subscription to the same filter)
+    /// and returns whether it is new. A persistent session (`persistent`)
+    /// reads QoS 1/2 subscriptions from durables on `mqtt.session_stream`.
+    pub async fn subscribe(
+        &mut self,
+        shared: &Shared,
+        filter: &Filter,
+        description: SubscriptionDescription,
+        persistent: bool,
+    ) -> Result<bool, sift_client::ClientError> {
+        let stream = shared.config.session_stream.as_str();
+        let prefix = durable_prefix(&self.client_id, &filter.text);
+        let durable = (persistent && !stream.is_empty()).then_some((stream, prefix.as_str()));
+        let is_new = match self.subscriptions.remove(&filter.text) {
+            // The same subscription again (a client resuming its session
+            // subscribes anew): nothing changes, nothing is lost.
+            Some(existing) if existing.route.description == description => {
+                self.subscriptions.insert(filter.text.clone(), existing);
+                return Ok(false);
+            }
+            Some(replaced) => {
+                // A durable read with the same content filter keeps its
+                // position; any other change starts it afresh.
+                let old = &replaced.route.description;
+                let same_durable =
+                    old.qos > 0 && description.qos > 0 && old.content_filter == description.content_filter;
+                replaced.stop(!same_durable).await;
+                false
+            }
+            None => true,
+        };
+        let subscribed = Subscribed::open(&self.client, filter, description, durable, &self.buffer_in).await?;
+        self.subscriptions.insert(filter.text.clone(), subscribed);
+        Ok(is_new)
+    }
+
+    /// Ends the subscription to `filter_text`; whether there was one.
+    pub async fn unsubscribe(&mut self, filter_text: &str) -> bool {
+        match self.subscriptions.remove(filter_text) {
+            Some(subscribed) => {
+                subscribed.stop(true).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What the journal keeps of the session.
+    pub fn describe(&self, expiry_s: u32) -> SessionDescription {
+        let subscriptions = self
+            .subscriptions
+            .iter()
+            .map(|(filter, subscribed)| (filter.clone(), subscribed.route.description.clone()))
+            .collect();
+        SessionDescription { expiry_s, subscriptions }
+    }
+
     /// Ends the session: subscriptions, then the native session (whose
-    /// unacknowledged deliveries the broker redelivers to others).
-    pub async fn close(mut self) {
+    /// unacknowledged deliveries the broker redelivers to others). With
+    /// `forget`, the session is over: its durables and its journal
+    /// record go too; without, the broker is stopping and both stay.
+    pub async fn close(mut self, shared: &Shared, forget: bool) {
         for (_, subscribed) in self.subscriptions.drain() {
-            subscribed.stop();
+            subscribed.stop(forget).await;
+        }
+        if forget {
+            shared.journal_session(&self.client_id, None);
         }
         self.client.close().await;
     }
@@ -248,6 +256,16 @@ impl Registry {
         Ok(())
     }
 
+    /// Parks a session restored from the journal at start.
+    pub fn park_restored(&self, shared: &Arc<Shared>, state: SessionState, expiry_s: u32) {
+        let generation = self.generation();
+        let client_id = state.client_id.clone();
+        let parked = Box::new(Parked { state, will: None });
+        self.lock().insert(client_id.clone(), Entry::Parked { generation, parked });
+        let expiry = Duration::from_secs(u64::from(expiry_s));
+        tokio::spawn(expire(shared.clone(), client_id, generation, None, expiry));
+    }
+
     /// Takes the will of a parked session, if it is still parked.
     fn take_will(&self, client_id: &str, generation: u64) -> Option<(Will, Client)> {
         let mut entries = self.lock();
@@ -273,8 +291,9 @@ impl Registry {
         }
     }
 
-    /// Ends every parked session (at shutdown).
-    pub async fn close_all(&self) {
+    /// Ends every parked session's connection to the broker (at shutdown;
+    /// their journal records and durables stay for the next run).
+    pub async fn close_all(&self, shared: &Shared) {
         let parked: Vec<SessionState> = self
             .lock()
             .drain()
@@ -284,7 +303,7 @@ impl Registry {
             })
             .collect();
         for state in parked {
-            state.close().await;
+            state.close(shared, false).await;
         }
     }
 }
@@ -311,6 +330,6 @@ async fn expire(
         if let Some(will) = &parked.will {
             crate::publish::publish_will(&shared, &parked.state.client, will).await;
         }
-        parked.state.close().await;
+        parked.state.close(&shared, true).await;
     }
 }

@@ -22,9 +22,9 @@ const PATIENCE: Duration = Duration::from_secs(10);
 async fn served(adjust: impl FnOnce(&mut Config)) -> (RunningBroker, MqttFrontEnd) {
     let mut config = Config::scratch();
     adjust(&mut config);
-    let mqtt_config = config.mqtt.clone();
+    let (mqtt_config, data_dir) = (config.mqtt.clone(), config.data_dir.clone());
     let broker = RunningBroker::start(config).await.expect("broker starts");
-    let mqtt = MqttFrontEnd::start(mqtt_config, broker.connector()).await.expect("MQTT starts");
+    let mqtt = MqttFrontEnd::start(mqtt_config, &data_dir, broker.connector()).await.expect("MQTT starts");
     (broker, mqtt)
 }
 

@@ -122,7 +122,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
-    let front_end_configs = (config.http.clone(), config.stomp.clone(), config.mqtt.clone());
+    let front_end_configs = (config.http.clone(), config.stomp.clone(), config.mqtt.clone(), config.data_dir.clone());
     let broker = RunningBroker::start(config).await?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
@@ -157,10 +157,10 @@ impl FrontEnds {
     /// one fails, stops those already started.
     async fn start(
         broker: &RunningBroker,
-        (http, stomp, mqtt): (HttpConfig, StompConfig, MqttConfig),
+        (http, stomp, mqtt, data_dir): (HttpConfig, StompConfig, MqttConfig, PathBuf),
     ) -> Result<FrontEnds, CliError> {
         let mut started = FrontEnds::default();
-        if let Err(error) = started.start_each(broker, http, stomp, mqtt).await {
+        if let Err(error) = started.start_each(broker, http, stomp, mqtt, &data_dir).await {
             started.shutdown().await;
             return Err(error);
         }
@@ -173,6 +173,7 @@ impl FrontEnds {
         http: HttpConfig,
         stomp: StompConfig,
         mqtt: MqttConfig,
+        data_dir: &std::path::Path,
     ) -> Result<(), CliError> {
         if http.enabled {
             let front_end = sift_http::HttpFrontEnd::start(http, broker.connector()).await?;
@@ -185,7 +186,7 @@ impl FrontEnds {
             self.stomp = Some(front_end);
         }
         if mqtt.enabled {
-            let front_end = sift_mqtt::MqttFrontEnd::start(mqtt, broker.connector()).await?;
+            let front_end = sift_mqtt::MqttFrontEnd::start(mqtt, data_dir, broker.connector()).await?;
             say(&format!("sift broker serving MQTT on {}", front_end.local_addr()));
             self.mqtt = Some(front_end);
         }

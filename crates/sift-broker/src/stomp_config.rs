@@ -33,6 +33,10 @@ pub struct StompConfig {
     /// Frames queued towards one client (deliveries and answers) before
     /// its subscriptions wait.
     pub outgoing_frames: usize,
+    /// The stream durable subscriptions read unless SUBSCRIBE names one
+    /// (`sift-stream`); the default stream holds the persistent messages
+    /// no named stream holds, as a JMS durable subscriber expects.
+    pub durable_stream: String,
 }
 
 impl Default for StompConfig {
@@ -48,6 +52,7 @@ impl Default for StompConfig {
             heart_beat_ms: 10_000,
             max_transaction_frames: 10_000,
             outgoing_frames: 1_024,
+            durable_stream: "default".to_string(),
         }
     }
 }

@@ -13,7 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sift_client::{AckPolicy, Client, ClientOptions, FilterKind, PublishOptions, SubscribeOptions, Subscription};
+use sift_client::{
+    AckPolicy, Client, ClientOptions, FilterKind, ManageOp, PublishOptions, StartPosition, SubscribeOptions,
+    Subscription,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -27,6 +30,9 @@ use crate::server::{Shared, StompCounters};
 const VERSIONS: [&str; 3] = ["1.0", "1.1", "1.2"];
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// SUBSCRIBE headers that name a durable subscription (ActiveMQ's, and
+/// the names Artemis and Apollo use).
+const DURABLE_HEADERS: [&str; 3] = ["activemq.subscriptionName", "durable-subscription-name", "subscription-name"];
 /// Most frames the writer gathers into one write.
 const WRITE_BATCH_FRAMES: usize = 256;
 
@@ -84,7 +90,8 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
     let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
     let writer_task = tokio::spawn(write_loop(writer, to_write, negotiated.send_every, shared.clone()));
     let _ = out.send(Outgoing::Frame(negotiated.connected)).await;
-    let mut session = Session::new(shared.clone(), client, out, negotiated.version);
+    let client_id = connect.get("client-id").or(connect.get("login")).map(str::to_string);
+    let mut session = Session::new(shared.clone(), client, client_id, out, negotiated.version);
     session.read_loop(&mut reader, &mut buf, &decoder, negotiated.expect_every, closing).await;
     session.close().await;
     let _ = writer_task.await;
@@ -263,7 +270,12 @@ enum AckMode {
 /// written and not yet acknowledged, oldest first (for `client` acks,
 /// which acknowledge everything up to the one named).
 struct Subscribed {
-    stop: oneshot::Sender<()>,
+    /// Stops the forwarder; with `true` its durable subscription is
+    /// removed too.
+    stop: oneshot::Sender<bool>,
+    /// The forwarder's task, awaited when a durable is removed: the
+    /// receipt must follow the removal.
+    forwarder: tokio::task::JoinHandle<()>,
     mode: AckMode,
     outstanding: Arc<Mutex<VecDeque<u64>>>,
 }
@@ -272,6 +284,9 @@ struct Subscribed {
 struct Session {
     shared: Arc<Shared>,
     client: Client,
+    /// CONNECT's `client-id` (else `login`): durable subscription names
+    /// are kept per client, as ActiveMQ keeps them.
+    client_id: Option<String>,
     out: mpsc::Sender<Outgoing>,
     version: &'static str,
     subscriptions: HashMap<String, Subscribed>,
@@ -285,8 +300,35 @@ enum Next {
 }
 
 impl Session {
-    fn new(shared: Arc<Shared>, client: Client, out: mpsc::Sender<Outgoing>, version: &'static str) -> Session {
-        Session { shared, client, out, version, subscriptions: HashMap::new(), transactions: HashMap::new() }
+    fn new(
+        shared: Arc<Shared>,
+        client: Client,
+        client_id: Option<String>,
+        out: mpsc::Sender<Outgoing>,
+        version: &'static str,
+    ) -> Session {
+        Session {
+            shared,
+            client,
+            client_id,
+            out,
+            version,
+            subscriptions: HashMap::new(),
+            transactions: HashMap::new(),
+        }
+    }
+
+    /// The durable subscription a SUBSCRIBE or UNSUBSCRIBE names (header
+    /// `activemq.subscriptionName`, `durable-subscription-name` or
+    /// `subscription-name`), as a store name: `stomp.CLIENT.NAME`, with
+    /// characters a store name cannot hold as `_`.
+    fn durable_name(&self, frame: &Frame) -> Option<String> {
+        let name = DURABLE_HEADERS.iter().find_map(|header| frame.get(header))?;
+        let client = self.client_id.as_deref().unwrap_or("anonymous");
+        let clean = |text: &str| -> String {
+            text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+        };
+        Some(format!("stomp.{}.{}", clean(client), clean(name)))
     }
 
     async fn read_loop(
@@ -338,7 +380,7 @@ impl Session {
     /// Ends the session: subscriptions, then the broker session.
     async fn close(mut self) {
         for (_, subscribed) in self.subscriptions.drain() {
-            let _ = subscribed.stop.send(());
+            let _ = subscribed.stop.send(false);
         }
         self.client.close().await;
     }
@@ -437,11 +479,20 @@ impl Session {
         } else {
             AckPolicy::Manual
         });
+        let is_queue = destination.queue_group.is_some();
         if let Some(group) = destination.queue_group {
             options = options.queue_group(group);
         }
         if let Some(selector) = frame.get("selector").filter(|selector| !selector.trim().is_empty()) {
             options = options.filter(FilterKind::Sql, selector);
+        }
+        let durable = self.durable_name(&frame);
+        if let Some(name) = &durable {
+            if is_queue {
+                return Err(fail("a durable subscription reads a /topic/, not a /queue/".into()));
+            }
+            let stream = frame.get("sift-stream").unwrap_or(&self.shared.config.durable_stream).to_string();
+            options = options.durable(name.clone(), stream, StartPosition::New);
         }
         let subscription = self.client.subscribe(options).await.map_err(|error| fail(error.to_string()))?;
         let (stop, stopped) = oneshot::channel();
@@ -452,9 +503,11 @@ impl Session {
             mode,
             outstanding: outstanding.clone(),
             out: self.out.clone(),
+            durable,
+            client: self.client.clone(),
         };
-        tokio::spawn(forwarder.run(subscription, stopped));
-        self.subscriptions.insert(id, Subscribed { stop, mode, outstanding });
+        let forwarder = tokio::spawn(forwarder.run(subscription, stopped));
+        self.subscriptions.insert(id, Subscribed { stop, forwarder, mode, outstanding });
         self.receipt(&frame).await;
         Ok(())
     }
@@ -465,7 +518,13 @@ impl Session {
             .subscriptions
             .remove(&id)
             .ok_or_else(|| Failure::new("unknown subscription", format!("no subscription {id:?}"), Some(&frame)))?;
-        let _ = subscribed.stop.send(());
+        // UNSUBSCRIBE naming the durable subscription ends it; a plain one
+        // leaves it to collect until the client subscribes again.
+        let forget = self.durable_name(&frame).is_some();
+        let _ = subscribed.stop.send(forget);
+        if forget {
+            let _ = subscribed.forwarder.await;
+        }
         self.receipt(&frame).await;
         Ok(())
     }
@@ -577,15 +636,24 @@ struct Forwarder {
     mode: AckMode,
     outstanding: Arc<Mutex<VecDeque<u64>>>,
     out: mpsc::Sender<Outgoing>,
+    /// The durable subscription read, removed when the stop says so.
+    durable: Option<String>,
+    client: Client,
 }
 
 impl Forwarder {
-    async fn run(self, mut subscription: Subscription, mut stopped: oneshot::Receiver<()>) {
+    async fn run(self, mut subscription: Subscription, mut stopped: oneshot::Receiver<bool>) {
         loop {
             let delivery = tokio::select! {
                 delivery = subscription.next() => delivery,
-                _ = &mut stopped => {
+                forget = &mut stopped => {
                     let _ = subscription.unsubscribe().await;
+                    if let Some(name) = self.durable.filter(|_| forget.unwrap_or(false)) {
+                        let removed = self.client.manage(ManageOp::DurableRm, serde_json::json!({ "name": name })).await;
+                        if let Err(error) = removed {
+                            tracing::warn!(durable = %name, "STOMP durable subscription not removed: {error}");
+                        }
+                    }
                     return;
                 }
             };

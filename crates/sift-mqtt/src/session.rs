@@ -40,6 +40,8 @@ use crate::sessions::{CodecState, Kick, Parked, SessionState};
 use crate::subscriptions::{Routed, SubscriptionDescription, FILTER_PROPERTIES};
 use crate::topic::{topic_to_mqtt, Filter};
 
+/// The first byte of a CONNECT: packet type 1, no flags.
+const CONNECT_FIRST_BYTE: u8 = 0x10;
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Most deliveries turned into packets before the next write.
@@ -52,6 +54,9 @@ struct Wire {
     received: VecDeque<Packet>,
     keep_alive_deadline: Option<Instant>,
     close_requested: bool,
+    /// The codec reported an error (before CONNECT it may not ask to
+    /// close, but nothing more can come of the connection).
+    failed: bool,
 }
 
 impl Wire {
@@ -70,6 +75,7 @@ impl Wire {
             received: VecDeque::new(),
             keep_alive_deadline: None,
             close_requested: false,
+            failed: false,
         }
     }
 
@@ -87,7 +93,10 @@ impl Wire {
                     self.keep_alive_deadline = Some(Instant::now() + Duration::from_millis(duration_ms));
                 }
                 Event::RequestTimerCancel(TimerKind::PingreqRecv) => self.keep_alive_deadline = None,
-                Event::NotifyError(error) => tracing::debug!("mqtt codec: {error:?}"),
+                Event::NotifyError(error) => {
+                    tracing::debug!("mqtt codec: {error:?}");
+                    self.failed = true;
+                }
                 Event::RequestClose => self.close_requested = true,
                 _ => {}
             }
@@ -190,19 +199,25 @@ async fn read_connect(
     shared: &Shared,
 ) -> Option<ConnectRequest> {
     let limit = Duration::from_millis(shared.config.connect_timeout_ms);
+    let mut first_read = true;
     let first = tokio::time::timeout(limit, async {
         loop {
             if let Some(packet) = wire.received.pop_front() {
                 return Some(packet);
             }
-            if wire.close_requested {
+            if wire.close_requested || wire.failed {
                 return None;
             }
             buf.clear();
             match reader.read_buf(buf).await {
                 Ok(0) | Err(_) => return None,
+                // A stream that does not start with CONNECT's first byte is
+                // not MQTT (an HTTP request, say): no use waiting for the
+                // length it seems to announce.
+                Ok(_) if first_read && buf[0] != CONNECT_FIRST_BYTE => return None,
                 Ok(_) => wire.feed(buf),
             }
+            first_read = false;
         }
     })
     .await
@@ -340,6 +355,12 @@ impl Connection {
         while matches!(self.ended, Ended::Open) {
             if self.wire.close_requested {
                 self.ended = Ended::Error;
+                break;
+            }
+            if self.wire.failed {
+                // The codec refused what it read without closing (a packet
+                // type it does not know, for one): that is malformed input.
+                self.protocol_error(DisconnectReasonCode::MalformedPacket, "a packet that does not parse");
                 break;
             }
             if !self.wire.flush(writer).await {
@@ -540,6 +561,13 @@ impl Connection {
         let Routed { route, delivery } = routed;
         let message = &delivery.message;
         let tag = delivery.delivery_tag;
+        // It may have waited in the session's buffer past its expiry.
+        if message.expiry_ns != 0 && message.expiry_ns <= now_ns() {
+            if tag != 0 {
+                let _ = self.state.client.ack_tag(tag);
+            }
+            return;
+        }
         let topic = topic_to_mqtt(message.topic.as_str());
         let asked = &route.description;
         let own = asked.no_local && message.publisher.as_ref() == self.state.native_name.as_ref();

@@ -179,6 +179,9 @@ enum Entry {
 pub(crate) struct Registry {
     entries: std::sync::Mutex<HashMap<String, Entry>>,
     next_generation: AtomicU64,
+    /// Woken whenever a connection parks or releases its session, for a
+    /// claimer waiting on a connection that was ending when kicked.
+    released: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Registry {
@@ -200,6 +203,10 @@ impl Registry {
     /// Makes the connection `generation` the holder of `client_id`'s
     /// session, and returns the session it had, taking it from a parked
     /// entry or from the connection that holds it now.
+    ///
+    /// A holder that is ending on its own when kicked (its client just
+    /// left) cannot hand the session over; the claimer then waits until it
+    /// has parked or released it, and looks again.
     pub async fn claim(
         &self,
         counters: &MqttCounters,
@@ -207,15 +214,40 @@ impl Registry {
         generation: u64,
         kick: mpsc::Sender<Kick>,
     ) -> Option<SessionState> {
-        let previous = self.lock().insert(client_id.to_string(), Entry::Live { generation, kick });
-        match previous? {
-            // A will still waiting out its delay is dropped: the client is back.
-            Entry::Parked { parked, .. } => Some(parked.state),
-            Entry::Live { kick: holder, .. } => {
+        let deadline = Instant::now() + TAKEOVER_WAIT;
+        let mut counted = false;
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            let holder = {
+                let mut entries = self.lock();
+                match entries.get(client_id) {
+                    Some(Entry::Live { kick: holder, .. }) => holder.clone(),
+                    _ => {
+                        let previous = entries.insert(client_id.to_string(), Entry::Live { generation, kick });
+                        // A will still waiting out its delay is dropped: the client is back.
+                        return match previous {
+                            Some(Entry::Parked { parked, .. }) => Some(parked.state),
+                            _ => None,
+                        };
+                    }
+                }
+            };
+            if !counted {
                 MqttCounters::bump(&counters.sessions_taken_over);
-                let (reply, handed) = oneshot::channel();
-                holder.send(reply).await.ok()?;
-                tokio::time::timeout(TAKEOVER_WAIT, handed).await.ok()?.ok()?
+                counted = true;
+            }
+            let (reply, handed) = oneshot::channel();
+            if holder.send(reply).await.is_ok() {
+                if let Ok(Ok(Some(state))) = tokio::time::timeout_at(deadline, handed).await {
+                    self.lock().insert(client_id.to_string(), Entry::Live { generation, kick });
+                    return Some(state);
+                }
+            }
+            if tokio::time::timeout_at(deadline, released).await.is_err() {
+                self.lock().insert(client_id.to_string(), Entry::Live { generation, kick });
+                return None;
             }
         }
     }
@@ -227,6 +259,8 @@ impl Registry {
         if matches!(entries.get(client_id), Some(Entry::Live { generation: holder, .. }) if *holder == generation) {
             entries.remove(client_id);
         }
+        drop(entries);
+        self.released.notify_waiters();
     }
 
     /// Parks the session of `client_id` for `expiry_s` seconds, with a
@@ -251,6 +285,7 @@ impl Registry {
         let will_delay = parked.will.as_ref().map(|will| Duration::from_secs(u64::from(will.delay_s.min(expiry_s))));
         entries.insert(client_id.to_string(), Entry::Parked { generation, parked });
         drop(entries);
+        self.released.notify_waiters();
         let expiry = Duration::from_secs(u64::from(expiry_s));
         tokio::spawn(expire(shared.clone(), client_id.to_string(), generation, will_delay, expiry));
         Ok(())

@@ -307,15 +307,7 @@ impl Session {
         out: mpsc::Sender<Outgoing>,
         version: &'static str,
     ) -> Session {
-        Session {
-            shared,
-            client,
-            client_id,
-            out,
-            version,
-            subscriptions: HashMap::new(),
-            transactions: HashMap::new(),
-        }
+        Session { shared, client, client_id, out, version, subscriptions: HashMap::new(), transactions: HashMap::new() }
     }
 
     /// The durable subscription a SUBSCRIBE or UNSUBSCRIBE names (header

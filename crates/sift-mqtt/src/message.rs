@@ -20,7 +20,7 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use sift_core::{DeliveryMode, Message, Priority, Value};
+use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
 use crate::codec::{InboundPublish, PublishProperties};
 use crate::topic::topic_to_sift;
@@ -60,6 +60,11 @@ impl std::fmt::Display for PublishError {
 /// The Sift message of a PUBLISH received at `now_ns`.
 pub fn message_of_publish(publish: &InboundPublish, now_ns: u64) -> Result<Message, PublishError> {
     let topic = topic_to_sift(&publish.topic).map_err(PublishError::Topic)?;
+    message_on_topic(publish, topic, now_ns)
+}
+
+/// [`message_of_publish`] with the Sift topic already mapped.
+pub fn message_on_topic(publish: &InboundPublish, topic: TopicName, now_ns: u64) -> Result<Message, PublishError> {
     let mut message = Message::new(topic, publish.payload.clone());
     // Every QoS is a reliable message, so that a full subscriber queue
     // holds the publisher back (through its session, down to its socket)

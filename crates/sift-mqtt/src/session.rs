@@ -33,12 +33,14 @@ use crate::codec::{
     self, ConnackProperties, ConnectRequest, Inbound, InboundPublish, OutboundPublish, Packet, SubscribeEntry,
     SubscribeRequest, Version, Will,
 };
-use crate::message::{message_of_publish, message_qos, publish_properties, published_retained, PublishError};
+use crate::message::{
+    message_of_publish, message_on_topic, message_qos, publish_properties, published_retained, PublishError,
+};
 use crate::publish::{now_ns, publish_will, retain};
 use crate::server::{MqttCounters, Shared};
 use crate::sessions::{CodecState, Kick, Parked, SessionState};
 use crate::subscriptions::{Routed, SubscriptionDescription, FILTER_PROPERTIES};
-use crate::topic::{topic_to_mqtt, Filter};
+use crate::topic::{Filter, TopicCache};
 
 /// The first byte of a CONNECT: packet type 1, no flags.
 const CONNECT_FIRST_BYTE: u8 = 0x10;
@@ -52,6 +54,8 @@ struct Wire {
     codec: Codec<role::Server>,
     out: BytesMut,
     received: VecDeque<Packet>,
+    keep_alive_ms: Option<u64>,
+    keep_alive_reset: bool,
     keep_alive_deadline: Option<Instant>,
     close_requested: bool,
     /// The codec reported an error (before CONNECT it may not ask to
@@ -73,6 +77,8 @@ impl Wire {
             codec,
             out: BytesMut::new(),
             received: VecDeque::new(),
+            keep_alive_ms: None,
+            keep_alive_reset: false,
             keep_alive_deadline: None,
             close_requested: false,
             failed: false,
@@ -89,10 +95,16 @@ impl Wire {
                     }
                 }
                 Event::NotifyPacketReceived(packet) => self.received.push_back(packet),
+                // Reset on every packet received: the deadline is computed
+                // once per batch (`keep_alive`), not per packet.
                 Event::RequestTimerReset { kind: TimerKind::PingreqRecv, duration_ms } => {
-                    self.keep_alive_deadline = Some(Instant::now() + Duration::from_millis(duration_ms));
+                    self.keep_alive_ms = Some(duration_ms);
+                    self.keep_alive_reset = true;
                 }
-                Event::RequestTimerCancel(TimerKind::PingreqRecv) => self.keep_alive_deadline = None,
+                Event::RequestTimerCancel(TimerKind::PingreqRecv) => {
+                    self.keep_alive_ms = None;
+                    self.keep_alive_reset = true;
+                }
                 Event::NotifyError(error) => {
                     tracing::debug!("mqtt codec: {error:?}");
                     self.failed = true;
@@ -110,6 +122,15 @@ impl Wire {
             let events = self.codec.recv(&mut cursor);
             self.absorb(events);
         }
+    }
+
+    /// When the client must have sent something by: reset by what the
+    /// codec asked since the last call.
+    fn keep_alive(&mut self) -> Option<Instant> {
+        if std::mem::take(&mut self.keep_alive_reset) {
+            self.keep_alive_deadline = self.keep_alive_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        }
+        self.keep_alive_deadline
     }
 
     fn send(&mut self, packet: Result<Packet, codec::BuildError>) {
@@ -175,6 +196,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
         expiry_s,
         confirms: FuturesOrdered::new(),
         ended: Ended::Open,
+        topics: TopicCache::default(),
     };
     connection.restore_codec_state();
     let properties = ConnackProperties {
@@ -324,6 +346,7 @@ struct Connection {
     expiry_s: u32,
     confirms: FuturesOrdered<Confirming>,
     ended: Ended,
+    topics: TopicCache,
 }
 
 impl Connection {
@@ -368,7 +391,7 @@ impl Connection {
                 break;
             }
             let can_deliver = self.can_deliver();
-            let keep_alive = self.wire.keep_alive_deadline;
+            let keep_alive = self.wire.keep_alive();
             buf.clear();
             let wake = tokio::select! {
                 read = reader.read_buf(buf) => Wake::Read(read),
@@ -410,6 +433,7 @@ impl Connection {
             Wake::Confirmed(Some((packet_id, qos, verdict))) => self.answer_publish(packet_id, qos, verdict),
             Wake::KeepAliveExpired => {
                 MqttCounters::bump(&self.shared.counters.keep_alive_timeouts);
+                self.wire.keep_alive_ms = None;
                 self.wire.keep_alive_deadline = None;
                 let events = self.wire.codec.notify_timer_fired(TimerKind::PingreqRecv);
                 self.wire.absorb(events);
@@ -466,7 +490,8 @@ impl Connection {
 
     async fn on_publish(&mut self, publish: InboundPublish) {
         MqttCounters::bump(&self.shared.counters.messages_received);
-        let message = match message_of_publish(&publish, now_ns()) {
+        let mapped = self.topics.sift(&publish.topic).map_err(PublishError::Topic);
+        let message = match mapped.and_then(|topic| message_on_topic(&publish, topic, now_ns())) {
             Ok(message) => message,
             Err(PublishError::Topic(detail)) => {
                 MqttCounters::bump(&self.shared.counters.messages_refused);
@@ -568,18 +593,22 @@ impl Connection {
             }
             return;
         }
-        let topic = topic_to_mqtt(message.topic.as_str());
+        // The cache is taken out for the call: `write_publish` needs the
+        // whole connection, and the topic it borrows lives in the cache.
+        let mut topics = std::mem::take(&mut self.topics);
+        let topic = topics.mqtt(&message.topic);
         let asked = &route.description;
         let own = asked.no_local && message.publisher.as_ref() == self.state.native_name.as_ref();
         if own || (route.skip_dollar_topics && topic.starts_with('$')) {
             if tag != 0 {
                 let _ = self.state.client.ack_tag(tag);
             }
-            return;
+        } else {
+            let qos = asked.qos.min(message_qos(message));
+            let retain = asked.retain_as_published && published_retained(message);
+            self.write_publish(topic, message, qos, retain, tag, asked.subscription_id);
         }
-        let qos = asked.qos.min(message_qos(message));
-        let retain = asked.retain_as_published && published_retained(message);
-        self.write_publish(&topic, message, qos, retain, tag, asked.subscription_id);
+        self.topics = topics;
     }
 
     /// Writes a PUBLISH of `message`, in flight under `tag` at QoS 1/2.

@@ -166,6 +166,39 @@ impl Filter {
     }
 }
 
+/// The last topic mapped each way on a connection: a client usually
+/// publishes, and is delivered, one topic many times in a row, and the
+/// mapping then costs a comparison instead of a validation and two
+/// allocations.
+#[derive(Debug, Default)]
+pub struct TopicCache {
+    to_sift: Option<(String, TopicName)>,
+    to_mqtt: Option<(TopicName, String)>,
+}
+
+impl TopicCache {
+    /// [`topic_to_sift`], remembered.
+    pub fn sift(&mut self, mqtt_topic: &str) -> Result<TopicName, TopicError> {
+        if let Some((known, topic)) = &self.to_sift {
+            if known == mqtt_topic {
+                return Ok(topic.clone());
+            }
+        }
+        let topic = topic_to_sift(mqtt_topic)?;
+        self.to_sift = Some((mqtt_topic.to_string(), topic.clone()));
+        Ok(topic)
+    }
+
+    /// [`topic_to_mqtt`], remembered.
+    pub fn mqtt(&mut self, sift_topic: &TopicName) -> &str {
+        let hit = matches!(&self.to_mqtt, Some((known, _)) if known.as_str() == sift_topic.as_str());
+        if !hit {
+            self.to_mqtt = Some((sift_topic.clone(), topic_to_mqtt(sift_topic.as_str())));
+        }
+        self.to_mqtt.as_ref().map_or("", |(_, mqtt)| mqtt.as_str())
+    }
+}
+
 /// Whether the MQTT filter `filter` (without a `$share` prefix) matches
 /// the MQTT topic name `topic`, by MQTT's rules.
 pub fn mqtt_matches(filter: &str, topic: &str) -> bool {

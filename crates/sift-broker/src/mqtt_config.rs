@@ -31,6 +31,9 @@ pub struct MqttConfig {
     pub max_inflight: u16,
     /// Topic aliases a client may set up (MQTT 5's Topic Alias Maximum).
     pub topic_alias_max: u16,
+    /// Longest keep-alive an MQTT 5 client gets, in seconds (a longer one,
+    /// or none, is cut to it with Server Keep Alive); 0 = the client's.
+    pub keep_alive_max_s: u16,
     /// Longest session expiry interval granted, in seconds; an MQTT 3.1.1
     /// session with clean session 0 gets this one.
     pub session_expiry_max_s: u32,
@@ -72,6 +75,7 @@ impl Default for MqttConfig {
             max_subscriptions: 1_024,
             max_inflight: 1_024,
             topic_alias_max: 64,
+            keep_alive_max_s: 0,
             session_expiry_max_s: 7 * 24 * 3600,
             max_sessions: 100_000,
             session_buffer_deliveries: 1_024,

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use mqtt_protocol_core::mqtt::packet::{
     v3_1_1, v5_0, AssignedClientIdentifier, ContentType, CorrelationData, GenericPacket, MaximumPacketSize,
     MessageExpiryInterval, PayloadFormat, PayloadFormatIndicator, Property, Qos, ReasonString, ReceiveMaximum,
-    ResponseTopic, RetainAvailable, RetainHandling, SessionExpiryInterval, SharedSubscriptionAvailable,
-    SubscriptionIdentifier, SubscriptionIdentifierAvailable, TopicAliasMaximum, UserProperty,
-    WildcardSubscriptionAvailable,
+    ResponseTopic, RetainAvailable, RetainHandling, ServerKeepAlive, SessionExpiryInterval,
+    SharedSubscriptionAvailable, SubscriptionIdentifier, SubscriptionIdentifierAvailable, TopicAliasMaximum,
+    UserProperty, WildcardSubscriptionAvailable,
 };
 use mqtt_protocol_core::mqtt::result_code::{
     ConnectReasonCode, ConnectReturnCode, DisconnectReasonCode, PubackReasonCode, PubrecReasonCode, SubackReasonCode,
@@ -357,6 +357,8 @@ pub struct ConnackProperties {
     pub topic_alias_max: u16,
     /// The largest packet the server takes.
     pub max_packet_bytes: u32,
+    /// A keep-alive the client must use instead of its own.
+    pub server_keep_alive_s: Option<u16>,
     /// A reason string for a refusal.
     pub reason: Option<String>,
 }
@@ -398,6 +400,9 @@ pub fn connack(
         }
         if let Some(expiry) = properties.session_expiry_s {
             props.push(SessionExpiryInterval::new(expiry)?.into());
+        }
+        if let Some(keep_alive) = properties.server_keep_alive_s {
+            props.push(ServerKeepAlive::new(keep_alive)?.into());
         }
     }
     if let Some(reason) = &properties.reason {
@@ -557,4 +562,102 @@ pub fn disconnect(code: DisconnectReasonCode, reason: &str) -> Result<Packet, Bu
         false => builder.props(props).build()?,
     }
     .into())
+}
+
+/// MQTT 5's Topic Alias Maximum property id.
+const TOPIC_ALIAS_MAXIMUM_ID: u8 = 0x22;
+
+/// Reads a variable byte integer at `at`: its value and its length.
+fn variable_int(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    let mut value = 0usize;
+    for index in 0..4 {
+        let byte = *bytes.get(at + index)?;
+        value |= usize::from(byte & 0x7f) << (7 * index);
+        if byte & 0x80 == 0 {
+            return Some((value, index + 1));
+        }
+    }
+    None
+}
+
+/// Bytes a CONNECT property's value takes at `at`, by its id; `None` for
+/// an id CONNECT does not carry.
+fn connect_property_len(bytes: &[u8], id: u8, at: usize) -> Option<usize> {
+    let string_len = |at: usize| Some(2 + usize::from(u16::from_be_bytes([*bytes.get(at)?, *bytes.get(at + 1)?])));
+    match id {
+        0x11 | 0x27 => Some(4),
+        0x21 | TOPIC_ALIAS_MAXIMUM_ID => Some(2),
+        0x17 | 0x19 => Some(1),
+        0x15 | 0x16 => string_len(at),
+        0x26 => {
+            let key = string_len(at)?;
+            Some(key + string_len(at + key)?)
+        }
+        _ => None,
+    }
+}
+
+/// Works around the codec crate (0.7.9), which panics on an MQTT 5
+/// CONNECT whose Topic Alias Maximum is 0, a value the protocol allows
+/// ("the client accepts no topic aliases"). When `bytes` starts with such
+/// a CONNECT, its value is changed to 1 in place; the front-end never
+/// sends topic aliases, so the client sees no difference. Returns whether
+/// it changed anything.
+pub fn patch_connect(bytes: &mut [u8]) -> bool {
+    let Some((_, length_bytes)) = variable_int(bytes, 1) else { return false };
+    let header = 1 + length_bytes;
+    // Protocol name "MQTT", level 5, flags, keep-alive.
+    if bytes.get(0) != Some(&0x10) || bytes.get(header..header + 7) != Some(&[0, 4, b'M', b'Q', b'T', b'T', 5]) {
+        return false;
+    }
+    let properties_at = header + 10;
+    let Some((properties_len, properties_len_bytes)) = variable_int(bytes, properties_at) else { return false };
+    let mut at = properties_at + properties_len_bytes;
+    let end = at + properties_len;
+    while at < end {
+        let Some(&id) = bytes.get(at) else { return false };
+        let Some(value_len) = connect_property_len(bytes, id, at + 1) else { return false };
+        if id == TOPIC_ALIAS_MAXIMUM_ID && bytes.get(at + 1..at + 3) == Some(&[0, 0]) {
+            bytes[at + 2] = 1;
+            return true;
+        }
+        at += 1 + value_len;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v5 CONNECT for client id "c" with the given properties.
+    fn connect_with(properties: &[u8]) -> Vec<u8> {
+        let mut body = vec![0, 4, b'M', b'Q', b'T', b'T', 5, 0x02, 0, 60, properties.len() as u8];
+        body.extend_from_slice(properties);
+        body.extend_from_slice(&[0, 1, b'c']);
+        let mut packet = vec![0x10, body.len() as u8];
+        packet.extend(body);
+        packet
+    }
+
+    #[test]
+    fn a_zero_topic_alias_maximum_becomes_one_and_nothing_else_changes() {
+        // Session Expiry, a user property, then Topic Alias Maximum 0.
+        let properties = [0x11, 0, 0, 0, 9, 0x26, 0, 1, b'k', 0, 1, b'v', 0x22, 0, 0];
+        let mut packet = connect_with(&properties);
+        let mut expected = packet.clone();
+        let alias_value_at = expected.len() - 4;
+        expected[alias_value_at] = 1;
+        assert!(patch_connect(&mut packet));
+        assert_eq!(packet, expected);
+        let mut nonzero = connect_with(&[0x22, 0, 5]);
+        assert!(!patch_connect(&mut nonzero));
+        let mut none = connect_with(&[]);
+        assert!(!patch_connect(&mut none));
+        let mut truncated = connect_with(&properties);
+        truncated.truncate(14);
+        assert!(!patch_connect(&mut truncated));
+        let mut v3 = vec![0x10, 0x0d, 0, 4, b'M', b'Q', b'T', b'T', 4, 0x02, 0, 0, 0, 1, b'f'];
+        assert!(!patch_connect(&mut v3));
+    }
 }

@@ -13,10 +13,11 @@
 //!   compares numbers. Content Type, Response Topic and Correlation Data
 //!   become the properties `content-type`, `response-topic` and
 //!   `correlation-data`; the Message Expiry Interval the message's expiry.
-//! - Two properties carry what Sift has no field for: `mqtt-qos` (0 or 2
-//!   for a QoS 0 or 2 publish, so that subscribers get it at that QoS) and
-//!   `mqtt-retain` (true on a retained publish, for Retain As Published).
-//!   MQTT subscribers never see them as user properties.
+//! - Three properties carry what Sift has no field for: `mqtt-qos` (0 or
+//!   2 for a QoS 0 or 2 publish, so that subscribers get it at that QoS),
+//!   `mqtt-retain` (true on a retained publish, for Retain As Published)
+//!   and `mqtt-payload-utf8` (the Payload Format Indicator). MQTT
+//!   subscribers never see them as user properties.
 
 use base64::Engine;
 use bytes::Bytes;
@@ -33,6 +34,8 @@ const PRIORITY_PROPERTY: &str = "sift-priority";
 const QOS_PROPERTY: &str = "mqtt-qos";
 /// The property that marks a retained publish.
 const RETAIN_PROPERTY: &str = "mqtt-retain";
+/// The property that carries MQTT 5's Payload Format Indicator (UTF-8).
+const UTF8_PROPERTY: &str = "mqtt-payload-utf8";
 /// Properties that carry MQTT 5's own publish properties.
 const CONTENT_TYPE: &str = "content-type";
 const RESPONSE_TOPIC: &str = "response-topic";
@@ -87,7 +90,7 @@ pub fn message_on_topic(publish: &InboundPublish, topic: TopicName, now_ns: u64)
                 let level: u8 = value.trim().parse().map_err(|_| bad())?;
                 message.priority = Priority::new(level).map_err(|_| bad())?;
             }
-            QOS_PROPERTY | RETAIN_PROPERTY => {}
+            QOS_PROPERTY | RETAIN_PROPERTY | UTF8_PROPERTY => {}
             _ if message.properties.iter().any(|(known, _)| known == name) => {}
             _ => message.properties.push((name.clone(), Value::parse_typed(value))),
         }
@@ -107,6 +110,9 @@ pub fn message_on_topic(publish: &InboundPublish, topic: TopicName, now_ns: u64)
     }
     if publish.retain {
         push(RETAIN_PROPERTY, Value::Bool(true));
+    }
+    if properties.payload_utf8 {
+        push(UTF8_PROPERTY, Value::Bool(true));
     }
     if let Some(expiry_s) = properties.expiry_s {
         message.expiry_ns = now_ns.saturating_add(u64::from(expiry_s) * 1_000_000_000);
@@ -166,6 +172,7 @@ pub fn publish_properties(message: &Message, now_ns: u64) -> PublishProperties {
     for (name, value) in &message.properties {
         match (name.as_str(), value) {
             (QOS_PROPERTY | RETAIN_PROPERTY, _) => {}
+            (UTF8_PROPERTY, value) => properties.payload_utf8 = *value == Value::Bool(true),
             (CONTENT_TYPE, Value::Str(text)) => properties.content_type = Some(text.to_string()),
             (RESPONSE_TOPIC, Value::Str(text)) => properties.response_topic = Some(text.to_string()),
             (CORRELATION_DATA, Value::Str(text)) => properties.correlation_data = Some(correlation_bytes(text)),
@@ -231,6 +238,7 @@ mod tests {
         inbound.properties.response_topic = Some("replies/1".into());
         inbound.properties.correlation_data = Some(Bytes::from_static(&[0, 255, 7]));
         inbound.properties.expiry_s = Some(60);
+        inbound.properties.payload_utf8 = true;
         let now_ns = 1_000_000_000_000;
         let message = message_of_publish(&inbound, now_ns).expect("valid");
         assert!(published_retained(&message));
@@ -239,6 +247,7 @@ mod tests {
         assert_eq!(back.response_topic.as_deref(), Some("replies/1"));
         assert_eq!(back.correlation_data.as_deref(), Some(&[0u8, 255, 7][..]));
         assert_eq!(back.expiry_s, Some(60), "59.5 s left rounds up");
+        assert!(back.payload_utf8);
         assert_eq!(back.user, [("price".to_string(), "12.5".to_string()), ("note".to_string(), "hi".to_string())]);
     }
 }

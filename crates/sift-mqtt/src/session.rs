@@ -61,6 +61,9 @@ struct Wire {
     /// The codec reported an error (before CONNECT it may not ask to
     /// close, but nothing more can come of the connection).
     failed: bool,
+    /// The client's CONNECT said Topic Alias Maximum 0 (patched for the
+    /// codec, see [`codec::patch_connect`]): never send it aliases.
+    refuses_topic_aliases: bool,
 }
 
 impl Wire {
@@ -82,6 +85,7 @@ impl Wire {
             keep_alive_deadline: None,
             close_requested: false,
             failed: false,
+            refuses_topic_aliases: false,
         }
     }
 
@@ -118,9 +122,18 @@ impl Wire {
     /// Feeds received bytes to the codec; packets land in `received`.
     fn feed(&mut self, bytes: &[u8]) {
         let mut cursor = mqtt_protocol_core::mqtt::common::Cursor::new(bytes);
-        while (cursor.position() as usize) < bytes.len() && !self.close_requested {
-            let events = self.codec.recv(&mut cursor);
-            self.absorb(events);
+        while (cursor.position() as usize) < bytes.len() && !self.close_requested && !self.failed {
+            // The codec asserts some invariants of its own; should one
+            // fail on what a client sent, the connection fails, and the
+            // session is handed on as after any protocol error.
+            let received = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.codec.recv(&mut cursor)));
+            match received {
+                Ok(events) => self.absorb(events),
+                Err(_) => {
+                    tracing::warn!("mqtt codec panicked on received bytes; closing the connection");
+                    self.failed = true;
+                }
+            }
         }
     }
 
@@ -186,6 +199,11 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
             return refuse(&mut wire, &mut writer, &connect, ConnectReasonCode::ServerUnavailable, reason).await;
         }
     };
+    // The codec gives topics it sends again an alias, within the client's
+    // Topic Alias Maximum: fewer bytes for a client that allows them.
+    if connect.version == Version::V5 && !wire.refuses_topic_aliases {
+        wire.codec.set_auto_map_topic_alias_send(true);
+    }
     let (expiry_s, capped) = session_expiry(&shared, &connect);
     let mut connection = Connection {
         shared: shared.clone(),
@@ -205,6 +223,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
         receive_maximum: shared.config.max_inflight,
         topic_alias_max: shared.config.topic_alias_max,
         max_packet_bytes: shared.config.max_packet_bytes,
+        server_keep_alive_s: server_keep_alive(&shared, &connect),
         reason: None,
     };
     connection.wire.send(codec::connack(connect.version, session_present, ConnectReasonCode::Success, &properties));
@@ -237,7 +256,12 @@ async fn read_connect(
                 // not MQTT (an HTTP request, say): no use waiting for the
                 // length it seems to announce.
                 Ok(_) if first_read && buf[0] != CONNECT_FIRST_BYTE => return None,
-                Ok(_) => wire.feed(buf),
+                Ok(_) => {
+                    if first_read && codec::patch_connect(buf) {
+                        wire.refuses_topic_aliases = true;
+                    }
+                    wire.feed(buf);
+                }
             }
             first_read = false;
         }
@@ -306,6 +330,14 @@ fn session_expiry(shared: &Shared, connect: &ConnectRequest) -> (u32, bool) {
         None if connect.clean_start => (0, false),
         None => (max, false),
     }
+}
+
+/// The keep-alive an MQTT 5 client must use instead of its own, when
+/// `mqtt.keep_alive_max_s` cuts it.
+fn server_keep_alive(shared: &Shared, connect: &ConnectRequest) -> Option<u16> {
+    let max = shared.config.keep_alive_max_s;
+    let too_long = connect.keep_alive_s == 0 || connect.keep_alive_s > max;
+    (connect.version == Version::V5 && max > 0 && too_long).then_some(max)
 }
 
 /// How the loop ended.

@@ -607,7 +607,7 @@ pub fn patch_connect(bytes: &mut [u8]) -> bool {
     let Some((_, length_bytes)) = variable_int(bytes, 1) else { return false };
     let header = 1 + length_bytes;
     // Protocol name "MQTT", level 5, flags, keep-alive.
-    if bytes.get(0) != Some(&0x10) || bytes.get(header..header + 7) != Some(&[0, 4, b'M', b'Q', b'T', b'T', 5]) {
+    if bytes.first() != Some(&0x10) || bytes.get(header..header + 7) != Some(&[0, 4, b'M', b'Q', b'T', b'T', 5]) {
         return false;
     }
     let properties_at = header + 10;

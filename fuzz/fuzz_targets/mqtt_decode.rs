@@ -1,4 +1,4 @@
-//! Feeds arbitrary bytes, after a valid CONNECT, to the MQTT server codec
+//! Feeds arbitrary bytes, after a valid CONNECT or as one, to the MQTT server codec
 //! as a hostile client would, and takes every packet it yields through the
 //! front-end's seam: the version-neutral form, the topic and message
 //! mapping, and filter parsing. A PUBLISH that maps is encoded again by
@@ -40,8 +40,13 @@ fn packets(bytes: &[u8]) -> Vec<mqtt_protocol_core::mqtt::packet::GenericPacket<
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else { return };
     let (connect, version) = if selector & 1 == 0 { (CONNECT_V3, Version::V3) } else { (CONNECT_V5, Version::V5) };
-    let mut stream = connect.to_vec();
+    // Half the inputs bring their own CONNECT, patched as the server
+    // patches it; the others follow a valid one.
+    let mut stream = if selector & 2 == 0 { connect.to_vec() } else { Vec::new() };
     stream.extend_from_slice(rest);
+    if selector & 2 != 0 {
+        sift_mqtt::codec::patch_connect(&mut stream);
+    }
     for packet in packets(&stream) {
         match codec::inbound(packet) {
             Inbound::Publish(publish) => {

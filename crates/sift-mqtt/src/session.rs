@@ -230,6 +230,28 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
     connection.journal();
     connection.run(&mut reader, &mut writer, &mut buf, kicked, closing).await;
     connection.finish(&mut writer, &client_id, generation).await;
+    linger(&mut reader, &mut buf).await;
+}
+
+/// How long a closing connection's input is read and dropped.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Reads and drops what the client still sends, until it closes or for
+/// [`LINGER`], after our side was shut down: closing with unread input
+/// makes the kernel reset the connection, and a client still writing
+/// (PUBRELs, say) would get the reset instead of reading the DISCONNECT
+/// that tells it why.
+async fn linger(reader: &mut OwnedReadHalf, buf: &mut BytesMut) {
+    let _ = tokio::time::timeout(LINGER, async {
+        loop {
+            buf.clear();
+            match reader.read_buf(buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
 }
 
 /// The first packet, which must be CONNECT, within the timeout.

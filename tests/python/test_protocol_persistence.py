@@ -15,6 +15,8 @@ import threading
 import paho.mqtt.client as mqtt
 import stomp
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from conftest import start_broker
 from sdk_support import TIMEOUT
@@ -97,12 +99,15 @@ def test_a_persistent_session_and_its_stored_messages_survive_a_kill(tmp_path):
         worker = Paho(broker, "worker-1", clean_session=False)
         worker.subscribe("jobs/#", qos=1)
         worker.close()
-        publisher = Paho(broker, "boss")
+        # Persistent (MQTT 5 user property `sift-mode`): PUBACK follows the
+        # store's write, so a kill right after it loses nothing. A plain
+        # QoS 1 publish is stored too, but after its PUBACK.
+        publisher = PersistentPublisher(broker, "boss")
         for number in range(3):
             publisher.publish(f"jobs/{number}", f"before-{number}".encode())
         publisher.close()
         broker = restarted(broker, ["--config", str(config)])
-        publisher = Paho(broker, "boss")
+        publisher = PersistentPublisher(broker, "boss")
         publisher.publish("jobs/3", b"after-3")
         publisher.close()
         # The session comes back with its subscription, without subscribing
@@ -124,6 +129,28 @@ def test_a_persistent_session_and_its_stored_messages_survive_a_kill(tmp_path):
         worker.close()
     finally:
         broker.stop()
+
+
+class PersistentPublisher:
+    """A paho MQTT 5 client whose QoS 1 publishes ask for `sift-mode: persistent`."""
+
+    def __init__(self, broker, client_id):
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5,
+                                  reconnect_on_failure=False)
+        connected = queue.Queue()
+        self.client.on_connect = lambda *_args: connected.put(True)
+        self.client.connect(broker.mqtt_host, broker.mqtt_port, clean_start=True)
+        self.client.loop_start()
+        connected.get(timeout=TIMEOUT)
+        self.properties = Properties(PacketTypes.PUBLISH)
+        self.properties.UserProperty = [("sift-mode", "persistent")]
+
+    def publish(self, topic, payload):
+        self.client.publish(topic, payload, qos=1, properties=self.properties).wait_for_publish(timeout=TIMEOUT)
+
+    def close(self):
+        self.client.disconnect()
+        self.client.loop_stop()
 
 
 class Collector(stomp.ConnectionListener):

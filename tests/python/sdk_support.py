@@ -80,3 +80,18 @@ def http_json(method, url, body=None, timeout=TIMEOUT):
 
 def sift_binary():
     return os.environ.get("SIFT_BIN", str(pathlib.Path(__file__).resolve().parents[2] / "target" / "debug" / "sift"))
+
+
+async def sift_pub(broker, *args):
+    """Runs `sift pub` against `broker` with `args` and waits for it to
+    succeed; killed if it outlives the wait."""
+    process = await asyncio.create_subprocess_exec(
+        sift_binary(), "pub", "--server", broker.native, *args,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -24,7 +24,6 @@ import threading
 
 import paho.mqtt.client as mqtt
 import pytest
-import stomp
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -33,7 +32,8 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 import sift
 from conftest import start_broker
-from sdk_support import TIMEOUT, broker_config, connect, sift_binary
+from sdk_support import TIMEOUT, broker_config, connect, sift_pub
+from stomp_support import stomp_client, take
 
 V311, V5 = mqtt.MQTTv311, mqtt.MQTTv5
 VERSIONS = [pytest.param(V311, id="v311"), pytest.param(V5, id="v5")]
@@ -982,34 +982,9 @@ QUOTES = [
 ]
 
 
-class StompCollector(stomp.ConnectionListener):
-    def __init__(self):
-        self.messages = queue.Queue()
-        self.receipts = queue.Queue()
-
-    def on_message(self, frame):
-        self.messages.put(frame)
-
-    def on_receipt(self, frame):
-        self.receipts.put(frame.headers.get("receipt-id"))
-
-
-def stomp_client(broker):
-    connection = stomp.Connection12([(broker.stomp_host, broker.stomp_port)], heartbeats=(0, 0))
-    collector = StompCollector()
-    connection.set_listener("collector", collector)
-    connection.connect(login="pytest-mqtt", wait=True)
-    return connection, collector
-
-
-async def take(source):
-    """The next item of a thread-fed queue, waited for without blocking the event loop."""
-    return await asyncio.to_thread(source.get, True, TIMEOUT)
-
-
 async def test_sift_sql_selects_what_stomp_selectors_and_native_sql_select(broker, clients):
     native = await connect(broker)
-    stomp_connection, stomp_seen = stomp_client(broker)
+    stomp_connection, stomp_seen = stomp_client(broker, "pytest-mqtt")
     try:
         subscriber = clients("sql-sub")
         publisher = clients("sql-pub")
@@ -1166,7 +1141,7 @@ def test_bad_input_gets_a_reason_code_and_a_close_without_disturbing_others(clie
 
 async def test_mqtt_publishes_reach_native_and_stomp_subscribers_with_typed_properties(broker, clients):
     native = await connect(broker)
-    stomp_connection, stomp_seen = stomp_client(broker)
+    stomp_connection, stomp_seen = stomp_client(broker, "pytest-mqtt")
     try:
         to_native = await native.subscribe("cross.to-native", sql="price > 10")
         stomp_connection.subscribe(destination="/topic/cross.to-native", id="x", ack="auto",
@@ -1209,7 +1184,7 @@ async def test_mqtt_publishes_reach_native_and_stomp_subscribers_with_typed_prop
 
 async def test_native_stomp_and_cli_publishes_reach_mqtt_subscribers(broker, clients):
     native = await connect(broker)
-    stomp_connection, stomp_seen = stomp_client(broker)
+    stomp_connection, stomp_seen = stomp_client(broker, "pytest-mqtt")
     try:
         v5 = clients("to-mqtt-v5")
         assert v5.subscribe("cross/to-mqtt/#", qos=2) == 2
@@ -1238,17 +1213,8 @@ async def test_native_stomp_and_cli_publishes_reach_mqtt_subscribers(broker, cli
         assert user_properties(message)["sym"] == "HP" and user_properties(message)["price"] == "99.5"
         assert (await take(v311.messages)).payload == b"from stomp"
 
-        process = await asyncio.create_subprocess_exec(
-            sift_binary(), "pub", "--server", broker.native, "--topic", "cross.to-mqtt.cli", "--payload",
-            "from the CLI", "--prop", "qty=3", "--mode", "reliable",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+        await sift_pub(broker, "--topic", "cross.to-mqtt.cli", "--payload", "from the CLI", "--prop", "qty=3",
+                       "--mode", "reliable")
         message = await take(v5.messages)
         assert (message.topic, message.payload, message.qos) == ("cross/to-mqtt/cli", b"from the CLI", 1)
         assert user_properties(message) == {"qty": "3"}
@@ -1307,17 +1273,8 @@ async def test_mosquitto_tools_and_the_sift_cli_cross_protocols(broker, tools):
     try:
         subscriber = tools("-q", "1", "-t", "tools/cli/#", version="mqttv5")
         assert await asyncio.to_thread(subscriber.wait_subscribed) == "1"
-        process = await asyncio.create_subprocess_exec(
-            sift_binary(), "pub", "--server", broker.native, "--topic", "tools.cli.quote", "--payload",
-            "from sift pub", "--prop", "sym=IBM", "--prop", "price=12.5", "--mode", "reliable",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )
-        try:
-            assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+        await sift_pub(broker, "--topic", "tools.cli.quote", "--payload", "from sift pub", "--prop", "sym=IBM",
+                       "--prop", "price=12.5", "--mode", "reliable")
         assert await asyncio.to_thread(subscriber.next_message) == {
             "topic": "tools/cli/quote", "qos": 1, "retain": 0, "payload": "from sift pub",
             "properties": {"sym:IBM", "price:12.5"}}

@@ -13,13 +13,13 @@ import random
 import threading
 
 import paho.mqtt.client as mqtt
-import stomp
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from conftest import start_broker
 from sdk_support import TIMEOUT
+from stomp_support import stomp_client
 
 SESSION_STREAM_CONFIG = """
 [mqtt]
@@ -153,26 +153,6 @@ class PersistentPublisher:
         self.client.loop_stop()
 
 
-class Collector(stomp.ConnectionListener):
-    def __init__(self):
-        self.messages = queue.Queue()
-        self.receipts = queue.Queue()
-
-    def on_message(self, frame):
-        self.messages.put(frame)
-
-    def on_receipt(self, frame):
-        self.receipts.put(frame.headers.get("receipt-id"))
-
-
-def stomp_client(broker, client_id):
-    connection = stomp.Connection12([(broker.stomp_host, broker.stomp_port)], heartbeats=(0, 0))
-    collector = Collector()
-    connection.set_listener("collector", collector)
-    connection.connect(wait=True, headers={"client-id": client_id})
-    return connection, collector
-
-
 def durable_subscribe(connection, collector, receipt="subscribed"):
     connection.subscribe("/topic/orders.new", id="1", ack="client-individual", receipt=receipt,
                          headers={"activemq.subscriptionName": "audit"})
@@ -185,16 +165,16 @@ def send_persistent(connection, collector, body):
 
 
 def test_a_stomp_durable_subscription_survives_a_kill_and_ends_when_unsubscribed_by_name(broker):
-    subscriber, collector = stomp_client(broker, "auditor")
+    subscriber, collector = stomp_client(broker, client_id="auditor")
     durable_subscribe(subscriber, collector)
     subscriber.disconnect()
-    sender, sent = stomp_client(broker, "shop")
+    sender, sent = stomp_client(broker, client_id="shop")
     for number in range(2):
         send_persistent(sender, sent, f"order-{number}")
     sender.disconnect()
     broker = restarted(broker)
     try:
-        subscriber, collector = stomp_client(broker, "auditor")
+        subscriber, collector = stomp_client(broker, client_id="auditor")
         durable_subscribe(subscriber, collector)
         for number in range(2):
             frame = collector.messages.get(timeout=TIMEOUT)
@@ -204,7 +184,7 @@ def test_a_stomp_durable_subscription_survives_a_kill_and_ends_when_unsubscribed
         # new one, which gets only what is sent after it.
         subscriber.unsubscribe(id="1", receipt="gone", headers={"activemq.subscriptionName": "audit"})
         assert collector.receipts.get(timeout=TIMEOUT) == "gone"
-        sender, sent = stomp_client(broker, "shop")
+        sender, sent = stomp_client(broker, client_id="shop")
         send_persistent(sender, sent, "while-unsubscribed")
         durable_subscribe(subscriber, collector, receipt="again")
         send_persistent(sender, sent, "sentinel")

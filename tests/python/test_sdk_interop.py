@@ -5,7 +5,7 @@ import json
 import urllib.request
 
 import sift
-from sdk_support import TIMEOUT, connect, http_json, sift_binary
+from sdk_support import TIMEOUT, connect, http_json, sift_binary, sift_pub
 
 
 async def test_http_publish_reaches_a_python_subscriber(broker):
@@ -62,12 +62,8 @@ async def test_python_publish_reaches_an_http_event_stream(broker):
 async def test_cli_publish_reaches_a_python_subscriber(broker):
     async with await connect(broker) as client:
         subscription = await client.subscribe("cli.>", tags="qty>2")
-        process = await asyncio.create_subprocess_exec(
-            sift_binary(), "pub", "--server", broker.native, "--topic", "cli.in",
-            "--payload", "from the CLI", "--prop", "qty=3", "--prop", "who=cli", "--mode", "reliable",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )
-        assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0
+        await sift_pub(broker, "--topic", "cli.in", "--payload", "from the CLI", "--prop", "qty=3", "--prop", "who=cli",
+                       "--mode", "reliable")
         delivery = await subscription.next(timeout=TIMEOUT)
         assert delivery.text == "from the CLI" and delivery.properties == {"qty": 3, "who": "cli"}
 

@@ -14,37 +14,7 @@ import socket
 import stomp
 
 from sdk_support import TIMEOUT, connect, http_json, until_sentinel
-
-
-class Collector(stomp.ConnectionListener):
-    """Everything a stomp.py connection received, in order."""
-
-    def __init__(self):
-        self.messages = queue.Queue()
-        self.receipts = queue.Queue()
-        self.errors = queue.Queue()
-
-    def on_message(self, frame):
-        self.messages.put(frame)
-
-    def on_receipt(self, frame):
-        self.receipts.put(frame.headers.get("receipt-id"))
-
-    def on_error(self, frame):
-        self.errors.put(frame)
-
-
-def stomp_client(broker, name="pytest-stomp"):
-    connection = stomp.Connection12([(broker.stomp_host, broker.stomp_port)], heartbeats=(0, 0))
-    collector = Collector()
-    connection.set_listener("collector", collector)
-    connection.connect(login=name, wait=True)
-    return connection, collector
-
-
-async def take(source, timeout=TIMEOUT):
-    """The next item of a thread-fed queue, waited for without blocking the loop."""
-    return await asyncio.to_thread(source.get, True, timeout)
+from stomp_support import stomp_client, take
 
 
 async def bodies_until_sentinel(collector, sentinel="sentinel"):

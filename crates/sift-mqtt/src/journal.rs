@@ -36,7 +36,7 @@ pub const RECORD_BODY_BYTES_MAX: usize = 256 * 1024 * 1024;
 const FILE_NAME: &str = "state.journal";
 
 /// What a record says about its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// The retained message of a topic (the value: an encoded message).
     Retained = 1,
@@ -59,9 +59,18 @@ impl Kind {
         }
     }
 
-    /// The kind a removal of this kind's key is written as, and back.
+    /// Whether the record ends its key.
     fn is_removal(self) -> bool {
         matches!(self, Kind::RetainedRemoved | Kind::SessionRemoved)
+    }
+
+    /// The kind of the value its key holds (`Retained` or `Session`): a
+    /// key is one retained topic or one session, set and removed.
+    fn family(self) -> Kind {
+        match self {
+            Kind::Retained | Kind::RetainedRemoved => Kind::Retained,
+            Kind::Session | Kind::SessionRemoved => Kind::Session,
+        }
     }
 }
 
@@ -103,7 +112,7 @@ pub struct Journal {
     file: File,
     fsync: bool,
     /// Bytes of the live records (the last one of each live key).
-    live_bytes: HashMap<(u8, String), u64>,
+    live_bytes: HashMap<(Kind, String), u64>,
     live_total: u64,
     /// Bytes in the file.
     file_bytes: u64,
@@ -192,10 +201,9 @@ impl Journal {
             self.file.sync_data().map_err(io_error(&self.path))?;
         }
         self.file_bytes += buf.len() as u64;
-        let family = if matches!(kind, Kind::Retained | Kind::RetainedRemoved) { 1 } else { 3 };
         let superseded = match kind.is_removal() {
-            true => self.live_bytes.remove(&(family, key.to_string())),
-            false => self.live_bytes.insert((family, key.to_string()), buf.len() as u64),
+            true => self.live_bytes.remove(&(kind.family(), key.to_string())),
+            false => self.live_bytes.insert((kind.family(), key.to_string()), buf.len() as u64),
         };
         self.live_total -= superseded.unwrap_or(0);
         if !kind.is_removal() {
@@ -228,8 +236,7 @@ impl Journal {
         for (kind, key, value) in records {
             let before = buf.len();
             encode_record(&mut buf, *kind, key, value)?;
-            let family = if *kind == Kind::Retained { 1 } else { 3 };
-            self.live_bytes.insert((family, key.clone()), (buf.len() - before) as u64);
+            self.live_bytes.insert((kind.family(), key.clone()), (buf.len() - before) as u64);
         }
         let mut file = File::create(&temporary).map_err(io_error(&temporary))?;
         file.write_all(&buf).and_then(|()| file.sync_all()).map_err(io_error(&temporary))?;
@@ -250,9 +257,9 @@ fn replay(bytes: &[u8]) -> Recovered {
     let mut recovered = Recovered::default();
     let mut offset = 0;
     while let Some(record) = decode_record(&bytes[offset..]) {
-        let map = match record.kind {
-            Kind::Retained | Kind::RetainedRemoved => &mut recovered.retained,
-            Kind::Session | Kind::SessionRemoved => &mut recovered.sessions,
+        let map = match record.kind.family() {
+            Kind::Retained => &mut recovered.retained,
+            _ => &mut recovered.sessions,
         };
         match record.kind.is_removal() {
             true => map.remove(record.key),

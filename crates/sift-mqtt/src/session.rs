@@ -414,10 +414,8 @@ impl Connection {
             self.wire.codec.restore_qos2_publish_handled(saved.qos2_received.into_iter().collect());
             return;
         }
-        for (_, tag) in self.state.inflight.drain() {
-            if tag != 0 {
-                let _ = self.state.client.nack_tag(tag, true);
-            }
+        for (_, tag) in std::mem::take(&mut self.state.inflight) {
+            self.state.requeue(tag);
         }
     }
 
@@ -630,8 +628,8 @@ impl Connection {
             true => self.state.inflight.remove(&packet_id),
             false => self.state.inflight.get_mut(&packet_id).map(std::mem::take),
         };
-        if let Some(tag) = tag.filter(|tag| *tag != 0) {
-            let _ = self.state.client.ack_tag(tag);
+        if let Some(tag) = tag {
+            self.state.ack(tag);
         }
     }
 
@@ -642,10 +640,7 @@ impl Connection {
         let tag = delivery.delivery_tag;
         // It may have waited in the session's buffer past its expiry.
         if message.expiry_ns != 0 && message.expiry_ns <= now_ns() {
-            if tag != 0 {
-                let _ = self.state.client.ack_tag(tag);
-            }
-            return;
+            return self.state.ack(tag);
         }
         // The cache is taken out for the call: `write_publish` needs the
         // whole connection, and the topic it borrows lives in the cache.
@@ -654,9 +649,7 @@ impl Connection {
         let asked = &route.description;
         let own = asked.no_local && message.publisher.as_ref() == self.state.native_name.as_ref();
         if own || (route.skip_dollar_topics && topic.starts_with('$')) {
-            if tag != 0 {
-                let _ = self.state.client.ack_tag(tag);
-            }
+            self.state.ack(tag);
         } else {
             let qos = asked.qos.min(message_qos(message));
             let retain = asked.retain_as_published && published_retained(message);
@@ -677,8 +670,8 @@ impl Connection {
         tag: u64,
         subscription_id: Option<u32>,
     ) {
-        if qos == 0 && tag != 0 {
-            let _ = self.state.client.ack_tag(tag);
+        if qos == 0 {
+            self.state.ack(tag);
         }
         let mut properties = match self.version {
             Version::V5 => publish_properties(message, now_ns()),
@@ -689,16 +682,11 @@ impl Connection {
             0 => None,
             _ => match self.wire.codec.acquire_packet_id() {
                 Ok(packet_id) => Some(packet_id),
-                Err(_) => {
-                    if tag != 0 {
-                        let _ = self.state.client.nack_tag(tag, true);
-                    }
-                    return;
-                }
+                Err(_) => return self.state.requeue(tag),
             },
         };
         if let Some(packet_id) = packet_id {
-            self.state.inflight.insert(packet_id, if qos == 0 { 0 } else { tag });
+            self.state.inflight.insert(packet_id, tag);
         }
         let outbound =
             OutboundPublish { topic, payload: &message.payload, qos, retain, packet_id, properties: &properties };

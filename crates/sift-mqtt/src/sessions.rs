@@ -87,6 +87,20 @@ impl SessionState {
         })
     }
 
+    /// Acknowledges native delivery `tag`; tag 0 (none owed) does nothing.
+    pub fn ack(&self, tag: u64) {
+        if tag != 0 {
+            let _ = self.client.ack_tag(tag);
+        }
+    }
+
+    /// Gives native delivery `tag` back for redelivery; tag 0 does nothing.
+    pub fn requeue(&self, tag: u64) {
+        if tag != 0 {
+            let _ = self.client.nack_tag(tag, true);
+        }
+    }
+
     /// Subscribes `filter` (replacing a subscription to the same filter)
     /// and returns whether it is new. A persistent session (`persistent`)
     /// reads QoS 1/2 subscriptions from durables on `mqtt.session_stream`.

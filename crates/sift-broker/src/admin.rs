@@ -65,6 +65,8 @@ fn link_json(link: &LinkInfo) -> Value {
         "bytes_forwarded": link.traffic.bytes_forwarded,
         "messages_received": link.traffic.messages_received,
         "bytes_received": link.traffic.bytes_received,
+        "clock_offset_ns": link.clock.map(|clock| clock.offset_ns),
+        "clock_error_ns": link.clock.map(|clock| clock.error_ns),
     })
 }
 

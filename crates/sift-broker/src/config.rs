@@ -106,6 +106,10 @@ pub struct Limits {
     pub handshake_timeout_ms: u64,
     /// Most bytes queued towards one connection (deliveries and responses).
     pub max_pending_bytes_per_connection: u64,
+    /// Furthest a `PUBLISHER_TIME` timestamp may be from the broker's clock;
+    /// a publish beyond it is refused (`invalid_field`), since a publisher
+    /// whose clock mapping is that wrong would misorder every receiver.
+    pub publisher_time_skew_ms_max: u64,
 }
 
 /// Delivery queues, acknowledgements and flow control.
@@ -202,6 +206,7 @@ impl Default for Limits {
             max_connections: 10_000,
             handshake_timeout_ms: 5_000,
             max_pending_bytes_per_connection: 64 * 1024 * 1024,
+            publisher_time_skew_ms_max: 60_000,
         }
     }
 }

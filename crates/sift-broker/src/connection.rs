@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
-use sift_proto::{Decoder, ErrorCode, ErrorFrame, Frame, Hello, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
+use sift_proto::{
+    Decoder, ErrorCode, ErrorFrame, Frame, Hello, TimeReply, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
@@ -594,6 +596,12 @@ impl Session {
                 true
             }
             Frame::Pong { .. } => true,
+            Frame::Time { request_id, origin_ns } => {
+                let receive_ns = crate::publish::now_ns();
+                let reply = TimeReply { request_id, origin_ns, receive_ns, transmit_ns: crate::publish::now_ns() };
+                self.conn.send_control(&Frame::TimeReply(reply));
+                true
+            }
             Frame::Close => {
                 self.conn.close(Some(Frame::Close));
                 false
@@ -606,6 +614,7 @@ impl Session {
             | Frame::Welcome(_)
             | Frame::Confirm(_)
             | Frame::Subscribed { .. }
+            | Frame::TimeReply(_)
             | Frame::Deliver(_)
             | Frame::AdminReply { .. }
             | Frame::Gap { .. }

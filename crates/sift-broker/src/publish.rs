@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use sift_core::{DeliveryMode, MatchResult, Message};
-use sift_proto::{publish_flags, Confirm, ConfirmStatus, Frame, Publish};
+use sift_proto::{publish_flags, Confirm, ConfirmStatus, ErrorCode, Frame, Publish};
 
 use crate::connection::{send_refusal, ConnShared};
 use crate::delivery::{push_batch, push_to, Pushed};
@@ -181,7 +181,9 @@ impl Publisher {
             message.delivery_mode = DeliveryMode::Reliable;
         }
         let wanted = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
-        self.stamp(&mut message);
+        if let Err(refusal) = self.stamp(&mut message, flags & publish_flags::PUBLISHER_TIME != 0) {
+            return self.refuse(request_id, refusal);
+        }
         let persistent = message.delivery_mode == DeliveryMode::Persistent;
         let streams = self.shared.storage.streams_for(&message.topic, persistent);
         // A message that is stored is encoded (and checked against the
@@ -199,12 +201,30 @@ impl Publisher {
         self.forward_and_deliver(message, encoded, matches, confirm_to, asked);
     }
 
-    /// Stamps the broker's fields: id, publisher, time.
-    fn stamp(&mut self, message: &mut Message) {
+    /// Stamps the broker's fields: id, publisher, and the time, unless the
+    /// publisher stamped its own (`publisher_time`), which must then lie
+    /// within `limits.publisher_time_skew_ms_max` of the broker's clock.
+    fn stamp(&mut self, message: &mut Message, publisher_time: bool) -> Result<(), Refusal> {
+        let read_time_ns = self.read_time();
+        if publisher_time {
+            let skew_ns = message.timestamp_ns.abs_diff(read_time_ns);
+            let skew_ns_max = self.shared.config.limits.publisher_time_skew_ms_max.saturating_mul(1_000_000);
+            if skew_ns > skew_ns_max {
+                let text = format!(
+                    "timestamp_ns: the publisher's time is {} ms from the broker's clock; limits.publisher_time_skew_ms_max = {} (synchronise with TIME first)",
+                    skew_ns / 1_000_000,
+                    skew_ns_max / 1_000_000
+                );
+                return Err(Refusal { code: ErrorCode::InvalidField, text });
+            }
+        } else {
+            message.timestamp_ns = read_time_ns;
+            message.time_error_ns = 0;
+        }
         message.id = self.shared.next_message_id.fetch_add(1, Ordering::Relaxed);
         message.publisher = self.conn.name.clone();
-        message.timestamp_ns = self.read_time();
         self.pipeline.counters().published += 1;
+        Ok(())
     }
 
     /// The time that stamps messages of the current read.

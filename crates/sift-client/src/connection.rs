@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use sift_core::{Message, TopicName};
+use sift_core::{ClockFilter, Message, TopicName};
 use sift_proto::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
@@ -57,6 +57,10 @@ struct State {
     pending: HashMap<u64, PendingPublish>,
     subs: HashMap<u32, SubEntry>,
     pings: HashMap<u64, oneshot::Sender<()>>,
+    /// `TIME` requests waiting for their reply, by request id.
+    time_waiters: HashMap<u64, oneshot::Sender<()>>,
+    /// Samples of the broker's clock.
+    clock: ClockFilter,
     /// `ADMIN` requests waiting for their reply, by request id.
     admins: HashMap<u64, oneshot::Sender<Result<String, ClientError>>>,
     /// Archive queries whose results are coming, by request id.
@@ -119,7 +123,62 @@ impl Client {
         // written on this connection rather than treated as disconnected.
         client.resume();
         tokio::spawn(client.clone().supervise(stream));
+        if let Some(interval) = client.inner.options.clock_sync_interval {
+            tokio::spawn(client.clone().clock_sync_loop(interval));
+        }
+        if client.inner.options.publisher_time {
+            // Publishes are stamped from the first one on.
+            client.sync_clock(crate::time::CLOCK_SYNC_BURST).await?;
+        }
         Ok(client)
+    }
+
+    /// The options the client was made with.
+    pub(crate) fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+
+    /// True once the client is closed (by [`Client::close`] or for good).
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Runs `read` on the clock filter.
+    pub(crate) fn with_clock<T>(&self, read: impl FnOnce(&ClockFilter) -> T) -> T {
+        read(&self.lock().clock)
+    }
+
+    /// Numbers a `TIME` request and keeps its waiter.
+    pub(crate) fn register_time_request(&self, waiter: oneshot::Sender<()>) -> Result<u64, ClientError> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(ClientError::Closed);
+        }
+        state.next_request_id += 1;
+        let request_id = state.next_request_id;
+        state.time_waiters.insert(request_id, waiter);
+        Ok(request_id)
+    }
+
+    /// Adds a clock sample; returns the waiter of its request, if any.
+    pub(crate) fn add_time_sample(
+        &self,
+        request_id: u64,
+        exchange: sift_core::TimeExchange,
+    ) -> Option<oneshot::Sender<()>> {
+        let mut state = self.lock();
+        state.clock.add_exchange(exchange);
+        state.time_waiters.remove(&request_id)
+    }
+
+    /// The publisher's own timestamp for a publish: `timestamp_ns` (a
+    /// reading of this client's clock; 0 = now) carried into the broker's
+    /// clock, and its error bound.
+    fn publisher_time(&self, state: &State, timestamp_ns: u64) -> Result<(u64, u32), ClientError> {
+        let now_ns = self.inner.options.clock.now_ns();
+        let estimate = state.clock.estimate(now_ns).ok_or(ClientError::NoClockEstimate)?;
+        let local_ns = if timestamp_ns == 0 { now_ns } else { timestamp_ns };
+        Ok((estimate.to_peer(local_ns), u32::try_from(estimate.error_ns).unwrap_or(u32::MAX)))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -232,10 +291,16 @@ impl Client {
         if state.closed {
             return Err(ClientError::Closed);
         }
+        let mut flags = 0;
+        let mut message = message;
+        if self.inner.options.publisher_time {
+            (message.timestamp_ns, message.time_error_ns) = self.publisher_time(&state, message.timestamp_ns)?;
+            flags = publish_flags::PUBLISHER_TIME;
+        }
         state.next_sequence += 1;
         let message = MessageRef { sequence: state.next_sequence, ..message };
         let encode = |buf: &mut BytesMut| {
-            encode_publish_ref(buf, 0, 0, 0, message).map_err(|error| ClientError::Encode(error.to_string()))
+            encode_publish_ref(buf, 0, flags, 0, message).map_err(|error| ClientError::Encode(error.to_string()))
         };
         if state.out.len() < self.inner.options.write_buffer_bytes_max {
             // The common case: room in the buffer, one lock.
@@ -289,6 +354,10 @@ impl Client {
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
+        }
+        if self.inner.options.publisher_time {
+            (message.timestamp_ns, message.time_error_ns) = self.publisher_time(&state, message.timestamp_ns)?;
+            flags |= publish_flags::PUBLISHER_TIME;
         }
         state.next_sequence += 1;
         message.sequence = state.next_sequence;
@@ -449,6 +518,7 @@ impl Client {
         }
         state.subs.clear();
         state.pings.clear();
+        state.time_waiters.clear();
         for (_, admin) in state.admins.drain() {
             let _ = admin.send(Err(ClientError::Closed));
         }
@@ -611,6 +681,7 @@ impl Client {
             }
         }
         state.pings.clear();
+        state.time_waiters.clear();
         for (_, admin) in state.admins.drain() {
             let _ = admin.send(Err(ClientError::Disconnected));
         }
@@ -762,6 +833,8 @@ impl Client {
             Frame::Ping { nonce } => {
                 let _ = self.send_frame(&Frame::Pong { nonce });
             }
+            Frame::TimeReply(reply) => self.time_reply(reply),
+            Frame::Time { request_id, origin_ns } => self.answer_time(request_id, origin_ns),
             Frame::AdminReply { request_id, json } => {
                 if let Some(waiter) = self.lock().admins.remove(&request_id) {
                     let _ = waiter.send(Ok(json));

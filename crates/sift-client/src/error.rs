@@ -34,6 +34,12 @@ pub enum ClientError {
     /// The broker's answer could not be understood.
     #[error("invalid reply from the broker: {0}")]
     InvalidReply(String),
+    /// A publish was to carry the publisher's time, but no `TIME` exchange
+    /// has completed yet to map it into the broker's clock.
+    #[error(
+        "no estimate of the broker's clock yet: publisher time needs a completed TIME exchange (Client::sync_clock)"
+    )]
+    NoClockEstimate,
     /// The request could not be encoded (a field too long).
     #[error("cannot encode request: {0}")]
     Encode(String),

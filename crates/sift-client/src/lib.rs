@@ -32,13 +32,16 @@ pub mod json;
 mod options;
 mod query;
 mod subscription;
+mod time;
 mod transport;
 
 pub use connection::Client;
 pub use error::ClientError;
-pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
+pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions, CLOCK_SYNC_INTERVAL_DEFAULT};
 pub use query::{QueryEvent, QueryOptions, QueryResults};
+pub use sift_core::ClockEstimate;
 pub use sift_proto::{AdminQuery, Confirm, ConfirmStatus, FilterKind, QueuePolicy};
 pub use sift_proto::{GapReason, ManageOp, StartPosition, StreamSource};
 pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};
+pub use time::{system_now_ns, ClockSource, LocalTime, CLOCK_SYNC_BURST};
 pub use transport::{Endpoint, PipeOpener};

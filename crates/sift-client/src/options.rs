@@ -4,6 +4,11 @@ use std::time::Duration;
 
 use sift_proto::{FilterKind, QueuePolicy, StartPosition, StreamSource};
 
+use crate::time::ClockSource;
+
+/// Default interval between background `TIME` exchanges.
+pub const CLOCK_SYNC_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+
 /// Options of a client connection.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -20,6 +25,15 @@ pub struct ClientOptions {
     /// Batches of deliveries (each at most one socket read's worth) buffered
     /// per subscription before the reader waits.
     pub subscription_batches: usize,
+    /// The clock this client reads (the system's, unless a test injects one).
+    pub clock: ClockSource,
+    /// Interval between `TIME` exchanges that keep the estimate of the
+    /// broker's clock fresh; `None` makes none in the background.
+    pub clock_sync_interval: Option<Duration>,
+    /// Stamp each publish with this client's clock carried into the
+    /// broker's (`PUBLISHER_TIME`), so that receivers order and space
+    /// messages by when they were sent rather than when they arrived.
+    pub publisher_time: bool,
 }
 
 impl Default for ClientOptions {
@@ -31,6 +45,9 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(5),
             write_buffer_bytes_max: 4 * 1024 * 1024,
             subscription_batches: 64,
+            clock: ClockSource::system(),
+            clock_sync_interval: Some(CLOCK_SYNC_INTERVAL_DEFAULT),
+            publisher_time: false,
         }
     }
 }

@@ -6,12 +6,14 @@
 //! unchanged by the broker, the client, the benchmarks and, later, the broker
 //! network, which evaluates remote interest with the same index.
 
+pub mod clock;
 pub mod histogram;
 pub mod message;
 pub mod topic;
 pub mod trie;
 pub mod workload;
 
+pub use clock::{ClockEstimate, ClockFilter, ClockSample, TimeExchange};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use message::{DeliveryMode, Message, MessageError, Priority, Value};
 pub use topic::{TopicError, TopicFilter, TopicName};

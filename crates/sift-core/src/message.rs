@@ -199,8 +199,15 @@ pub struct Message {
     pub publisher: std::sync::Arc<str>,
     /// Publisher's own sequence number for this message.
     pub sequence: u64,
-    /// Nanoseconds since the Unix epoch when the broker accepted the message.
+    /// When the message was sent, in nanoseconds since the Unix epoch by the
+    /// clock of whoever holds it: the broker's acceptance time, or the
+    /// publisher's own reading when it asked to stamp it (carried into each
+    /// holder's clock on the way, see [`crate::clock`]).
     pub timestamp_ns: u64,
+    /// How far `timestamp_ns` may be from the true instant in the holder's
+    /// clock: 0 for a reading of that clock, else the sum of the clock
+    /// offset bounds of the hops it crossed. Saturates at `u32::MAX`.
+    pub time_error_ns: u32,
     /// Delivery priority, higher first.
     pub priority: Priority,
     /// Absolute expiry in nanoseconds since the Unix epoch; 0 means never.
@@ -223,6 +230,7 @@ impl Message {
             publisher: empty_publisher(),
             sequence: 0,
             timestamp_ns: 0,
+            time_error_ns: 0,
             priority: Priority::default(),
             expiry_ns: 0,
             delivery_mode: DeliveryMode::BestEffort,

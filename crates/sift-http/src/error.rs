@@ -41,7 +41,10 @@ impl ApiError {
                 "timeout",
                 format!("the broker did not answer within {waited:?}"),
             ),
-            ClientError::Closed | ClientError::Disconnected | ClientError::Connect { .. } => {
+            ClientError::Closed
+            | ClientError::Disconnected
+            | ClientError::Connect { .. }
+            | ClientError::NoClockEstimate => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", error.to_string())
             }
             ClientError::Encode(_) => {

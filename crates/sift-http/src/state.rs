@@ -71,6 +71,6 @@ impl AppState {
 /// A new in-process session named `name`. It reconnects if the broker
 /// closes it (for a limit), as a native client would.
 pub(crate) async fn session(connector: &InProcessConnector, name: String) -> Result<Client, ClientError> {
-    let options = ClientOptions { name, reconnect: true, ..ClientOptions::default() };
+    let options = ClientOptions { name, reconnect: true, clock_sync_interval: None, ..ClientOptions::default() };
     Client::connect_in_process(connector.opener(), options).await
 }

@@ -72,7 +72,12 @@ impl SessionState {
     /// Opens the native session of a new MQTT session.
     pub async fn open(shared: &Shared, client_id: &str) -> Result<SessionState, sift_client::ClientError> {
         let name = format!("mqtt-{client_id}");
-        let options = ClientOptions { name: name.clone(), reconnect: false, ..ClientOptions::default() };
+        let options = ClientOptions {
+            name: name.clone(),
+            reconnect: false,
+            clock_sync_interval: None,
+            ..ClientOptions::default()
+        };
         let client = Client::connect_in_process(shared.connector.opener(), options).await?;
         let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
         Ok(SessionState {

@@ -384,6 +384,8 @@ impl<'frame> Reader<'frame, '_> {
             WELCOME => Frame::Welcome(self.welcome()?),
             PING => Frame::Ping { nonce: self.u64("nonce")? },
             PONG => Frame::Pong { nonce: self.u64("nonce")? },
+            TIME => Frame::Time { request_id: self.u64("request_id")?, origin_ns: self.u64("origin_ns")? },
+            TIME_REPLY => Frame::TimeReply(self.time_reply()?),
             CLOSE => Frame::Close,
             PUBLISH => Frame::Publish(self.publish()?),
             CONFIRM => Frame::Confirm(self.confirm()?),
@@ -406,6 +408,16 @@ impl<'frame> Reader<'frame, '_> {
                 self.offset = self.body.len();
                 return Err((ErrorCode::UnexpectedFrame, format!("unknown frame type 0x{unknown:02x}")));
             }
+        })
+    }
+
+    /// The body of `TIME_REPLY` and `LINK_TIME_REPLY`.
+    pub(crate) fn time_reply(&mut self) -> FieldResult<TimeReply> {
+        Ok(TimeReply {
+            request_id: self.u64("request_id")?,
+            origin_ns: self.u64("origin_ns")?,
+            receive_ns: self.u64("receive_ns")?,
+            transmit_ns: self.u64("transmit_ns")?,
         })
     }
 
@@ -669,9 +681,13 @@ impl<'frame> Reader<'frame, '_> {
         let Some(delivery_mode) = DeliveryMode::from_code(mode_code) else {
             return Err((ErrorCode::InvalidField, format!("delivery_mode: unknown code {mode_code}")));
         };
+        let time_error_ns = match flags & message_flags::TIME_ERROR {
+            0 => 0,
+            _ => self.u32("time_error_ns")?,
+        };
         let publisher = self.publisher()?;
         let properties = self.properties()?;
-        if flags & 0x01 != 0 {
+        if flags & message_flags::METADATA != 0 {
             self.carved.metadata = Some(self.bytes32_range("metadata")?);
         }
         self.carved.payload = Some(self.bytes32_range("payload")?);
@@ -684,6 +700,7 @@ impl<'frame> Reader<'frame, '_> {
             publisher,
             sequence: word(1),
             timestamp_ns: word(2),
+            time_error_ns,
             priority,
             expiry_ns: word(3),
             delivery_mode,

@@ -88,8 +88,11 @@ pub struct MessageRef<'a> {
     pub publisher: &'a str,
     /// Per-publisher sequence number.
     pub sequence: u64,
-    /// Broker time of publication in nanoseconds (0 from clients).
+    /// Time of publication in nanoseconds (0 from clients, unless they
+    /// stamp it themselves with `PUBLISHER_TIME`).
     pub timestamp_ns: u64,
+    /// Bound on the timestamp's error in nanoseconds; 0 when exact.
+    pub time_error_ns: u32,
     /// Priority 0-9.
     pub priority: Priority,
     /// Expiry in nanoseconds since the epoch, 0 for none.
@@ -112,6 +115,7 @@ impl<'a> MessageRef<'a> {
             publisher: &message.publisher,
             sequence: message.sequence,
             timestamp_ns: message.timestamp_ns,
+            time_error_ns: message.time_error_ns,
             priority: message.priority,
             expiry_ns: message.expiry_ns,
             delivery_mode: message.delivery_mode,
@@ -131,6 +135,7 @@ impl<'a> MessageRef<'a> {
             publisher: "",
             sequence: 0,
             timestamp_ns: 0,
+            time_error_ns: 0,
             priority: Priority::default(),
             expiry_ns: 0,
             delivery_mode: DeliveryMode::BestEffort,
@@ -153,6 +158,7 @@ pub(crate) fn encode_message_ref(buf: &mut BytesMut, message: MessageRef<'_>) ->
     buf.reserve(
         2 + message.topic.len()
             + FIXED_BYTES
+            + 4
             + 2
             + message.publisher.len()
             + 2
@@ -165,12 +171,21 @@ pub(crate) fn encode_message_ref(buf: &mut BytesMut, message: MessageRef<'_>) ->
     fixed[0] = message.priority.level();
     fixed[1] = message.delivery_mode.code();
     fixed[2] = message.hop_count;
-    fixed[3] = u8::from(message.metadata.is_some());
+    let timed = message.time_error_ns != 0;
+    if message.metadata.is_some() {
+        fixed[3] |= message_flags::METADATA;
+    }
+    if timed {
+        fixed[3] |= message_flags::TIME_ERROR;
+    }
     let words = [message.id, message.sequence, message.timestamp_ns, message.expiry_ns];
     for (index, value) in words.into_iter().enumerate() {
         fixed[4 + index * 8..12 + index * 8].copy_from_slice(&value.to_be_bytes());
     }
     buf.extend_from_slice(&fixed);
+    if timed {
+        buf.put_u32(message.time_error_ns);
+    }
     put_str16(buf, "publisher", message.publisher)?;
     buf.put_u16(count16("properties", message.properties.len())?);
     for (name, value) in message.properties {
@@ -181,6 +196,19 @@ pub(crate) fn encode_message_ref(buf: &mut BytesMut, message: MessageRef<'_>) ->
         put_bytes32(buf, "metadata", metadata)?;
     }
     put_bytes32(buf, "payload", message.payload)
+}
+
+/// The body of `TIME` and `LINK_TIME`.
+pub(crate) fn put_time(buf: &mut BytesMut, request_id: u64, origin_ns: u64) {
+    buf.put_u64(request_id);
+    buf.put_u64(origin_ns);
+}
+
+/// The body of `TIME_REPLY` and `LINK_TIME_REPLY`.
+pub(crate) fn put_time_reply(buf: &mut BytesMut, reply: &TimeReply) {
+    for word in [reply.request_id, reply.origin_ns, reply.receive_ns, reply.transmit_ns] {
+        buf.put_u64(word);
+    }
 }
 
 /// Bytes of the fixed part of a message: priority, mode, hop count, flags,
@@ -351,6 +379,8 @@ impl Frame {
             }
             Frame::Welcome(welcome) => encode_welcome(buf, welcome)?,
             Frame::Ping { nonce } | Frame::Pong { nonce } => buf.put_u64(*nonce),
+            Frame::Time { request_id, origin_ns } => put_time(buf, *request_id, *origin_ns),
+            Frame::TimeReply(reply) => put_time_reply(buf, reply),
             Frame::Close => {}
             Frame::Publish(_) => unreachable!("PUBLISH is encoded by encode_publish"),
             Frame::Confirm(confirm) => {

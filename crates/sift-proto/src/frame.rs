@@ -14,6 +14,11 @@ pub mod frame_type {
     pub const PING: u8 = 0x03;
     /// Either way: the answer to a ping.
     pub const PONG: u8 = 0x04;
+    /// Either way: what time is it on your clock? (`request_id`, `origin_ns`)
+    pub const TIME: u8 = 0x06;
+    /// Either way: the answer to `TIME`, with the replier's receive and
+    /// transmit times.
+    pub const TIME_REPLY: u8 = 0x07;
     /// Either way: closing. The broker writes the responses it owes (not the
     /// queued deliveries) and answers `CLOSE` as its last frame.
     pub const CLOSE: u8 = 0x05;
@@ -97,6 +102,32 @@ pub mod publish_flags {
     pub const CONFIRM: u8 = 0x01;
     /// Confirm only when every matched subscriber acknowledged (JBI sync).
     pub const AWAIT_DELIVERED: u8 = 0x02;
+    /// The message's `timestamp_ns` (and `time_error_ns`) are the
+    /// publisher's own, already carried into the broker's clock: keep them
+    /// instead of stamping the time of acceptance.
+    pub const PUBLISHER_TIME: u8 = 0x04;
+}
+
+/// Bits of the flags byte inside an encoded message.
+pub mod message_flags {
+    /// A `metadata` field is present.
+    pub const METADATA: u8 = 0x01;
+    /// A `time_error_ns` (`u32`) follows `expiry_ns`.
+    pub const TIME_ERROR: u8 = 0x02;
+}
+
+/// `TIME_REPLY`: the four timestamps of a clock exchange, less the arrival
+/// time that the requester reads itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeReply {
+    /// The `TIME` request's id.
+    pub request_id: u64,
+    /// The requester's clock when it sent `TIME`, echoed.
+    pub origin_ns: u64,
+    /// The replier's clock when `TIME` arrived.
+    pub receive_ns: u64,
+    /// The replier's clock when the reply left.
+    pub transmit_ns: u64,
 }
 
 /// `PUBLISH`: one message.
@@ -416,6 +447,15 @@ pub enum Frame {
         /// The ping's nonce.
         nonce: u64,
     },
+    /// A clock exchange request: the sender's clock reading.
+    Time {
+        /// Echoed in the reply.
+        request_id: u64,
+        /// The sender's clock when it sent the request.
+        origin_ns: u64,
+    },
+    /// See [`TimeReply`].
+    TimeReply(TimeReply),
     /// Orderly close.
     Close,
     /// See [`Publish`].
@@ -525,6 +565,8 @@ impl Frame {
             Frame::Welcome(_) => WELCOME,
             Frame::Ping { .. } => PING,
             Frame::Pong { .. } => PONG,
+            Frame::Time { .. } => TIME,
+            Frame::TimeReply(_) => TIME_REPLY,
             Frame::Close => CLOSE,
             Frame::Publish(_) => PUBLISH,
             Frame::Confirm(_) => CONFIRM,
@@ -560,6 +602,8 @@ pub fn frame_name(code: u8) -> &'static str {
         WELCOME => "WELCOME",
         PING => "PING",
         PONG => "PONG",
+        TIME => "TIME",
+        TIME_REPLY => "TIME_REPLY",
         CLOSE => "CLOSE",
         PUBLISH => "PUBLISH",
         CONFIRM => "CONFIRM",

@@ -102,6 +102,13 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         ),
         any::<u64>().prop_map(|nonce| Frame::Ping { nonce }),
         any::<u64>().prop_map(|nonce| Frame::Pong { nonce }),
+        (any::<u64>(), any::<u64>()).prop_map(|(request_id, origin_ns)| Frame::Time { request_id, origin_ns }),
+        prop::array::uniform4(any::<u64>()).prop_map(|words| Frame::TimeReply(TimeReply {
+            request_id: words[0],
+            origin_ns: words[1],
+            receive_ns: words[2],
+            transmit_ns: words[3],
+        })),
         Just(Frame::Close),
         (any::<u64>(), any::<u8>(), any::<u32>(), message_strategy()).prop_map(
             |(request_id, flags, await_timeout_ms, message)| Frame::Publish(Publish {

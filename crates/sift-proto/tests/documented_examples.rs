@@ -125,6 +125,7 @@ fn layout_examples() -> Vec<(&'static str, Frame)> {
     vec![
         ("### 4.3 PING", Frame::Ping { nonce: 7 }),
         ("### 4.4 CLOSE", Frame::Close),
+        ("### 4.20 TIME", Frame::Time { request_id: 9, origin_ns: 1 }),
         ("### 4.6 CONFIRM", incomplete),
         ("### 4.6 CONFIRM", confirm(ConfirmStatus::Accepted, 0, 0, &[], "orders", 7)),
         ("### 4.13 ERROR", error),

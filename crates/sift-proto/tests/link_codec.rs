@@ -49,6 +49,13 @@ fn handshake_strategy() -> impl Strategy<Value = LinkFrame> {
         (link_error_code_strategy(), any::<bool>(), ".{0,30}")
             .prop_map(|(code, fatal, message)| LinkFrame::Error(LinkErrorFrame { code, fatal, message })),
         any::<u64>().prop_map(|nonce| LinkFrame::Ping { nonce }),
+        (any::<u64>(), any::<u64>()).prop_map(|(request_id, origin_ns)| LinkFrame::Time { request_id, origin_ns }),
+        prop::array::uniform4(any::<u64>()).prop_map(|words| LinkFrame::TimeReply(sift_proto::TimeReply {
+            request_id: words[0],
+            origin_ns: words[1],
+            receive_ns: words[2],
+            transmit_ns: words[3],
+        })),
         any::<u64>().prop_map(|nonce| LinkFrame::Pong { nonce }),
     ]
 }

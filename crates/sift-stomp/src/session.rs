@@ -192,7 +192,7 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
 }
 
 async fn open_session(shared: &Shared, name: String) -> Result<Client, Failure> {
-    let options = ClientOptions { name, reconnect: false, ..ClientOptions::default() };
+    let options = ClientOptions { name, reconnect: false, clock_sync_interval: None, ..ClientOptions::default() };
     Client::connect_in_process(shared.connector.opener(), options)
         .await
         .map_err(|error| Failure::new("broker unavailable", error.to_string(), None))

@@ -9,6 +9,7 @@ mod pub_cmd;
 mod query_cmd;
 mod stream_cmd;
 mod sub_cmd;
+mod time_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -44,6 +45,8 @@ enum Command {
     Durable(stream_cmd::DurableArgs),
     /// Search a stream's stored messages (the archive query service).
     Query(query_cmd::QueryArgs),
+    /// Estimate this machine's clock offset from a broker's, with its error bound.
+    Time(time_cmd::TimeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -74,6 +77,7 @@ fn main() -> std::process::ExitCode {
             Command::Stream(args) => stream_cmd::run_stream(args).await,
             Command::Durable(args) => stream_cmd::run_durable(args).await,
             Command::Query(args) => query_cmd::run(args).await,
+            Command::Time(args) => time_cmd::run(args).await,
         }
     });
     match result {

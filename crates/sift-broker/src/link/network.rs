@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use sift_core::ClockEstimate;
 use sift_net::{BrokerName, Topology};
 use sift_proto::link::Forward;
 use tokio::sync::{mpsc, watch};
@@ -38,6 +39,8 @@ pub struct LinkInfo {
     pub connected_for: Duration,
     /// `FORWARD` traffic with this neighbour, since this broker started.
     pub traffic: LinkTraffic,
+    /// The neighbour's clock as of the last `LINK_TIME_REPLY`; `None` before it.
+    pub clock: Option<ClockEstimate>,
 }
 
 /// A content filter as (language name, filter text).
@@ -72,6 +75,8 @@ pub(crate) struct LiveLink {
     pub(crate) sender: mpsc::Sender<Bytes>,
     /// Set to true to make the link's session end.
     pub(crate) close: watch::Sender<CloseReason>,
+    /// The session's latest estimate of the neighbour's clock.
+    pub(crate) clock: Option<ClockEstimate>,
 }
 
 /// Why a link's session is told to end, through [`LiveLink::close`].
@@ -244,6 +249,7 @@ impl LinkNetwork {
             dialled_here,
             sender: sender.clone(),
             close,
+            clock: None,
         };
         let name = BrokerName::from(peer);
         state.links.insert(name.clone(), live);
@@ -260,6 +266,14 @@ impl LinkNetwork {
     /// Forgets link `id` to `peer` (not a newer link to the same broker),
     /// then originates and floods this broker's new link state and forgets
     /// brokers no longer reachable.
+    /// Records the latest estimate of `peer`'s clock, for [`Self::links`].
+    pub(crate) fn set_clock(&self, peer: &str, id: u64, estimate: ClockEstimate) {
+        let mut state = self.lock();
+        if let Some(live) = state.links.get_mut(peer).filter(|live| live.id == id) {
+            live.clock = Some(estimate);
+        }
+    }
+
     pub(crate) fn deregister(&self, peer: &str, id: u64, stats: &Stats) {
         let mut state = self.lock();
         if state.links.get(peer).is_none_or(|live| live.id != id) {
@@ -417,6 +431,7 @@ impl LinkNetwork {
                 cost: live.cost,
                 connected_for: now.saturating_duration_since(live.since),
                 traffic: state.forward.traffic(name),
+                clock: live.clock,
             })
             .collect()
     }

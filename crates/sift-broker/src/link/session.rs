@@ -5,14 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use sift_core::{ClockFilter, Message, TimeExchange};
 use sift_net::BrokerName;
 use sift_proto::link::{forward_flags, LinkErrorCode, LinkErrorFrame, LinkFrame};
-use sift_proto::DecodeError;
+use sift_proto::{DecodeError, TimeReply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::publish::now_ns;
 use crate::server::BrokerShared;
 use crate::stats::bump;
 
@@ -47,6 +49,8 @@ pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
         sender: registered.sender,
         shared: shared.clone(),
         nonce: 0,
+        link_id: registered.id,
+        clock: ClockFilter::new(),
         bracket: BracketReader::default(),
         delivery: RemoteDelivery::new(&shared),
         ack_due: None,
@@ -76,6 +80,12 @@ struct Session {
     sender: mpsc::Sender<Bytes>,
     shared: Arc<BrokerShared>,
     nonce: u64,
+    /// This link's id in the registry (tells it from a later link to the same peer).
+    link_id: u64,
+    /// The peer's clock, sampled by a `LINK_TIME` exchange on every ping
+    /// interval; forwarded messages' timestamps are carried into this
+    /// broker's clock with it.
+    clock: ClockFilter,
     /// The resync bracket being received; one cut off by the link going
     /// down is dropped with the session (§10.6).
     bracket: BracketReader,
@@ -101,6 +111,9 @@ impl Session {
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut shutdown = self.shared.shutdown_watch();
         let mut last_heard = Instant::now();
+        // The first clock sample, so that forwarded timestamps can be
+        // carried over from the start instead of after one interval.
+        self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: now_ns() });
         loop {
             if self.shared.is_shutting_down() {
                 return Err(LinkError::ShuttingDown);
@@ -138,6 +151,7 @@ impl Session {
                     }
                     self.nonce += 1;
                     self.send_frame(&LinkFrame::Ping { nonce: self.nonce });
+                    self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: now_ns() });
                 }
                 _ = close.changed() => {
                     return Err(match *close.borrow() {
@@ -179,6 +193,23 @@ impl Session {
         match frame {
             LinkFrame::Ping { nonce } => self.send_frame(&LinkFrame::Pong { nonce }),
             LinkFrame::Pong { .. } => {}
+            LinkFrame::Time { request_id, origin_ns } => {
+                let receive_ns = now_ns();
+                let reply = TimeReply { request_id, origin_ns, receive_ns, transmit_ns: now_ns() };
+                self.send_frame(&LinkFrame::TimeReply(reply));
+            }
+            LinkFrame::TimeReply(reply) => {
+                let exchange = TimeExchange {
+                    origin_ns: reply.origin_ns,
+                    receive_ns: reply.receive_ns,
+                    transmit_ns: reply.transmit_ns,
+                    arrival_ns: now_ns(),
+                };
+                self.clock.add_exchange(exchange);
+                if let Some(estimate) = self.clock.estimate(exchange.arrival_ns) {
+                    self.shared.links.set_clock(&self.peer, self.link_id, estimate);
+                }
+            }
             LinkFrame::State(state) => {
                 bump(&self.shared.stats.link_states_received);
                 self.shared.links.lock().apply_received(state, &self.peer, &self.shared.stats);
@@ -196,7 +227,8 @@ impl Session {
                 let got = if matches!(frame, LinkFrame::Hello(_)) { "LINK_HELLO" } else { "LINK_WELCOME" };
                 return Err(LinkError::Unexpected { expected: "no handshake frame after the handshake", got });
             }
-            LinkFrame::Forward(forward) => {
+            LinkFrame::Forward(mut forward) => {
+                self.carry_time(&mut forward.message);
                 let shared = &self.shared;
                 if forward.flags & forward_flags::NEEDS_LINK_ACK != 0 {
                     self.ack_due = Some(forward.link_sequence);
@@ -213,6 +245,16 @@ impl Session {
             LinkFrame::DeliveryReport(report) => self.shared.links.receive_report(report, &self.shared.stats),
         }
         Ok(())
+    }
+
+    /// Carries a forwarded message's timestamp from the peer's clock into
+    /// this broker's, widening its error bound by the offset's. Before the
+    /// first clock sample it is carried unchanged.
+    fn carry_time(&self, message: &mut Message) {
+        let Some(estimate) = self.clock.estimate(now_ns()) else { return };
+        message.timestamp_ns = estimate.to_local(message.timestamp_ns);
+        let error_ns = u64::from(message.time_error_ns).saturating_add(estimate.error_ns);
+        message.time_error_ns = u32::try_from(error_ns).unwrap_or(u32::MAX);
     }
 
     /// Acts on an interest frame (§10.6): inside an open bracket it is

@@ -21,4 +21,5 @@ mod policies;
 mod regressions;
 mod reliability;
 mod routing;
+mod time;
 mod toxiproxy;

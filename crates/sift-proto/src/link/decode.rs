@@ -79,6 +79,8 @@ impl Reader<'_, '_> {
             LINK_WELCOME => LinkFrame::Welcome(self.link_welcome()?),
             LINK_PING => LinkFrame::Ping { nonce: self.u64("nonce")? },
             LINK_PONG => LinkFrame::Pong { nonce: self.u64("nonce")? },
+            LINK_TIME => LinkFrame::Time { request_id: self.u64("request_id")?, origin_ns: self.u64("origin_ns")? },
+            LINK_TIME_REPLY => LinkFrame::TimeReply(self.time_reply()?),
             LINK_STATE => LinkFrame::State(self.link_state()?),
             INTEREST => LinkFrame::Interest(self.interest()?),
             INTEREST_SYNC_BEGIN => {

@@ -99,6 +99,8 @@ impl LinkFrame {
                 put_identity(buf, &welcome.cluster, &welcome.broker, welcome.link_cost)?;
             }
             LinkFrame::Ping { nonce } | LinkFrame::Pong { nonce } => buf.put_u64(*nonce),
+            LinkFrame::Time { request_id, origin_ns } => crate::encode::put_time(buf, *request_id, *origin_ns),
+            LinkFrame::TimeReply(reply) => crate::encode::put_time_reply(buf, reply),
             LinkFrame::State(state) => encode_link_state(buf, state)?,
             LinkFrame::Interest(interest) => encode_interest(buf, interest)?,
             LinkFrame::InterestSyncBegin { origin, sequence } | LinkFrame::InterestSyncEnd { origin, sequence } => {

@@ -20,6 +20,10 @@ pub mod link_frame_type {
     pub const LINK_PONG: u8 = 0x43;
     /// Either way: one broker's links and their costs (flooded).
     pub const LINK_STATE: u8 = 0x44;
+    /// Either way: what time is it on your clock? (as the client `TIME`)
+    pub const LINK_TIME: u8 = 0x45;
+    /// Either way: the answer to `LINK_TIME` (as the client `TIME_REPLY`).
+    pub const LINK_TIME_REPLY: u8 = 0x46;
     /// Either way: changes to one broker's subscription interest (flooded).
     pub const INTEREST: u8 = 0x48;
     /// Either way: a full copy of one broker's interest follows.
@@ -231,6 +235,15 @@ pub enum LinkFrame {
         /// The ping's nonce.
         nonce: u64,
     },
+    /// A clock exchange request, as the client protocol's `TIME`.
+    Time {
+        /// Echoed in the reply.
+        request_id: u64,
+        /// The sender's clock when it sent the request.
+        origin_ns: u64,
+    },
+    /// The answer to `LINK_TIME`.
+    TimeReply(crate::TimeReply),
     /// See [`LinkState`].
     State(LinkState),
     /// See [`Interest`].
@@ -272,6 +285,8 @@ impl LinkFrame {
             LinkFrame::Welcome(_) => LINK_WELCOME,
             LinkFrame::Ping { .. } => LINK_PING,
             LinkFrame::Pong { .. } => LINK_PONG,
+            LinkFrame::Time { .. } => LINK_TIME,
+            LinkFrame::TimeReply(_) => LINK_TIME_REPLY,
             LinkFrame::State(_) => LINK_STATE,
             LinkFrame::Interest(_) => INTEREST,
             LinkFrame::InterestSyncBegin { .. } => INTEREST_SYNC_BEGIN,
@@ -297,6 +312,8 @@ pub fn link_frame_name(code: u8) -> &'static str {
         LINK_WELCOME => "LINK_WELCOME",
         LINK_PING => "LINK_PING",
         LINK_PONG => "LINK_PONG",
+        LINK_TIME => "LINK_TIME",
+        LINK_TIME_REPLY => "LINK_TIME_REPLY",
         LINK_STATE => "LINK_STATE",
         INTEREST => "INTEREST",
         INTEREST_SYNC_BEGIN => "INTEREST_SYNC_BEGIN",

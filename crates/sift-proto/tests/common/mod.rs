@@ -27,8 +27,9 @@ pub fn message_strategy() -> impl Strategy<Value = Message> {
         prop::collection::vec(any::<u8>(), 0..256),
         (any::<u64>(), ".{0,12}", any::<u64>(), any::<u64>()),
         (0u8..=9, any::<u64>(), 0u8..=2, any::<u8>()),
+        prop_oneof![Just(0u32), any::<u32>()],
     )
-        .prop_map(|(topic, properties, metadata, payload, system, qos)| {
+        .prop_map(|(topic, properties, metadata, payload, system, qos, time_error_ns)| {
             let (id, publisher, sequence, timestamp_ns) = system;
             let (priority, expiry_ns, mode, hop_count) = qos;
             Message {
@@ -40,6 +41,7 @@ pub fn message_strategy() -> impl Strategy<Value = Message> {
                 publisher: publisher.into(),
                 sequence,
                 timestamp_ns,
+                time_error_ns,
                 priority: Priority::new(priority).expect("0-9"),
                 expiry_ns,
                 delivery_mode: DeliveryMode::from_code(mode).expect("0-2"),

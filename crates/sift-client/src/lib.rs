@@ -27,21 +27,26 @@
 
 mod admin;
 mod connection;
+pub mod cpu;
 mod error;
 pub mod json;
 mod options;
+mod ordering;
 mod query;
 mod subscription;
+mod tds;
 mod time;
 mod transport;
 
 pub use connection::Client;
 pub use error::ClientError;
 pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions, CLOCK_SYNC_INTERVAL_DEFAULT};
+pub use ordering::{OrderingBuffer, OrderingConfig, OrderingCounters, OrderingError, ORDERING_ENTRIES_MAX};
 pub use query::{QueryEvent, QueryOptions, QueryResults};
 pub use sift_core::ClockEstimate;
 pub use sift_proto::{AdminQuery, Confirm, ConfirmStatus, FilterKind, QueuePolicy};
 pub use sift_proto::{GapReason, ManageOp, StartPosition, StreamSource};
 pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};
+pub use tds::{Release, TdsConfig, TdsCounters, TimeDifferential, TDS_ENTRIES_DEFAULT};
 pub use time::{system_now_ns, ClockSource, LocalTime, CLOCK_SYNC_BURST};
 pub use transport::{Endpoint, PipeOpener};

@@ -77,6 +77,11 @@ pub struct LocalTime {
 }
 
 impl Client {
+    /// This client's clock ([`crate::ClientOptions::clock`]).
+    pub fn clock(&self) -> ClockSource {
+        self.options().clock.clone()
+    }
+
     /// Reads this client's clock ([`crate::ClientOptions::clock`]).
     pub fn now_ns(&self) -> u64 {
         self.options().clock.now_ns()

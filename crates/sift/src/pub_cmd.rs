@@ -64,6 +64,11 @@ pub struct PubArgs {
     /// that the messages can be told apart (`scripts/crash-check` uses it).
     #[arg(long, value_name = "N")]
     number_from: Option<u64>,
+    /// Stamp each message with this machine's clock carried into the
+    /// broker's (after TIME exchanges), so that receivers can order and
+    /// space messages by when they were sent (`sift sub --order`, `--tds`).
+    #[arg(long)]
+    publisher_time: bool,
 }
 
 /// Parses `NAME=VALUE` into a typed property.
@@ -113,7 +118,12 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
         Some(other) => return Err(CliError::Usage(format!("--await {other:?}: the only choice is `delivered`"))),
     };
     let options = PublishOptions { await_delivered, await_timeout: args.await_timeout_ms.map(Duration::from_millis) };
-    let client_options = ClientOptions { name: "sift-pub".into(), reconnect: false, ..ClientOptions::default() };
+    let client_options = ClientOptions {
+        name: "sift-pub".into(),
+        reconnect: false,
+        publisher_time: args.publisher_time,
+        ..ClientOptions::default()
+    };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let started = Instant::now();

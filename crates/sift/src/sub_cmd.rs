@@ -5,11 +5,12 @@ use std::io::Write;
 use clap::Args;
 use sift_client::json::payload_text;
 use sift_client::{
-    AckPolicy, Client, ClientOptions, Delivery, FilterKind, Gap, GapReason, QueuePolicy, StartPosition,
-    SubscribeOptions, SubscriptionEvent,
+    AckPolicy, Client, ClientOptions, Delivery, FilterKind, Gap, GapReason, OrderingConfig, QueuePolicy, StartPosition,
+    SubscribeOptions, SubscriptionEvent, TdsConfig,
 };
 use sift_core::Message;
 
+use crate::sub_timing::TimedOutput;
 use crate::CliError;
 
 /// Arguments of `sift sub`.
@@ -71,6 +72,15 @@ pub struct SubArgs {
     /// Share the durable subscription with other consumers (each message to one).
     #[arg(long, requires = "durable")]
     shared: bool,
+    /// Release messages in publisher-timestamp order through a buffer that
+    /// lets the earliest out when one of its rules fires:
+    /// `entries=N,bytes=B,wait=MS,release=F` (F from 0.5 to 1.0).
+    #[arg(long, value_name = "RULES")]
+    order: Option<String>,
+    /// Release messages with the spacing they were sent with, each at its
+    /// send time plus a playout delay: `max-delay=MS[,tick=US][,spin=US]`.
+    #[arg(long, value_name = "SETTINGS")]
+    tds: Option<String>,
 }
 
 impl SubArgs {
@@ -111,6 +121,18 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         None => None,
     };
     let manual = args.ack == "manual";
+    let order = args
+        .order
+        .as_deref()
+        .map(OrderingConfig::parse)
+        .transpose()
+        .map_err(|error| CliError::Usage(error.to_string()))?;
+    let tds = args.tds.as_deref().map(TdsConfig::parse).transpose().map_err(CliError::Usage)?;
+    if manual && (order.is_some() || tds.is_some()) {
+        return Err(CliError::Usage(
+            "--ack manual cannot be combined with --order or --tds (they acknowledge on receipt)".into(),
+        ));
+    }
     let mut options =
         SubscribeOptions::new(args.topic.as_str()).ack(if manual { AckPolicy::Manual } else { AckPolicy::Auto });
     options.policy = policy;
@@ -127,19 +149,28 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     }
     let client_options = ClientOptions { name: "sift-sub".into(), ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
+    let json = args.format == "json";
+    let mut timed = TimedOutput::start(&client, order, tds, json).await?;
     let mut subscription = client.subscribe(options).await?;
     // Tells scripts and tests that the subscription is live.
     eprintln!("subscribed to {}", args.topic);
-    let json = args.format == "json";
     let mut received = 0u64;
     let stdout = std::io::stdout();
     loop {
         if args.count.is_some_and(|count| received >= count) {
             break;
         }
+        let wait_rule = timed.next_deadline_ns().map(|deadline_ns| {
+            let wait_ns = deadline_ns.saturating_sub(client.now_ns());
+            tokio::time::Instant::now() + std::time::Duration::from_nanos(wait_ns)
+        });
         let event = tokio::select! {
             event = subscription.next_event() => event,
             _ = tokio::signal::ctrl_c() => None,
+            () = sleep_until_some(wait_rule) => {
+                timed.poll()?;
+                continue;
+            }
         };
         let delivery = match event {
             None => break,
@@ -149,6 +180,11 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
             }
             Some(SubscriptionEvent::Delivery(delivery)) => delivery,
         };
+        if !timed.is_direct() {
+            timed.accept(delivery)?;
+            received += 1;
+            continue;
+        }
         let line = if json { json_line(&delivery) } else { text_line(&delivery) };
         let mut out = stdout.lock();
         writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
@@ -157,8 +193,17 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         }
         received += 1;
     }
+    timed.finish()?;
     client.close().await;
     Ok(())
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Tells the user which stored messages will never come, and why.

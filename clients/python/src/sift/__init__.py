@@ -11,6 +11,7 @@ See README.md for every feature; docs/PROTOCOL.md in the Sift repository specifi
 """
 
 from .client import Client, connect
+from .clock import ClockEstimate, ClockFilter, ClockNotSyncedError, ClockSample
 from .errors import (
     BrokerError,
     ClientClosedError,
@@ -31,6 +32,7 @@ from .errors import (
     UnknownSubscriptionError,
 )
 from .message import Delivery
+from .ordering import OrderingBuffer, ordered
 from .subscription import Subscription
 from .types import (
     AckMode,
@@ -53,6 +55,10 @@ __all__ = [
     "BrokerError",
     "Client",
     "ClientClosedError",
+    "ClockEstimate",
+    "ClockFilter",
+    "ClockNotSyncedError",
+    "ClockSample",
     "Confirm",
     "ConfirmStatus",
     "ConnectError",
@@ -69,6 +75,7 @@ __all__ = [
     "InvalidTopicError",
     "LimitExceededError",
     "MalformedError",
+    "OrderingBuffer",
     "QueuePolicy",
     "ServerInfo",
     "ShuttingDownError",
@@ -81,4 +88,5 @@ __all__ = [
     "Subscription",
     "UnknownSubscriptionError",
     "connect",
+    "ordered",
 ]

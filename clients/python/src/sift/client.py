@@ -12,6 +12,9 @@ Design, in the order a reader meets it:
 * After a connection loss the client reconnects with a doubling back-off, opens
   every subscription again under its id, then resends the unconfirmed reliable
   publishes byte for byte (§8.4).
+* The broker's clock is estimated from TIME exchanges (`clock.py`), refreshed in
+  the background, so that a publish can carry the publisher's own send time
+  in the broker's clock (PUBLISHER_TIME).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections import deque
 from typing import Any, Callable, Mapping, Optional, Union
 
 from . import codec
+from .clock import FILTER_SIZE, ClockEstimate, ClockFilter, ClockNotSyncedError
 from .errors import (
     BrokerError,
     ClientClosedError,
@@ -65,6 +69,12 @@ Properties = Mapping[str, PropertyValue]
 Mode = Union[DeliveryMode, str, int]
 
 _ADMIN_QUERIES = {"links": 1, "routes": 2, "stats": 3, "subscriptions": 4}
+
+TIME_ERROR_MAX = 0xFFFFFFFF
+"""The largest time error a message can carry (a u32 of nanoseconds, about 4.3 s)."""
+CLOCK_RESYNC_SAMPLES = 2
+"""TIME exchanges per background resync once the filter is full: with short round trips
+the newest sample usually has the smallest bound, so a couple keep the estimate fresh."""
 
 
 class _PendingPublish:
@@ -209,6 +219,8 @@ async def connect(
     reconnect_delay_max: float = 2.0,
     connect_timeout: float = 5.0,
     write_buffer_bytes: int = 4 * 1024 * 1024,
+    clock: Callable[[], int] | None = None,
+    clock_sync_interval: float | None = 10.0,
 ) -> Client:
     """Connects to a broker, completes the handshake and returns the client.
 
@@ -218,6 +230,12 @@ async def connect(
     unconfirmed reliable publishes; `reconnect_delay_max` bounds the
     back-off. `write_buffer_bytes` is how much unsent data `drain()` lets
     accumulate while the connection is down.
+
+    `clock` is the local clock, in nanoseconds since the Unix epoch (default
+    `time.time_ns`; tests pass a shifted one). Every `clock_sync_interval`
+    seconds, from the connect on, the client exchanges a few TIME frames to
+    keep its estimate of the broker's clock fresh (`clock_estimate()`);
+    None turns that off (`sync_clock()` still works).
     """
     client = Client(
         host,
@@ -227,6 +245,8 @@ async def connect(
         reconnect_delay_max=reconnect_delay_max,
         connect_timeout=connect_timeout,
         write_buffer_bytes=write_buffer_bytes,
+        clock=clock,
+        clock_sync_interval=clock_sync_interval,
     )
     await client._connect_first()
     return client
@@ -245,7 +265,11 @@ class Client:
         reconnect_delay_max: float,
         connect_timeout: float,
         write_buffer_bytes: int,
+        clock: Callable[[], int] | None = None,
+        clock_sync_interval: float | None = None,
     ) -> None:
+        if clock_sync_interval is not None and not clock_sync_interval > 0:
+            raise ValueError(f"clock_sync_interval must be positive seconds or None, not {clock_sync_interval}")
         self.host = host
         self.port = port
         self.name = name
@@ -278,6 +302,10 @@ class Client:
         self._simple_topics: dict[str, tuple[bytes, Callable[..., bytes], int]] = {}
         #: Times the client has reconnected after a loss.
         self.reconnects = 0
+        self._clock: Callable[[], int] = clock if clock is not None else time.time_ns
+        self._clock_filter = ClockFilter()
+        self._clock_sync_interval = clock_sync_interval
+        self._clock_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------
     # Lifecycle
@@ -328,6 +356,8 @@ class Client:
     async def _connect_first(self) -> None:
         connection, info = await self._open()
         self._activate(connection, info)
+        if self._clock_sync_interval is not None:
+            self._clock_task = self._loop.create_task(self._clock_sync_loop(self._clock_sync_interval))
 
     def _activate(self, connection: _Connection, info: ServerInfo) -> None:
         """Makes `connection` the live session: subscriptions first, then unconfirmed reliable
@@ -436,6 +466,8 @@ class Client:
         self._closing = True
         self._closed = True
         self._connected.clear()
+        if self._clock_task is not None:
+            self._clock_task.cancel()
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
@@ -528,6 +560,8 @@ class Client:
         mode: int,
         priority: int,
         ttl: float | datetime.timedelta | None,
+        timestamp_ns: int = 0,
+        time_error_ns: int = 0,
     ) -> None:
         topic_bytes = self._topics.get(topic)
         if topic_bytes is None:
@@ -554,7 +588,29 @@ class Client:
         codec.append_publish(
             out, request_id, flags, await_timeout_ms, topic_bytes, payload,
             priority, mode, self._next_sequence, expiry_ns, count, encoded_properties, metadata,
+            timestamp_ns, time_error_ns,
         )
+
+    def _publisher_time(self, estimate: ClockEstimate | None, timestamp_ns: int | None) -> tuple[int, int]:
+        """(timestamp_ns, time_error_ns) in the broker's clock for a PUBLISHER_TIME publish:
+        `timestamp_ns` (local clock; default now) carried over by `estimate`.
+
+        The error is at least 1 ns, so that a publisher-stamped message always
+        carries the TIME_ERROR flag and a receiver can tell it from a
+        broker-stamped one (a looser bound is still a bound).
+        """
+        if estimate is None:
+            raise ClockNotSyncedError("no estimate of the broker's clock yet: await client.sync_clock() first")
+        if estimate.error_ns > TIME_ERROR_MAX:
+            raise ClockNotSyncedError(
+                f"the clock estimate's bound ({estimate.error_ns} ns) no longer fits a message: "
+                "await client.sync_clock() again"
+            )
+        local = self._clock() if timestamp_ns is None else timestamp_ns
+        stamp = estimate.to_peer(local)
+        if not 0 <= stamp < 1 << 64:
+            raise EncodeError(f"timestamp_ns {stamp} (in the broker's clock) does not fit a u64")
+        return stamp, max(1, estimate.error_ns)
 
     def _cache_simple_topic(self, topic: str) -> tuple[bytes, Callable[..., bytes], int]:
         topic_bytes = topic.encode("utf-8")
@@ -576,6 +632,8 @@ class Client:
         mode: Mode = DeliveryMode.BEST_EFFORT,
         priority: int = 4,
         ttl: float | datetime.timedelta | None = None,
+        publisher_time: bool = False,
+        timestamp_ns: int | None = None,
     ) -> None:
         """Publishes without a confirm (fire-and-forget): the fastest way to publish.
 
@@ -583,6 +641,10 @@ class Client:
         goes out with the next write. Nothing reports a refusal (the broker's
         ERROR has reference 0 and is logged). Call `await drain()` now and then
         in a long loop so that the buffer does not outgrow the socket.
+
+        `publisher_time` and `timestamp_ns` are as for `publish()`, except that
+        without a clock estimate this raises `ClockNotSyncedError` (it cannot
+        wait for one).
         """
         if self._closing:
             raise ClientClosedError("the client is closed")
@@ -591,6 +653,7 @@ class Client:
         if (
             properties is None and metadata is None and ttl is None and type(payload) is bytes
             and (mode_type is DeliveryMode or mode_type is int) and 0 <= priority <= 9
+            and not publisher_time and timestamp_ns is None
         ):
             # The common case, in one pack call: a cached Struct holds the topic's layout.
             cached = self._simple_topics.get(topic)
@@ -604,7 +667,15 @@ class Client:
         else:
             if mode_type is not int and mode_type is not DeliveryMode:
                 mode = DeliveryMode.of(mode)
-            self._encode_message(out, 0, 0, 0, topic, payload, properties, metadata, mode, priority, ttl)  # type: ignore[arg-type]
+            flags = stamp = error = 0
+            if publisher_time:
+                flags = codec.PUBLISH_PUBLISHER_TIME
+                stamp, error = self._publisher_time(self.clock_estimate(), timestamp_ns)
+            elif timestamp_ns is not None:
+                raise ValueError("timestamp_ns is the publisher's time: it needs publisher_time=True")
+            self._encode_message(
+                out, 0, flags, 0, topic, payload, properties, metadata, mode, priority, ttl, stamp, error  # type: ignore[arg-type]
+            )
         if len(out) >= FLUSH_BYTES:
             self._flush()
         elif not self._flush_scheduled:
@@ -623,6 +694,8 @@ class Client:
         ttl: float | datetime.timedelta | None = None,
         await_delivered: bool = False,
         await_timeout: float | None = None,
+        publisher_time: bool = False,
+        timestamp_ns: int | None = None,
     ) -> Confirm:
         """Publishes and returns the broker's confirm.
 
@@ -637,6 +710,14 @@ class Client:
         reconnect: they are resent until confirmed. A confirmed best-effort
         publish in flight when the connection drops raises
         `ConnectionLostError`. A refusal raises the broker's error.
+
+        With `publisher_time` the message carries this client's own send time
+        instead of the broker's acceptance time: `timestamp_ns` (local clock,
+        default now) carried into the broker's clock by the current estimate,
+        with its bound as the message's `time_error_ns`. Without an estimate
+        (or with one too stale for a message's u32 bound) this syncs first.
+        The broker refuses a time further than its skew limit from its clock
+        (`InvalidFieldError`).
         """
         self._check_open()
         if type(mode) is not int and not isinstance(mode, DeliveryMode):
@@ -647,6 +728,15 @@ class Client:
             flags |= codec.PUBLISH_AWAIT_DELIVERED
             if await_timeout is not None:
                 timeout_ms = max(1, min(int(await_timeout * 1000), 0xFFFFFFFF))
+        stamp = error = 0
+        if publisher_time:
+            flags |= codec.PUBLISH_PUBLISHER_TIME
+            estimate = self.clock_estimate()
+            if estimate is None or estimate.error_ns > TIME_ERROR_MAX:
+                estimate = await self.sync_clock()
+            stamp, error = self._publisher_time(estimate, timestamp_ns)
+        elif timestamp_ns is not None:
+            raise ValueError("timestamp_ns is the publisher's time: it needs publisher_time=True")
         await self._window.acquire()
         try:
             self._check_open()
@@ -654,7 +744,8 @@ class Client:
             self._next_request_id += 1
             frame = bytearray()
             self._encode_message(
-                frame, request_id, flags, timeout_ms, topic, payload, properties, metadata, mode, priority, ttl  # type: ignore[arg-type]
+                frame, request_id, flags, timeout_ms, topic, payload, properties, metadata, mode, priority, ttl,
+                stamp, error,
             )
         except BaseException:
             self._window.release()
@@ -809,6 +900,57 @@ class Client:
         """Writes everything buffered and waits until the broker has handled it (a ping)."""
         await asyncio.wait_for(self.ping(), timeout)
 
+    # ------------------------------------------------------------------
+    # The broker's clock
+
+    async def sync_clock(self, samples: int = FILTER_SIZE, timeout: float = 5.0) -> ClockEstimate:
+        """Exchanges `samples` TIME frames with the broker, one after another, and returns the
+        estimate of its clock (offset from the local clock, within `error_ns`).
+
+        Each exchange feeds the filter of the last eight samples; the estimate
+        is the sample with the smallest bound now. `asyncio.TimeoutError` when
+        an answer takes over `timeout` seconds (a broker predating TIME never
+        answers), `ConnectionLostError` when the connection drops meanwhile.
+        """
+        if samples < 1:
+            raise ValueError(f"samples must be at least 1, not {samples}")
+        for _ in range(samples):
+            await self._time_exchange(timeout)
+        estimate = self._clock_filter.estimate(self._clock())
+        assert estimate is not None
+        return estimate
+
+    def clock_estimate(self) -> ClockEstimate | None:
+        """The current estimate of the broker's clock (its bound as of now), or None before the
+        first exchange."""
+        return self._clock_filter.estimate(self._clock())
+
+    async def _time_exchange(self, timeout: float) -> None:
+        request_id, future = self._new_request()
+        origin_ns = self._clock()
+        self._out += codec.encode_time(request_id, origin_ns)
+        # Written now, not at the end of the loop turn: the wait would count as network time.
+        self._flush()
+        try:
+            reply, arrival_ns = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            self._requests.pop(request_id, None)
+            raise asyncio.TimeoutError(f"no TIME_REPLY within {timeout} s (does the broker predate TIME?)") from None
+        self._clock_filter.add_exchange(origin_ns, reply.receive_ns, reply.transmit_ns, arrival_ns)
+
+    async def _clock_sync_loop(self, interval: float) -> None:
+        """Keeps the clock estimate fresh: a full filter first, then a couple of samples per
+        interval. Failures (a lost connection, an old broker) wait for the next round."""
+        samples = FILTER_SIZE
+        while not self._closing:
+            try:
+                await self._connected.wait()
+                await self.sync_clock(samples)
+                samples = CLOCK_RESYNC_SAMPLES
+            except (SiftError, asyncio.TimeoutError) as error:
+                log.debug("sift: clock sync failed: %s", error)
+            await asyncio.sleep(interval)
+
     async def admin(self, query: str) -> dict[str, Any]:
         """One of the broker's reports as JSON: `links`, `routes`, `stats` or `subscriptions`."""
         code = _ADMIN_QUERIES.get(query)
@@ -865,6 +1007,15 @@ class Client:
             future = self._requests.pop(frame.nonce, None)
             if future is not None and not future.done():
                 future.set_result(None)
+        elif isinstance(frame, codec.TimeReply):
+            arrival_ns = self._clock()
+            future = self._requests.pop(frame.request_id, None)
+            if future is not None and not future.done():
+                future.set_result((frame, arrival_ns))
+        elif isinstance(frame, codec.TimeRequest):
+            receive_ns = self._clock()
+            self._out += codec.encode_time_reply(frame.request_id, frame.origin_ns, receive_ns, self._clock())
+            self._flush()
         elif isinstance(frame, codec.Ping):
             self._write(codec.encode_pong(frame.nonce))
         elif isinstance(frame, codec.GapFrame):

@@ -5,8 +5,8 @@ stream into frame objects. Nothing here touches a socket, so the codec can be
 tested byte for byte against the protocol's worked examples.
 
 Speed matters on two paths: encoding PUBLISH (one `struct` pack per message
-when it has no properties or metadata) and decoding DELIVER (`unpack_from`
-on the received bytes, one copy of the payload).
+when it has no properties, metadata or time error) and decoding DELIVER
+(`unpack_from` on the received bytes, one copy of the payload).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ WELCOME = 0x02
 PING = 0x03
 PONG = 0x04
 CLOSE = 0x05
+TIME = 0x06
+TIME_REPLY = 0x07
 PUBLISH = 0x10
 CONFIRM = 0x11
 SUBSCRIBE = 0x20
@@ -45,6 +47,7 @@ ERROR = 0x7F
 
 FRAME_NAMES = {
     HELLO: "HELLO", WELCOME: "WELCOME", PING: "PING", PONG: "PONG", CLOSE: "CLOSE",
+    TIME: "TIME", TIME_REPLY: "TIME_REPLY",
     PUBLISH: "PUBLISH", CONFIRM: "CONFIRM", SUBSCRIBE: "SUBSCRIBE", SUBSCRIBED: "SUBSCRIBED",
     UNSUBSCRIBE: "UNSUBSCRIBE", DELIVER: "DELIVER", ACK: "ACK", NACK: "NACK", FLOW: "FLOW",
     GAP: "GAP", ADMIN: "ADMIN", ADMIN_REPLY: "ADMIN_REPLY", ERROR: "ERROR",
@@ -53,6 +56,9 @@ FRAME_NAMES = {
 # PUBLISH flags (§4.5).
 PUBLISH_CONFIRM = 0x01
 PUBLISH_AWAIT_DELIVERED = 0x02
+PUBLISH_PUBLISHER_TIME = 0x04
+"""The message's timestamp_ns and time_error_ns are the publisher's, already in the
+broker's clock: the broker keeps them instead of stamping its own time."""
 # SUBSCRIBE flags (§4.7).
 SUBSCRIBE_CREDIT_MODE = 0x01
 SUBSCRIBE_STREAM_SOURCE = 0x02
@@ -62,6 +68,8 @@ DELIVER_REDELIVERED = 0x01
 DELIVER_STREAM_SEQ = 0x02
 # Message flags (§5).
 MESSAGE_METADATA = 0x01
+MESSAGE_TIME_ERROR = 0x02
+"""A u32 `time_error_ns` follows `expiry_ns`; set iff time_error_ns != 0."""
 # Property types (§5).
 PROPERTY_BOOL = 0
 PROPERTY_INT = 1
@@ -79,15 +87,18 @@ _I64 = Struct(">q")
 _F64 = Struct(">d")
 _FRAME_HEAD = Struct(">IB")
 _PING = Struct(">IBQ")
+_TIME = Struct(">IBQQ")
+_TIME_REPLY = Struct(">IBQQQQ")
 _SUB_ID = Struct(">IBI")
 _NACK = Struct(">IBQB")
 _FLOW = Struct(">IBII")
 _ACK_HEAD = Struct(">IBH")
 _HELLO_HEAD = Struct(">IB4sHHH")
 _PUBLISH_HEAD = Struct(">IBQBIH")
-# priority, delivery_mode, hop_count, message flags, id, sequence, timestamp_ns, expiry_ns,
-# publisher length (always 0 from a client), property count.
-_MESSAGE_FIXED = Struct(">BBBBQQQQHH")
+# priority, delivery_mode, hop_count, message flags, id, sequence, timestamp_ns, expiry_ns;
+# then (time_error_ns,) publisher length (always 0 from a client), property count.
+_MESSAGE_FIXED_HEAD = Struct(">BBBBQQQQ")
+_PUBLISHER_AND_COUNT = Struct(">HH")
 _SUBSCRIBE_TAIL = Struct(">BBIIIBI")
 _START = Struct(">BQ")
 _ADMIN = Struct(">IBQB")
@@ -99,6 +110,8 @@ _WELCOME_TAIL = Struct(">QIIIIII")
 _CONFIRM_HEAD = Struct(">QBIIH")
 _ERROR_HEAD = Struct(">HQB")
 _GAP = Struct(">IQQB")
+_TIME_BODY = Struct(">QQ")
+_TIME_REPLY_BODY = Struct(">QQQQ")
 
 
 class ProtocolError(Exception):
@@ -140,6 +153,16 @@ def encode_close() -> bytes:
     return _FRAME_HEAD.pack(1, CLOSE)
 
 
+def encode_time(request_id: int, origin_ns: int) -> bytes:
+    """TIME: asks the peer for its clock; `origin_ns` is the sender's clock as it sends."""
+    return _TIME.pack(17, TIME, request_id, origin_ns)
+
+
+def encode_time_reply(request_id: int, origin_ns: int, receive_ns: int, transmit_ns: int) -> bytes:
+    """TIME_REPLY: echoes `origin_ns` with the replier's clock when TIME arrived and when the reply left."""
+    return _TIME_REPLY.pack(33, TIME_REPLY, request_id, origin_ns, receive_ns, transmit_ns)
+
+
 def encode_properties(properties: Mapping[str, PropertyValue] | Iterable[tuple[str, PropertyValue]]) -> tuple[int, bytes]:
     """(count, bytes) of typed properties, in the order given (§5).
 
@@ -175,7 +198,8 @@ _simple_publish_structs: dict[int, Struct] = {}
 
 
 def simple_publish_struct(topic_length: int) -> Struct:
-    """The Struct of a PUBLISH head, topic and payload length for a message without properties or metadata."""
+    """The Struct of a PUBLISH head, topic and payload length for a message without properties,
+    metadata or time error."""
     packer = _simple_publish_structs.get(topic_length)
     if packer is None:
         packer = Struct(f">IBQBIH{topic_length}sBBBBQQQQHHI")
@@ -211,27 +235,42 @@ def append_publish(
     property_count: int = 0,
     properties: bytes = b"",
     metadata: bytes | None = None,
+    timestamp_ns: int = 0,
+    time_error_ns: int = 0,
 ) -> None:
-    """Appends a PUBLISH (§4.5) of an already encoded topic, properties and metadata to `out`."""
+    """Appends a PUBLISH (§4.5) of an already encoded topic, properties and metadata to `out`.
+
+    `timestamp_ns` and `time_error_ns` matter only with the PUBLISHER_TIME
+    flag (the broker overwrites the timestamp otherwise); a non-zero
+    `time_error_ns` sets the TIME_ERROR message flag and adds its u32 (§5).
+    """
     t = len(topic)
     if t > 0xFFFF:
         raise EncodeError("topic is too long")
+    if not 0 <= time_error_ns <= 0xFFFFFFFF:
+        raise EncodeError(f"time_error_ns {time_error_ns} does not fit a u32")
     p = len(payload)
-    if metadata is None and not property_count:
+    if metadata is None and not property_count and not time_error_ns:
         # 14 + message (2 + t + 40 + 4 + p).
         out += simple_publish_struct(t).pack(
             60 + t + p, PUBLISH, request_id, flags, await_timeout_ms, t, topic,
-            priority, mode, 0, 0, 0, sequence, 0, expiry_ns, 0, 0, p,
+            priority, mode, 0, 0, 0, sequence, timestamp_ns, expiry_ns, 0, 0, p,
         )
         out += payload
         return
+    message_flags = 0 if metadata is None else MESSAGE_METADATA
     meta_length = 0 if metadata is None else 4 + len(metadata)
     length = 60 + t + len(properties) + meta_length + p
+    if time_error_ns:
+        message_flags |= MESSAGE_TIME_ERROR
+        length += 4
     out += _PUBLISH_HEAD.pack(length, PUBLISH, request_id, flags, await_timeout_ms, t)
     out += topic
-    out += _MESSAGE_FIXED.pack(
-        priority, mode, 0, 0 if metadata is None else MESSAGE_METADATA, 0, sequence, 0, expiry_ns, 0, property_count
-    )
+    # The fixed part stops before the publisher's str16, where the time error goes.
+    out += _MESSAGE_FIXED_HEAD.pack(priority, mode, 0, message_flags, 0, sequence, timestamp_ns, expiry_ns)
+    if time_error_ns:
+        out += _U32.pack(time_error_ns)
+    out += _PUBLISHER_AND_COUNT.pack(0, property_count)
     out += properties
     if metadata is not None:
         out += _U32.pack(len(metadata))
@@ -348,6 +387,25 @@ class Close:
 
 
 @dataclass(frozen=True)
+class TimeRequest:
+    """TIME: the peer asks for our clock (answer with TIME_REPLY)."""
+
+    request_id: int
+    origin_ns: int
+
+
+@dataclass(frozen=True)
+class TimeReply:
+    """TIME_REPLY: three of the four timestamps of a clock exchange; the requester reads the
+    fourth (arrival) itself, as soon as the frame is decoded."""
+
+    request_id: int
+    origin_ns: int
+    receive_ns: int
+    transmit_ns: int
+
+
+@dataclass(frozen=True)
 class ErrorFrame:
     code: int
     reference: int
@@ -384,7 +442,8 @@ class Malformed:
 
 
 Frame = Union[
-    ServerInfo, Confirm, Subscribed, Delivery, GapFrame, Ping, Pong, Close, ErrorFrame, AdminReply, UnknownFrame, Malformed
+    ServerInfo, Confirm, Subscribed, Delivery, GapFrame, Ping, Pong, Close, ErrorFrame, AdminReply,
+    TimeRequest, TimeReply, UnknownFrame, Malformed,
 ]
 
 
@@ -445,6 +504,13 @@ def decode_deliver(view: memoryview, start: int, end: int) -> Delivery:
         _MESSAGE_AFTER_TOPIC.unpack_from(view, offset)
     )
     offset += 38
+    time_error = 0
+    if message_flags & MESSAGE_TIME_ERROR:
+        # The u32 sits between expiry_ns and the publisher: what was read as the
+        # publisher length is its first two bytes.
+        (time_error,) = _U32.unpack_from(view, offset - 2)
+        (publisher_length,) = _U16.unpack_from(view, offset + 2)
+        offset += 4
     publisher = str(view[offset:offset + publisher_length], "utf-8")
     offset += publisher_length
     (property_count,) = _U16.unpack_from(view, offset)
@@ -469,7 +535,7 @@ def decode_deliver(view: memoryview, start: int, end: int) -> Delivery:
     payload = bytes(view[offset:payload_end])
     return Delivery(
         sub_id, tag, flags & DELIVER_REDELIVERED != 0, stream_seq, topic, priority, mode, hops,
-        message_id, sequence, timestamp, expiry, publisher, properties, metadata, payload,
+        message_id, sequence, timestamp, expiry, publisher, properties, metadata, payload, time_error,
     )
 
 
@@ -528,6 +594,12 @@ def decode_body(frame_type: int, view: memoryview, start: int, end: int) -> Fram
         _expect_length(frame_type, start, end, 8)
         (nonce,) = _U64.unpack_from(view, start)
         return Ping(nonce) if frame_type == PING else Pong(nonce)
+    if frame_type == TIME_REPLY:
+        _expect_length(frame_type, start, end, 32)
+        return TimeReply(*_TIME_REPLY_BODY.unpack_from(view, start))
+    if frame_type == TIME:
+        _expect_length(frame_type, start, end, 16)
+        return TimeRequest(*_TIME_BODY.unpack_from(view, start))
     if frame_type == ERROR:
         return _decode_error(view, start, end)
     if frame_type == GAP:

@@ -26,6 +26,12 @@ class Delivery:
     `metadata`, `priority`, `mode`, `sequence`, `expiry_ns`) plus the broker's
     stamps (`id`, `timestamp_ns`, `publisher`). `delivery_tag` is 0 when no
     acknowledgement is expected (best-effort messages, on-write ack mode).
+
+    `timestamp_ns` is in the broker's clock. It is the broker's acceptance
+    time, unless the publisher stamped its own send time (PUBLISHER_TIME,
+    carried into the broker's clock); then `time_error_ns` is the bound on
+    how far that reading may be from the true instant. Broker-stamped
+    messages have `time_error_ns` 0.
     """
 
     __slots__ = (
@@ -45,6 +51,7 @@ class Delivery:
         "metadata",
         "payload",
         "hop_count",
+        "time_error_ns",
         "_acknowledger",
         "_settled",
     )
@@ -67,6 +74,7 @@ class Delivery:
         properties: dict[str, PropertyValue],
         metadata: bytes | None,
         payload: bytes,
+        time_error_ns: int = 0,
     ) -> None:
         self.sub_id = sub_id
         self.delivery_tag = delivery_tag
@@ -86,6 +94,8 @@ class Delivery:
         self.properties = properties
         self.metadata = metadata
         self.payload = payload
+        #: Bound (ns) on the error of `timestamp_ns`; non-zero only for publisher-stamped times.
+        self.time_error_ns = time_error_ns
         self._acknowledger: Acknowledger | None = None
         self._settled = False
 

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use sift_client::{Client, Subscription};
 use sift_core::TopicName;
 
-use super::cpu::{elapsed_ns, thread_cpu_ns};
 use super::plan::Point;
 use super::threads::Links;
 use crate::error::BenchError;
@@ -15,6 +14,7 @@ use crate::publisher::{connect, StampedSender};
 use crate::stamp::{nanos_since, sent_at_ns};
 use crate::stats::Samples;
 use crate::subscriber::{next_delivery, subscribe_options};
+use sift_client::cpu::{elapsed_ns, thread_cpu_ns};
 
 /// A subscriber that receives nothing for this long has all it will get
 /// (messages a `keep-last` queue overwrote never come)…

@@ -59,7 +59,6 @@
 //! broker's CPU time stay empty.
 
 mod clients;
-mod cpu;
 mod plan;
 mod point;
 mod seed;

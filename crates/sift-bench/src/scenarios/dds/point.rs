@@ -7,12 +7,12 @@ use sift_broker::{RunningBroker, StatsSnapshot};
 use sift_core::TopicName;
 
 use super::clients::{publisher, subscriber, Published, PublisherJob, Received, SubscriberJob};
-use super::cpu::{elapsed_ns, process_cpu_ns};
 use super::plan::Point;
 use super::threads::{ClientThread, Gate, Phase};
 use crate::brokers::Endpoints;
 use crate::error::BenchError;
 use crate::stats::Samples;
+use sift_client::cpu::{elapsed_ns, process_cpu_ns};
 
 /// Topic every point publishes on.
 pub const DDS_TOPIC: &str = "bench.dds";

@@ -1,6 +1,7 @@
 //! CPU time of one thread, and of the whole process, read from Linux's
 //! `/proc` (the workspace forbids `unsafe`, so `clock_gettime` through
-//! libc is not an option).
+//! libc is not an option), and the calling thread's timer slack. The TDS
+//! reports its thread's CPU time with it, and `sift bench` its clients'.
 //!
 //! `/proc/thread-self/schedstat` gives the time a thread ran in
 //! nanoseconds (its first field, the scheduler's `sum_exec_runtime`); when
@@ -38,7 +39,7 @@ pub fn process_cpu_ns() -> Option<u64> {
 }
 
 /// CPU time of the task whose `/proc` directory is `task`.
-fn task_cpu_ns(task: &Path) -> Option<u64> {
+pub fn task_cpu_ns(task: &Path) -> Option<u64> {
     if let Some(nanos) = std::fs::read_to_string(task.join("schedstat")).ok().and_then(|text| schedstat_ns(&text)) {
         return Some(nanos);
     }
@@ -59,6 +60,22 @@ fn stat_ns(text: &str) -> Option<u64> {
     let user_ticks: u64 = fields.next()?.parse().ok()?;
     let system_ticks: u64 = fields.next()?.parse().ok()?;
     Some((user_ticks + system_ticks) * NANOS_PER_TICK)
+}
+
+/// The `/proc` directory of the calling thread, which other threads can
+/// read its CPU time from ([`task_cpu_ns`]); `None` without `/proc`.
+pub fn thread_task_dir() -> Option<std::path::PathBuf> {
+    let target = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(Path::new("/proc").join(target))
+}
+
+/// Asks the kernel to end the calling thread's timed sleeps on time rather
+/// than up to 50 µs late (the default timer slack, which batches wake-ups),
+/// through `/proc/thread-self/timerslack_ns`. False when the kernel or the
+/// process's privileges do not allow it: sleeps then end up to the default
+/// slack late.
+pub fn set_thread_timer_slack_ns(slack_ns: u64) -> bool {
+    std::fs::write("/proc/thread-self/timerslack_ns", slack_ns.to_string()).is_ok()
 }
 
 /// CPU time between two readings, when both were taken.

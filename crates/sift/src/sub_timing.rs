@@ -9,7 +9,9 @@
 
 use std::io::Write;
 
-use sift_client::{Client, Delivery, OrderingBuffer, OrderingConfig, Release, TdsConfig, TimeDifferential};
+use sift_client::{
+    Client, ClockEstimate, Delivery, OrderingBuffer, OrderingConfig, Release, TdsConfig, TimeDifferential,
+};
 
 use crate::CliError;
 
@@ -28,6 +30,14 @@ pub struct TimedOutput {
     buffer: Option<OrderingBuffer<Outgoing>>,
     tds: Option<TimeDifferential<Outgoing>>,
     released: Vec<Outgoing>,
+    /// The estimate of the broker's clock that timestamps are mapped with.
+    /// It is held, not refreshed with every sample: a new sample with a
+    /// different round trip would shift the mapping and, with it, the
+    /// spacing the TDS keeps. It is replaced only when a newer estimate
+    /// proves it wrong (their bounds do not overlap).
+    mapping: Option<ClockEstimate>,
+    /// Times the mapping was replaced.
+    mapping_steps: u64,
 }
 
 impl TimedOutput {
@@ -57,6 +67,8 @@ impl TimedOutput {
             buffer: order.map(OrderingBuffer::new),
             tds,
             released: Vec::new(),
+            mapping: client.clock_estimate(),
+            mapping_steps: 0,
         })
     }
 
@@ -67,10 +79,15 @@ impl TimedOutput {
 
     /// Takes one delivery in.
     pub fn accept(&mut self, delivery: Delivery) -> Result<(), CliError> {
-        let local = self.client.local_time(&delivery.message);
+        let current = self.client.clock_estimate();
+        self.update_mapping(current);
+        let message = &delivery.message;
         let outgoing = Outgoing {
-            local_timestamp_ns: local.map_or(delivery.message.timestamp_ns, |local| local.timestamp_ns),
-            time_error_ns: local.map_or(u64::from(delivery.message.time_error_ns), |local| local.error_ns),
+            local_timestamp_ns: self
+                .mapping
+                .map_or(message.timestamp_ns, |mapping| mapping.to_local(message.timestamp_ns)),
+            time_error_ns: u64::from(message.time_error_ns)
+                .saturating_add(current.map_or(0, |current| current.error_ns)),
             delivery,
         };
         match &mut self.buffer {
@@ -82,6 +99,21 @@ impl TimedOutput {
             None => self.released.push(outgoing),
         }
         self.pass_on()
+    }
+
+    /// Replaces the mapping when `current` proves it wrong, or when there
+    /// was none.
+    fn update_mapping(&mut self, current: Option<ClockEstimate>) {
+        let Some(current) = current else { return };
+        let Some(mapping) = self.mapping else {
+            self.mapping = Some(current);
+            return;
+        };
+        let apart_ns = mapping.offset_ns.abs_diff(current.offset_ns);
+        if apart_ns > mapping.error_ns.saturating_add(current.error_ns) {
+            self.mapping = Some(current);
+            self.mapping_steps += 1;
+        }
     }
 
     /// When the ordering buffer's wait rule next fires, in this client's clock.
@@ -106,21 +138,22 @@ impl TimedOutput {
         self.pass_on()?;
         if let Some(buffer) = &self.buffer {
             let counters = buffer.counters();
-            eprintln!(
+            report(format_args!(
                 "order: {} released in order, {} late; rules fired: entries {}, bytes {}, wait {}",
                 counters.released, counters.late, counters.fired_entries, counters.fired_bytes, counters.fired_wait
-            );
+            ));
         }
         if let Some(tds) = self.tds.take() {
             let counters = tds.finish();
-            eprintln!(
-                "tds: {} released, {} late, {} pushed out by the bound; {} wake-ups, {:.3} ms CPU",
+            report(format_args!(
+                "tds: {} released, {} late, {} pushed out by the bound; {} wake-ups, {:.3} ms CPU; clock mapping stepped {} times",
                 counters.released,
                 counters.late,
                 counters.overflowed,
                 counters.wakeups,
-                counters.cpu_ns as f64 / 1e6
-            );
+                counters.cpu_ns as f64 / 1e6,
+                self.mapping_steps
+            ));
         }
         Ok(())
     }
@@ -138,6 +171,12 @@ impl TimedOutput {
         }
         Ok(())
     }
+}
+
+/// Writes a summary line to standard error; a closed standard error (a
+/// script that stopped listening) loses the line rather than the run.
+fn report(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 /// Prints one released delivery; JSON lines gain the local timestamp, its

@@ -326,3 +326,77 @@ fn streams_durables_queries_and_verify_as_a_user_runs_them() {
     assert!(verified.contains("3 records"), "{verified}");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// Publishes `(topic, payload, offset from now in ms)` with the publisher's
+/// own timestamps, through the Rust client (the CLI publisher stamps the
+/// time of sending, which cannot be out of order).
+fn publish_stamped(address: &str, messages: &[(&str, &str, u64)]) {
+    use sift_client::{Client, ClientOptions};
+    use sift_core::{Message, TopicName};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let options =
+            ClientOptions { name: "stamper".into(), reconnect: false, publisher_time: true, ..Default::default() };
+        let client = Client::connect(address, options).await.expect("client connects");
+        let now_ns = client.now_ns();
+        for (topic, payload, offset_ms) in messages {
+            let mut message = Message::new(TopicName::new(*topic).expect("topic"), payload.to_string());
+            message.timestamp_ns = now_ns + offset_ms * 1_000_000;
+            client.publish(message).await.expect("publish");
+        }
+        client.ping().await.expect("the broker took them");
+        client.close().await;
+    });
+}
+
+#[test]
+fn time_offsets_ordering_and_spacing_from_the_command_line() {
+    let data = temp_dir("time");
+    let (_broker, address) = start_broker(&data);
+    let estimate: serde_json::Value =
+        serde_json::from_str(sift_ok(&["time", "--server", &address, "--clock-shift-ms", "-2500", "--json"]).trim())
+            .expect("one JSON estimate");
+    let offset_ns = estimate["offset_ns"].as_i64().expect("offset");
+    let error_ns = estimate["error_ns"].as_i64().expect("bound");
+    assert!((offset_ns - 2_500_000_000).abs() <= error_ns, "a clock 2.5 s behind is found: {estimate}");
+
+    let order = ["--order", "entries=4,release=1.0"];
+    let ordered =
+        start_sub(&address, &[&["--topic", "time.o", "--count", "4", "--format", "json"][..], &order].concat());
+    let spaced =
+        start_sub(&address, &["--topic", "time.s", "--count", "5", "--format", "json", "--tds", "max-delay=200"]);
+    // Sent out of order, and all at once though stamped tens of ms apart.
+    let offsets_ms = [0u64, 10, 30, 35, 70];
+    let mut messages: Vec<(&str, &str, u64)> =
+        vec![("time.o", "3", 3), ("time.o", "1", 1), ("time.o", "2", 2), ("time.o", "0", 0)];
+    let labels = ["a", "b", "c", "d", "e"];
+    messages.extend(offsets_ms.iter().zip(labels).map(|(offset, label)| ("time.s", label, *offset)));
+    publish_stamped(&address, &messages);
+
+    let (ok, out) = wait_output(ordered);
+    assert!(ok);
+    let payloads: Vec<String> = out
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).expect("json")["payload"]
+                .as_str()
+                .expect("text")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(payloads, ["0", "1", "2", "3"], "released in publisher-time order");
+
+    let (ok, out) = wait_output(spaced);
+    assert!(ok);
+    let lines: Vec<serde_json::Value> = out.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
+    assert_eq!(lines.len(), offsets_ms.len());
+    let field =
+        |line: &serde_json::Value, name: &str| line[name].as_u64().unwrap_or_else(|| panic!("{name} in {line}"));
+    for pair in lines.windows(2) {
+        assert_eq!(pair[1]["late"], false);
+        let sent_gap = field(&pair[1], "local_timestamp_ns") as i64 - field(&pair[0], "local_timestamp_ns") as i64;
+        let released_gap = field(&pair[1], "released_ns") as i64 - field(&pair[0], "released_ns") as i64;
+        assert!((released_gap - sent_gap).abs() < 3_000_000, "gap {released_gap} ns for a sent gap of {sent_gap} ns");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -21,5 +21,6 @@ mod policies;
 mod regressions;
 mod reliability;
 mod routing;
+mod tds;
 mod time;
 mod toxiproxy;

@@ -114,12 +114,18 @@ impl Toxiproxy {
     /// Delays everything proxy `name` sends from its upstream to the side
     /// that connected to it (the `downstream` stream) by `latency_ms`.
     pub async fn add_latency(&self, name: &str, latency_ms: u64) {
+        self.add_jittery_latency(name, latency_ms, 0).await;
+    }
+
+    /// Delays what proxy `name` sends downstream by `latency_ms` give or
+    /// take up to `jitter_ms`, drawn afresh for each chunk.
+    pub async fn add_jittery_latency(&self, name: &str, latency_ms: u64, jitter_ms: u64) {
         let toxic = serde_json::json!({
             "name": "latency_downstream",
             "type": "latency",
             "stream": "downstream",
             "toxicity": 1.0,
-            "attributes": { "latency": latency_ms, "jitter": 0 },
+            "attributes": { "latency": latency_ms, "jitter": jitter_ms },
         });
         self.expect_status("POST", &format!("/proxies/{name}/toxics"), &toxic.to_string(), 200).await;
     }

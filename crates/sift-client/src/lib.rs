@@ -36,6 +36,7 @@ mod query;
 mod subscription;
 mod tds;
 mod time;
+pub mod transfer;
 mod transport;
 
 pub use connection::Client;

@@ -9,6 +9,7 @@ mod pub_cmd;
 mod query_cmd;
 mod stream_cmd;
 mod sub_cmd;
+mod sub_files;
 mod sub_timing;
 mod time_cmd;
 

@@ -1,10 +1,11 @@
 //! `sift pub`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use clap::Args;
+use sift_client::transfer::{self, TransferOptions};
 use sift_client::{Client, ClientOptions, ConfirmStatus, PublishOptions};
 use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
@@ -69,6 +70,16 @@ pub struct PubArgs {
     /// space messages by when they were sent (`sift sub --order`, `--tds`).
     #[arg(long)]
     publisher_time: bool,
+    /// Send this file as one chunked transfer (any size): fragments of
+    /// --chunk-bytes that `sift sub --save-dir` puts back together.
+    #[arg(long, conflicts_with_all = ["payload", "payload_file", "size", "number_from"])]
+    file: Option<PathBuf>,
+    /// With --file: spread the fragments over this many connections.
+    #[arg(long, default_value_t = 1, requires = "file")]
+    streams: usize,
+    /// With --file: payload bytes per fragment (at most the broker's max_payload_bytes).
+    #[arg(long, default_value_t = sift_client::transfer::CHUNK_BYTES_DEFAULT, requires = "file")]
+    chunk_bytes: usize,
 }
 
 /// Parses `NAME=VALUE` into a typed property.
@@ -124,6 +135,9 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
         publisher_time: args.publisher_time,
         ..ClientOptions::default()
     };
+    if let Some(path) = &args.file {
+        return send_file(&args, path, message, client_options).await;
+    }
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let started = Instant::now();
@@ -164,6 +178,42 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
     client.close().await;
     Ok(())
 }
+
+/// `--file`: opens `--streams` connections and sends the file over them.
+async fn send_file(args: &PubArgs, path: &Path, template: Message, options: ClientOptions) -> Result<(), CliError> {
+    if args.streams == 0 || args.streams > STREAMS_MAX {
+        return Err(CliError::Usage(format!("--streams must be 1 to {STREAMS_MAX}")));
+    }
+    if args.count != 1 {
+        return Err(CliError::Usage("--count does not apply to --file (one transfer)".into()));
+    }
+    let mut clients = Vec::with_capacity(args.streams);
+    for stream in 0..args.streams {
+        let options = ClientOptions { name: format!("{}-{stream}", options.name), ..options.clone() };
+        clients.push(Client::connect(args.server.as_str(), options).await?);
+    }
+    let transfer_options = TransferOptions { chunk_bytes: args.chunk_bytes, ..TransferOptions::default() };
+    let sent = transfer::send_file(&clients, template, path, &transfer_options).await;
+    for client in &clients {
+        client.close().await;
+    }
+    let report = sent.map_err(|error| CliError::Usage(format!("--file: {error}")))?;
+    let seconds = report.elapsed.as_secs_f64();
+    println!(
+        "sent {} ({}): {} bytes in {} fragments over {} streams in {seconds:.3} s ({:.1} MB/s); every fragment matched at least {}",
+        path.display(),
+        report.id,
+        report.total_bytes,
+        report.fragments,
+        report.streams,
+        report.total_bytes as f64 / seconds.max(1e-9) / 1e6,
+        report.matched_min
+    );
+    Ok(())
+}
+
+/// Most connections one transfer may use.
+const STREAMS_MAX: usize = 64;
 
 #[cfg(test)]
 mod tests {

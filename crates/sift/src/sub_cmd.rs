@@ -10,6 +10,7 @@ use sift_client::{
 };
 use sift_core::Message;
 
+use crate::sub_files::{Inbox, Saver};
 use crate::sub_timing::TimedOutput;
 use crate::CliError;
 
@@ -81,6 +82,18 @@ pub struct SubArgs {
     /// send time plus a playout delay: `max-delay=MS[,tick=US][,spin=US]`.
     #[arg(long, value_name = "SETTINGS")]
     tds: Option<String>,
+    /// Put chunked transfers (`sift pub --file`) back together in this
+    /// directory: each is written as it arrives, checked, and renamed to its
+    /// name only when whole. --count then counts finished transfers too.
+    #[arg(long, value_name = "DIR")]
+    save_dir: Option<std::path::PathBuf>,
+    /// Receive over this many connections (one private queue group), for
+    /// transfers sent with `sift pub --file --streams`.
+    #[arg(long, default_value_t = 1)]
+    streams: usize,
+    /// A transfer with no fragment for this long is reported as failed.
+    #[arg(long, default_value_t = 30_000, requires = "save_dir")]
+    transfer_timeout_ms: u64,
 }
 
 impl SubArgs {
@@ -151,12 +164,22 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let json = args.format == "json";
     let mut timed = TimedOutput::start(&client, order, tds, json).await?;
-    let mut subscription = client.subscribe(options).await?;
+    if args.streams == 0 || args.streams > STREAMS_MAX {
+        return Err(CliError::Usage(format!("--streams must be 1 to {STREAMS_MAX}")));
+    }
+    let mut saver = match &args.save_dir {
+        Some(dir) => Some(Saver::new(dir.clone(), args.streams, args.transfer_timeout_ms, json)?),
+        None => None,
+    };
+    let mut inbox = Inbox::open(&client, &args.server, options, args.streams).await?;
     // Tells scripts and tests that the subscription is live.
     eprintln!("subscribed to {}", args.topic);
     let mut received = 0u64;
     let stdout = std::io::stdout();
     loop {
+        if let Some(saver) = &mut saver {
+            received += saver.take_finished();
+        }
         if args.count.is_some_and(|count| received >= count) {
             break;
         }
@@ -164,11 +187,18 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
             let wait_ns = deadline_ns.saturating_sub(client.now_ns());
             tokio::time::Instant::now() + std::time::Duration::from_nanos(wait_ns)
         });
+        let transfer_timeout = saver.as_ref().and_then(Saver::next_deadline).map(tokio::time::Instant::from_std);
         let event = tokio::select! {
-            event = subscription.next_event() => event,
+            event = inbox.next_event() => event,
             _ = tokio::signal::ctrl_c() => None,
             () = sleep_until_some(wait_rule) => {
                 timed.poll()?;
+                continue;
+            }
+            () = sleep_until_some(transfer_timeout) => {
+                if let Some(saver) = &mut saver {
+                    saver.expire()?;
+                }
                 continue;
             }
         };
@@ -179,6 +209,13 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
                 continue;
             }
             Some(SubscriptionEvent::Delivery(delivery)) => delivery,
+        };
+        let delivery = match &mut saver {
+            Some(saver) => match saver.accept(delivery)? {
+                Some(plain) => plain,
+                None => continue,
+            },
+            None => delivery,
         };
         if !timed.is_direct() {
             timed.accept(delivery)?;
@@ -194,9 +231,16 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         received += 1;
     }
     timed.finish()?;
+    inbox.close().await;
     client.close().await;
-    Ok(())
+    match saver {
+        Some(saver) => saver.finish(),
+        None => Ok(()),
+    }
 }
+
+/// Most connections `--streams` may open.
+const STREAMS_MAX: usize = 64;
 
 /// Sleeps until `deadline`, or forever without one.
 async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {

@@ -400,3 +400,102 @@ fn time_offsets_ordering_and_spacing_from_the_command_line() {
     }
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// One mebibyte.
+const MIB: usize = 1024 * 1024;
+
+/// Writes a file of `mebibytes` MiB whose every block differs.
+fn write_blocks(path: &std::path::Path, mebibytes: usize) {
+    use std::io::Write;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    let mut block = vec![0u8; MIB];
+    for number in 0..mebibytes {
+        for (offset, byte) in block.iter_mut().enumerate() {
+            *byte = (offset as u8).wrapping_mul(31) ^ (number as u8) ^ ((offset >> 11) as u8);
+        }
+        file.write_all(&block).expect("write");
+    }
+    file.flush().expect("flush");
+}
+
+/// True when two files hold the same bytes (read a block at a time).
+fn same_bytes(left: &std::path::Path, right: &std::path::Path) -> bool {
+    use std::io::Read;
+    let (mut left, mut right) = (std::fs::File::open(left).expect("open"), std::fs::File::open(right).expect("open"));
+    let (mut left_block, mut right_block) = (vec![0u8; MIB], vec![0u8; MIB]);
+    loop {
+        let read = left.read(&mut left_block).expect("read");
+        let mut filled = 0;
+        while filled < read {
+            let got = right.read(&mut right_block[filled..read]).expect("read");
+            if got == 0 {
+                return false;
+            }
+            filled += got;
+        }
+        if left_block[..read] != right_block[..read] {
+            return false;
+        }
+        if read == 0 {
+            return right.read(&mut right_block).expect("read") == 0;
+        }
+    }
+}
+
+/// The names in `dir`.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries.filter_map(Result::ok).map(|entry| entry.file_name().to_string_lossy().into_owned()).collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_gibibyte_transfer_and_a_receiver_killed_halfway() {
+    let data = temp_dir("transfer");
+    std::fs::create_dir_all(&data).expect("dir");
+    let (_broker, address) = start_broker(&data.join("broker"));
+    let source = data.join("big.bin");
+    write_blocks(&source, 1024);
+    let source_text = source.to_str().expect("utf-8 path");
+
+    // The whole gibibyte over two streams, checked byte for byte.
+    let saved = data.join("saved");
+    let saved_text = saved.to_str().expect("utf-8 path");
+    let receiver =
+        start_sub(&address, &["--topic", "files.big", "--count", "1", "--save-dir", saved_text, "--streams", "2"]);
+    let sent = sift_ok(&["pub", "--server", &address, "--topic", "files.big", "--file", source_text, "--streams", "2"]);
+    assert!(sent.contains("1073741824 bytes in 1024 fragments over 2 streams"), "{sent}");
+    let (ok, out) = wait_output(receiver);
+    assert!(ok, "the receiver exits 0 once the transfer is saved");
+    assert!(out.contains("checksums match"), "{out}");
+    assert!(same_bytes(&source, &saved.join("big.bin")), "the saved gibibyte differs");
+
+    // A receiver killed while the fragments arrive leaves only its
+    // partial file, never a file under the final name that is not whole.
+    let halfway = data.join("halfway");
+    let halfway_text = halfway.to_str().expect("utf-8 path");
+    let mut killed = start_sub(&address, &["--topic", "files.half", "--save-dir", halfway_text]);
+    let mut publisher = Command::new(SIFT)
+        .args(["pub", "--server", &address, "--topic", "files.half", "--file", source_text])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("pub starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !names_in(&halfway).iter().any(|name| name.ends_with(".part")) {
+        assert!(Instant::now() < deadline, "the first fragment never arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    killed.0.kill().expect("SIGKILL the receiver");
+    let _ = killed.0.wait();
+    assert!(publisher.wait().expect("pub ends").success(), "the publisher finishes without its receiver");
+    let final_path = halfway.join("big.bin");
+    assert!(
+        !final_path.exists() || same_bytes(&source, &final_path),
+        "a file under the final name is whole: {:?}",
+        names_in(&halfway)
+    );
+    let _ = std::fs::remove_dir_all(&data);
+}

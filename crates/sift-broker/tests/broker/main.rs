@@ -24,3 +24,4 @@ mod routing;
 mod tds;
 mod time;
 mod toxiproxy;
+mod transfer;

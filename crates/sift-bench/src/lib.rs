@@ -79,6 +79,7 @@ pub mod stamp;
 pub mod stats;
 pub mod subscriber;
 pub mod timestamp;
+pub mod toxiproxy;
 
 pub use brokers::Endpoints;
 pub use error::BenchError;

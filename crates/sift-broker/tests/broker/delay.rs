@@ -10,7 +10,7 @@ use sift_client::{Client, SubscribeOptions, Subscription};
 
 use crate::common::{client, message, next};
 use crate::network_support::{converged, eventually, link_addr, node, shutdown_all};
-use crate::toxiproxy::{server_or_skip, Toxiproxy};
+use crate::toxiproxy::{self, server_or_skip};
 
 /// Latency added to each link, in the direction the messages travel.
 const LINK_DELAY_MS: u64 = 30;
@@ -49,13 +49,13 @@ fn dialled_address(broker: &RunningBroker, neighbour: &str) -> String {
 #[tokio::test]
 async fn latency_across_delayed_links_is_their_sum() {
     let Some(binary) = server_or_skip() else { return };
-    let toxiproxy = Toxiproxy::start(&binary).await;
+    let toxiproxy = toxiproxy::start(&binary).await;
     // Each broker dials the previous one through a proxy, so the previous
     // one is the proxy's upstream and what it forwards is "downstream".
     let head = node("head", &[]).await;
-    let to_head = toxiproxy.proxy("to-head", link_addr(&head)).await;
+    let to_head = toxiproxy.proxy("to-head", link_addr(&head)).await.expect("proxy created");
     let middle = node("middle", &[to_head]).await;
-    let to_middle = toxiproxy.proxy("to-middle", link_addr(&middle)).await;
+    let to_middle = toxiproxy.proxy("to-middle", link_addr(&middle)).await.expect("proxy created");
     let tail = node("tail", &[to_middle]).await;
     converged(&[&head, &middle, &tail], &["head", "middle", "tail"]).await;
     assert_eq!(dialled_address(&middle, "head"), to_head.to_string(), "the link goes through the proxy");
@@ -66,8 +66,8 @@ async fn latency_across_delayed_links_is_their_sum() {
     eventually("the head holds the tail's interest", || !head.remote_interest().is_empty()).await;
     let publisher = client(&head, "near").await;
     let undelayed = median_latency(&publisher, &mut subscription).await;
-    toxiproxy.add_latency("to-head", LINK_DELAY_MS).await;
-    toxiproxy.add_latency("to-middle", LINK_DELAY_MS).await;
+    toxiproxy.add_latency("to-head", LINK_DELAY_MS).await.expect("latency added");
+    toxiproxy.add_latency("to-middle", LINK_DELAY_MS).await.expect("latency added");
     let delayed = median_latency(&publisher, &mut subscription).await;
 
     let sum = Duration::from_millis(LINKS * LINK_DELAY_MS);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sift_client::{Client, ClientOptions, SubscribeOptions, TdsConfig, TimeDifferential};
 
 use crate::common::{broker, message, next};
-use crate::toxiproxy::{server_or_skip, Toxiproxy};
+use crate::toxiproxy::{self, server_or_skip};
 
 /// Gaps between consecutive publishes, cycled: uneven on purpose.
 const GAPS_MS: [u64; 4] = [10, 25, 15, 40];
@@ -39,10 +39,10 @@ fn spacing_error_max_ns(sent: &[u64], seen: &[u64]) -> i64 {
 #[tokio::test]
 async fn the_tds_restores_the_spacing_that_jitter_took_away() {
     let Some(binary) = server_or_skip() else { return };
-    let toxiproxy = Toxiproxy::start(&binary).await;
+    let toxiproxy = toxiproxy::start(&binary).await;
     let broker = broker().await;
-    let jittery = toxiproxy.proxy("jittery", broker.local_addr()).await;
-    toxiproxy.add_jittery_latency("jittery", LATENCY_MS, JITTER_MS).await;
+    let jittery = toxiproxy.proxy("jittery", broker.local_addr()).await.expect("proxy created");
+    toxiproxy.add_jittery_latency("jittery", LATENCY_MS, JITTER_MS).await.expect("latency added");
     let receiver_options = ClientOptions { name: "tds-sub".into(), reconnect: false, ..ClientOptions::default() };
     let receiver = Client::connect(jittery.to_string(), receiver_options).await.expect("connects through the proxy");
     receiver.sync_clock(4).await.expect("clock synchronised");

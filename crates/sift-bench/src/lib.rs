@@ -75,6 +75,7 @@ pub mod progress;
 pub mod publisher;
 pub mod report;
 pub mod scenarios;
+pub mod shaped;
 pub mod stamp;
 pub mod stats;
 pub mod subscriber;

@@ -121,10 +121,22 @@ impl Toxiproxy {
     /// Delays what proxy `name` sends downstream by `latency_ms` give or
     /// take up to `jitter_ms`, drawn afresh for each chunk.
     pub async fn add_jittery_latency(&self, name: &str, latency_ms: u64, jitter_ms: u64) -> Result<(), BenchError> {
+        self.add_stream_latency(name, "downstream", latency_ms, jitter_ms).await
+    }
+
+    /// Delays what proxy `name` carries on `stream` (`downstream`: from its
+    /// upstream; `upstream`: towards it) by `latency_ms` ± `jitter_ms`.
+    pub async fn add_stream_latency(
+        &self,
+        name: &str,
+        stream: &str,
+        latency_ms: u64,
+        jitter_ms: u64,
+    ) -> Result<(), BenchError> {
         let toxic = serde_json::json!({
-            "name": "latency_downstream",
+            "name": format!("latency_{stream}"),
             "type": "latency",
-            "stream": "downstream",
+            "stream": stream,
             "toxicity": 1.0,
             "attributes": { "latency": latency_ms, "jitter": jitter_ms },
         });

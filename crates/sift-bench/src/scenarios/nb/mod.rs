@@ -21,6 +21,8 @@
 //! With `--server` the payload curve runs against that broker alone.
 
 mod tables;
+mod tds;
+mod transfer;
 
 use std::time::Duration;
 
@@ -63,9 +65,24 @@ const NB_IDLE_END: Duration = Duration::from_secs(3);
 /// Rough cost of starting a chain and of connecting a point's clients.
 const EXPECTED_SETUP: Duration = Duration::from_millis(300);
 
+/// The experiments of `sift bench nb`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Experiment {
+    /// §2.1: transit delay against payload size and per broker hop.
+    #[default]
+    Transit,
+    /// §3.3: jitter before and after the time differential service.
+    Tds,
+    /// §2.2: transfer time against size and parallel streams.
+    Transfer,
+}
+
 /// Arguments of `sift bench nb`.
 #[derive(Debug, Args, Clone)]
 pub struct NbArgs {
+    /// Which experiment: `transit` (the default), `tds` or `transfer`.
+    #[arg(value_enum, default_value = "transit")]
+    pub experiment: Experiment,
     /// Payload sizes in bytes, comma-separated; default
     /// 64,256,1024,4096,16384,65536, with `--quick` 64,4096.
     #[arg(long, value_delimiter = ',')]
@@ -84,6 +101,31 @@ pub struct NbArgs {
     /// Publish rate, messages per second.
     #[arg(long, default_value_t = RATE_DEFAULT)]
     pub rate: u64,
+    /// tds: latency Toxiproxy adds towards the subscriber, ms.
+    #[arg(long, default_value_t = 30)]
+    pub latency_ms: u64,
+    /// tds: jitter around that latency, ms.
+    #[arg(long, default_value_t = 10)]
+    pub jitter_ms: u64,
+    /// tds: the playout delay of the TDS, ms.
+    #[arg(long, default_value_t = 100)]
+    pub max_delay_ms: u64,
+    /// tds: seconds of each stream; default 20, with `--quick` 2.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// transfer: sizes in MiB, comma-separated; default 1,16,128,1024, with `--quick` 1,16.
+    #[arg(long, value_delimiter = ',')]
+    pub mebibytes: Vec<u64>,
+    /// transfer: stream counts, comma-separated; default 1,2,4,8,16, with `--quick` 1,4.
+    #[arg(long, value_delimiter = ',')]
+    pub streams: Vec<usize>,
+    /// transfer: also run through a shaped path (a network namespace, `tc tbf`
+    /// at this many Mbit/s each way, plus Toxiproxy latency); needs root.
+    #[arg(long)]
+    pub shaped_mbit: Option<u64>,
+    /// transfer: one-way latency Toxiproxy adds on the shaped path, ms.
+    #[arg(long, default_value_t = 20)]
+    pub shaped_latency_ms: u64,
     /// Options every scenario takes.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -150,6 +192,37 @@ impl Plan {
 
 /// Runs the scenario, writes its results and prints them.
 pub async fn run(args: NbArgs) -> Result<(), BenchError> {
+    match args.experiment {
+        Experiment::Transit => run_transit(args).await,
+        Experiment::Tds => run_tds(args).await,
+        Experiment::Transfer => transfer::run(args).await,
+    }
+}
+
+/// `sift bench nb tds`.
+async fn run_tds(args: NbArgs) -> Result<(), BenchError> {
+    let plan = tds::TdsPlan {
+        latency_ms: args.latency_ms,
+        jitter_ms: args.jitter_ms,
+        max_delay_ms: args.max_delay_ms,
+        seconds: args.seconds.unwrap_or(if args.common.quick { 2.0 } else { 20.0 }),
+    };
+    if plan.seconds <= 0.0 || plan.max_delay_ms == 0 {
+        return Err(BenchError::Usage("--seconds and --max-delay-ms need values above 0".into()));
+    }
+    let mut report =
+        Report::new("nb-tds", "NaradaBrokering §3.3: jitter before and after the time differential service");
+    report.parameter("latency_ms", plan.latency_ms);
+    report.parameter("jitter_ms", plan.jitter_ms);
+    report.parameter("max_delay_ms", plan.max_delay_ms);
+    report.parameter("seconds", plan.seconds);
+    tds::run(&plan, &mut report, args.common.json).await?;
+    finish(&report, &args.common, Printed::Tables)?;
+    Ok(())
+}
+
+/// `sift bench nb` (transit).
+async fn run_transit(args: NbArgs) -> Result<(), BenchError> {
     let plan = Plan::from_args(&args)?;
     let mut report = Report::new(NAME, TITLE);
     let mut chains: Vec<(usize, Endpoints)> = Vec::with_capacity(plan.chains.len());
@@ -213,11 +286,20 @@ mod tests {
 
     fn args(quick: bool) -> NbArgs {
         NbArgs {
+            experiment: Experiment::Transit,
             sizes: Vec::new(),
             chains: Vec::new(),
             count: None,
             rounds: None,
             rate: RATE_DEFAULT,
+            latency_ms: 30,
+            jitter_ms: 10,
+            max_delay_ms: 100,
+            seconds: None,
+            mebibytes: Vec::new(),
+            streams: Vec::new(),
+            shaped_mbit: None,
+            shaped_latency_ms: 20,
             common: CommonArgs { quick, ..CommonArgs::default() },
         }
     }

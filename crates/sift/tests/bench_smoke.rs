@@ -158,6 +158,36 @@ fn nb_quick() {
 }
 
 #[test]
+fn nb_tds_quick() {
+    if let Err(reason) = sift_bench::toxiproxy::find_server() {
+        assert!(std::env::var("SIFT_REQUIRE_TOXIPROXY").as_deref() != Ok("1"), "Toxiproxy is required: {reason}");
+        eprintln!("notice: skipping sift bench nb tds: {reason}");
+        return;
+    }
+    let report = smoke("nb", &["tds"]);
+    let jitter = &report["tables"][0];
+    let rows = jitter["rows"].as_array().expect("rows");
+    // Two streams, three release modes.
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        assert_eq!(row[column(jitter, "sent")], row[column(jitter, "received")], "nothing lost: {row}");
+        assert!(row[column(jitter, "output_jitter_us_mean")].as_f64() > Some(0.0), "{row}");
+    }
+}
+
+#[test]
+fn nb_transfer_quick() {
+    let report = smoke("nb", &["transfer"]);
+    let transfer = &report["tables"][0];
+    let rows = transfer["rows"].as_array().expect("rows");
+    // 1 and 16 MiB, over 1 and 4 streams, on loopback.
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        assert!(row[column(transfer, "throughput")].as_f64() > Some(0.0), "{row}");
+    }
+}
+
+#[test]
 fn persist_quick() {
     let report = smoke("persist", &["--count", "200", "--read-count", "500"]);
     let publishing = &report["tables"][0];

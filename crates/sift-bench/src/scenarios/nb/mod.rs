@@ -210,8 +210,7 @@ async fn run_tds(args: NbArgs) -> Result<(), BenchError> {
     if plan.seconds <= 0.0 || plan.max_delay_ms == 0 {
         return Err(BenchError::Usage("--seconds and --max-delay-ms need values above 0".into()));
     }
-    let mut report =
-        Report::new("nb-tds", "NaradaBrokering §3.3: jitter before and after the time differential service");
+    let mut report = Report::new(NAME, "NaradaBrokering §3.3: jitter before and after the time differential service");
     report.parameter("latency_ms", plan.latency_ms);
     report.parameter("jitter_ms", plan.jitter_ms);
     report.parameter("max_delay_ms", plan.max_delay_ms);

@@ -22,6 +22,7 @@ use sift_core::{Message, TopicName};
 
 use crate::brokers::Endpoints;
 use crate::error::BenchError;
+use crate::plot::Plot;
 use crate::report::{Cell, Report, Table};
 use crate::stats::Samples;
 use crate::toxiproxy::{find_server, Toxiproxy};
@@ -70,9 +71,15 @@ struct TdsPoint {
     late: u64,
     input_jitter_ns: Samples,
     output_jitter_ns: Samples,
+    /// Per-message jitter of the first [`SERIES_MESSAGES`], µs, for the plots.
+    input_series_us: Vec<f64>,
+    output_series_us: Vec<f64>,
     cpu_ns: u64,
     elapsed: Duration,
 }
+
+/// Messages per stream drawn in the per-message plots (as Fig. 9-12).
+const SERIES_MESSAGES: usize = 300;
 
 /// Runs every stream with every release mode and adds the tables.
 pub async fn run(plan: &TdsPlan, report: &mut Report, quiet: bool) -> Result<(), BenchError> {
@@ -94,7 +101,20 @@ pub async fn run(plan: &TdsPlan, report: &mut Report, quiet: bool) -> Result<(),
     }
     endpoints.shutdown().await;
     drop(toxiproxy);
+    let series = series_table(&points)?;
+    for stream in TDS_STREAMS {
+        let file = format!("jitter-{}.svg", stream.rate);
+        let title = format!("Jitter per message before and after the TDS, {} (cf. Fig. 9-12)", stream.name);
+        report.plots.push(
+            Plot::lines(&file, &title, &series, "message", "jitter_us")?
+                .only("stream", stream.name)
+                .series(&["series"])
+                .log_y(10.0)
+                .labels("message", "jitter (µs)"),
+        );
+    }
     report.tables.push(jitter_table(&points)?);
+    report.tables.push(series);
     report.tables.push(paper_table()?);
     for note in NOTES {
         report.note(note);
@@ -148,6 +168,8 @@ async fn measure(
         late: counters.late,
         input_jitter_ns: jitter(&arrivals),
         output_jitter_ns: jitter(&releases),
+        input_series_us: jitter_series_us(&arrivals),
+        output_series_us: jitter_series_us(&releases),
         cpu_ns: counters.cpu_ns,
         elapsed,
     })
@@ -175,6 +197,19 @@ async fn publish_stream(
     publisher.ping().await?;
     publisher.close().await;
     Ok(count)
+}
+
+/// The jitter of each of the first [`SERIES_MESSAGES`] messages, in µs.
+fn jitter_series_us(times: &[(u64, u64)]) -> Vec<f64> {
+    let first = &times[..times.len().min(SERIES_MESSAGES + 1)];
+    first
+        .windows(2)
+        .map(|pair| {
+            let sent_gap = pair[1].0 as i64 - pair[0].0 as i64;
+            let observed_gap = pair[1].1 as i64 - pair[0].1 as i64;
+            (observed_gap - sent_gap).unsigned_abs() as f64 / 1e3
+        })
+        .collect()
 }
 
 /// |gap between the observed times − gap between the sent times| of each
@@ -227,6 +262,32 @@ fn jitter_table(points: &[TdsPoint]) -> Result<Table, BenchError> {
             (point.cpu_ns as f64 / 1e6).into(),
             cpu_percent.into(),
         ])?;
+    }
+    Ok(table)
+}
+
+/// Per-message jitter, long form: the input once per stream (timer
+/// mode's), the output of every release mode. Jitter below 1 µs is drawn
+/// at 1 µs, since the axis is logarithmic.
+fn series_table(points: &[TdsPoint]) -> Result<Table, BenchError> {
+    let columns = [("stream", ""), ("series", ""), ("message", ""), ("jitter_us", "µs")];
+    let mut table = Table::new("tds_series", "Sift: jitter per message (first 300)", &columns);
+    for point in points {
+        let mut series = vec![(format!("output, {}", point.release), &point.output_series_us)];
+        if point.release == TDS_RELEASES[0].0 {
+            series.insert(0, ("input".to_string(), &point.input_series_us));
+        }
+        for (name, values) in series {
+            for (index, value) in values.iter().enumerate() {
+                let row = vec![
+                    Cell::from(point.stream.name),
+                    Cell::from(name.as_str()),
+                    (index + 1).into(),
+                    value.max(1.0).into(),
+                ];
+                table.push_row(row)?;
+            }
+        }
     }
     Ok(table)
 }

@@ -76,8 +76,7 @@ pub async fn run(args: NbArgs) -> Result<(), BenchError> {
     let measured = measure_all(&args, &sizes, &streams, &scratch).await;
     let _ = std::fs::remove_dir_all(&scratch);
     let points = measured?;
-    let mut report =
-        Report::new("nb-transfer", "NaradaBrokering §2.2: transfer time against size and parallel streams");
+    let mut report = Report::new(super::NAME, "NaradaBrokering §2.2: transfer time against size and parallel streams");
     report.parameter("mebibytes", list(&sizes));
     report.parameter("streams", list(&streams));
     report.parameter("shaped_mbit", args.shaped_mbit.map_or("off".to_string(), |mbit| mbit.to_string()));

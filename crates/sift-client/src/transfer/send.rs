@@ -13,7 +13,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use sift_core::{DeliveryMode, Message};
 use tokio::sync::{mpsc, oneshot};
 
@@ -201,8 +201,7 @@ fn spawn_reader(
     let (sender, receiver) = mpsc::channel(capacity.max(1));
     let reader = std::thread::spawn(move || {
         for size in super::fragment::payload_sizes(total_bytes, chunk_bytes) {
-            let mut buffer = BytesMut::zeroed(size as usize);
-            let read = file.read_exact(&mut buffer).map(|()| buffer.freeze());
+            let read = read_fragment(&mut file, size);
             let failed = read.is_err();
             if sender.blocking_send(read).is_err() || failed {
                 return;
@@ -210,6 +209,17 @@ fn spawn_reader(
         }
     });
     (receiver, reader)
+}
+
+/// Reads the next `size` bytes of `file` into a buffer of their own.
+/// `read_to_end` fills the buffer's spare capacity without zeroing it first.
+fn read_fragment(file: &mut File, size: u64) -> std::io::Result<Bytes> {
+    let mut buffer = Vec::with_capacity(size as usize);
+    let read = file.take(size).read_to_end(&mut buffer)?;
+    if read as u64 != size {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the file shrank while it was sent"));
+    }
+    Ok(Bytes::from(buffer))
 }
 
 /// A transfer id unique per publisher: its name, the time and the process.

@@ -216,7 +216,14 @@ async fn run_tds(args: NbArgs) -> Result<(), BenchError> {
     report.parameter("max_delay_ms", plan.max_delay_ms);
     report.parameter("seconds", plan.seconds);
     tds::run(&plan, &mut report, args.common.json).await?;
-    finish(&report, &args.common, Printed::Tables)?;
+    // The per-message series (hundreds of rows) goes to its CSV and the
+    // plots only; the terminal gets the summaries.
+    let mut printed = String::new();
+    for table in report.tables.iter().filter(|table| table.name != tds::SERIES_TABLE) {
+        printed.push_str(&format!("{}\n\n{}\n", table.title, crate::markdown::table_text(table)));
+    }
+    printed.push_str(&format!("(jitter per message: {}.csv and the plots)\n", tds::SERIES_TABLE));
+    finish(&report, &args.common, Printed::Text(printed))?;
     Ok(())
 }
 

@@ -78,6 +78,9 @@ struct TdsPoint {
     elapsed: Duration,
 }
 
+/// The table of per-message jitter.
+pub const SERIES_TABLE: &str = "tds_series";
+
 /// Messages per stream drawn in the per-message plots (as Fig. 9-12).
 const SERIES_MESSAGES: usize = 300;
 
@@ -271,7 +274,7 @@ fn jitter_table(points: &[TdsPoint]) -> Result<Table, BenchError> {
 /// at 1 µs, since the axis is logarithmic.
 fn series_table(points: &[TdsPoint]) -> Result<Table, BenchError> {
     let columns = [("stream", ""), ("series", ""), ("message", ""), ("jitter_us", "µs")];
-    let mut table = Table::new("tds_series", "Sift: jitter per message (first 300)", &columns);
+    let mut table = Table::new(SERIES_TABLE, "Sift: jitter per message (first 300)", &columns);
     for point in points {
         let mut series = vec![(format!("output, {}", point.release), &point.output_series_us)];
         if point.release == TDS_RELEASES[0].0 {

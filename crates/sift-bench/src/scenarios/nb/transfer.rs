@@ -167,11 +167,11 @@ async fn transfer_once(address: &str, source: &Path, streams: usize, into: &Path
     send_file(&senders, template, source, &TransferOptions::default())
         .await
         .map_err(|error| BenchError::Usage(format!("sending {}: {error}", source.display())))?;
-    let saved = tokio::time::timeout(TRANSFER_PATIENCE, receiver_task)
+    let (saved, completed) = tokio::time::timeout(TRANSFER_PATIENCE, receiver_task)
         .await
         .map_err(|_| BenchError::Timeout("the receiver holds the whole transfer".into()))?
         .map_err(|error| BenchError::Task { role: "subscriber", reason: error.to_string() })??;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = completed.saturating_duration_since(started).as_secs_f64();
     let _ = std::fs::remove_file(saved);
     for sender in senders {
         sender.close().await;
@@ -214,14 +214,16 @@ impl Receiver {
         Ok(Receiver { clients, deliveries, reassembler })
     }
 
-    /// Feeds fragments until one transfer completes; returns its file.
-    async fn complete_one(mut self) -> Result<PathBuf, BenchError> {
+    /// Feeds fragments until one transfer completes; returns its file and
+    /// when it completed (before the connections are closed, which takes
+    /// a round trip each).
+    async fn complete_one(mut self) -> Result<(PathBuf, Instant), BenchError> {
         let outcome = loop {
             let Some(message) = self.deliveries.recv().await else {
                 break Err(BenchError::Timeout("the receiving connections ended first".into()));
             };
             match self.reassembler.accept(&message, Instant::now()) {
-                Some(Some(TransferEvent::Completed { path, .. })) => break Ok(path),
+                Some(Some(TransferEvent::Completed { path, .. })) => break Ok((path, Instant::now())),
                 Some(Some(TransferEvent::Failed(failure))) => {
                     break Err(BenchError::Usage(format!("the transfer failed: {}", failure.reason)));
                 }

@@ -205,14 +205,15 @@ async fn publish_stream(
 /// The jitter of each of the first [`SERIES_MESSAGES`] messages, in µs.
 fn jitter_series_us(times: &[(u64, u64)]) -> Vec<f64> {
     let first = &times[..times.len().min(SERIES_MESSAGES + 1)];
-    first
-        .windows(2)
-        .map(|pair| {
-            let sent_gap = pair[1].0 as i64 - pair[0].0 as i64;
-            let observed_gap = pair[1].1 as i64 - pair[0].1 as i64;
-            (observed_gap - sent_gap).unsigned_abs() as f64 / 1e3
-        })
-        .collect()
+    first.windows(2).map(|pair| gap_error_ns(pair) as f64 / 1e3).collect()
+}
+
+/// |gap between the observed times − gap between the sent times| of a
+/// consecutive pair of `(sent, observed)`, in nanoseconds.
+fn gap_error_ns(pair: &[(u64, u64)]) -> u64 {
+    let sent_gap = pair[1].0 as i64 - pair[0].0 as i64;
+    let observed_gap = pair[1].1 as i64 - pair[0].1 as i64;
+    (observed_gap - sent_gap).unsigned_abs()
 }
 
 /// |gap between the observed times − gap between the sent times| of each
@@ -220,9 +221,7 @@ fn jitter_series_us(times: &[(u64, u64)]) -> Vec<f64> {
 fn jitter(times: &[(u64, u64)]) -> Samples {
     let mut samples = Samples::new();
     for pair in times.windows(2) {
-        let sent_gap = pair[1].0 as i64 - pair[0].0 as i64;
-        let observed_gap = pair[1].1 as i64 - pair[0].1 as i64;
-        samples.record((observed_gap - sent_gap).unsigned_abs());
+        samples.record(gap_error_ns(pair));
     }
     samples
 }

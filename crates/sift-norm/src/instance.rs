@@ -1,0 +1,119 @@
+//! The process's NORM instance and the thread that turns its event queue
+//! into per-session channels.
+//!
+//! libnorm delivers the events of every session of an instance through one
+//! blocking call, `NormGetNextEvent`. One thread makes that call for ever,
+//! copies out what an event carries (a received object's bytes must be
+//! copied before the next call frees them) and hands it to its session: a
+//! received message to the session's bounded channel (waiting while it is
+//! full, which leaves packets in NORM's receive buffers, where NORM's own
+//! flow rules apply), a purged transmit object to the session's table of
+//! buffers to free, a queue vacancy to the senders waiting for one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use norm_sys::NormEventType as Kind;
+use tokio::sync::mpsc;
+
+use crate::ffi::{self, InstanceHandle, RawEvent, SessionHandle};
+use crate::session::{Event, SessionShared};
+
+/// The instance and its sessions, by handle.
+pub(crate) struct Instance {
+    pub(crate) handle: InstanceHandle,
+    sessions: Mutex<HashMap<SessionHandle, Arc<SessionShared>>>,
+}
+
+/// The process's instance, created on first use with its event thread.
+static INSTANCE: OnceLock<Result<Arc<Instance>, String>> = OnceLock::new();
+
+impl Instance {
+    /// The process's instance.
+    pub(crate) fn get() -> Result<Arc<Instance>, crate::NormError> {
+        let created = INSTANCE.get_or_init(|| {
+            let handle = ffi::create_instance().ok_or("NormCreateInstance failed")?;
+            let instance = Arc::new(Instance { handle, sessions: Mutex::new(HashMap::new()) });
+            let events = instance.clone();
+            std::thread::Builder::new()
+                .name("sift-norm-events".into())
+                .spawn(move || events.dispatch_events())
+                .map_err(|error| format!("cannot start the NORM event thread: {error}"))?;
+            Ok(instance)
+        });
+        created.clone().map_err(crate::NormError::Instance)
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, HashMap<SessionHandle, Arc<SessionShared>>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a session's shared state, before it starts.
+    pub(crate) fn register(&self, handle: SessionHandle, shared: Arc<SessionShared>) {
+        self.sessions().insert(handle, shared);
+    }
+
+    /// Forgets a session, before it is destroyed.
+    pub(crate) fn deregister(&self, handle: SessionHandle) {
+        self.sessions().remove(&handle);
+    }
+
+    /// The event loop: until the instance is stopped.
+    fn dispatch_events(&self) {
+        while let Some(event) = ffi::next_event(self.handle) {
+            let shared = self.sessions().get(&event.session).cloned();
+            if let Some(shared) = shared {
+                shared.handle_event(event);
+            }
+        }
+        tracing::debug!("NORM event thread ends");
+    }
+}
+
+impl SessionShared {
+    /// Acts on one event of this session (on the event thread).
+    fn handle_event(&self, event: RawEvent) {
+        let sender = event.sender.unwrap_or(0);
+        match event.kind {
+            Kind::NORM_RX_OBJECT_COMPLETED => {
+                if let Some((data, info)) = event.data {
+                    self.counters.received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.deliver(Event::Message { sender, data, info });
+                }
+            }
+            Kind::NORM_TX_OBJECT_PURGED => self.purged(event.object),
+            Kind::NORM_TX_QUEUE_VACANCY | Kind::NORM_TX_QUEUE_EMPTY => self.vacancy.notify_waiters(),
+            Kind::NORM_TX_FLUSH_COMPLETED | Kind::NORM_TX_WATERMARK_COMPLETED => {
+                self.flushed.notify_waiters();
+                self.deliver(Event::FlushCompleted);
+            }
+            Kind::NORM_RX_OBJECT_ABORTED => {
+                self.counters.aborted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.deliver(Event::Lost { sender });
+            }
+            Kind::NORM_REMOTE_SENDER_NEW => self.deliver(Event::SenderNew { sender }),
+            Kind::NORM_REMOTE_SENDER_RESET => self.deliver(Event::SenderReset { sender }),
+            Kind::NORM_REMOTE_SENDER_INACTIVE => self.deliver(Event::SenderInactive { sender }),
+            _ => {}
+        }
+    }
+
+    /// Hands `event` to the session's owner, waiting while its channel is
+    /// full; dropped when the owner has gone.
+    fn deliver(&self, event: Event) {
+        let sender: Option<mpsc::Sender<Event>> = self.events.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(sender) = sender {
+            if sender.blocking_send(event).is_err() {
+                self.counters.undelivered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Stops the event thread (for a clean process exit in tests). Sessions
+/// must all be dropped first.
+pub fn shutdown() {
+    if let Some(Ok(instance)) = INSTANCE.get() {
+        ffi::stop_instance(instance.handle);
+    }
+}

@@ -30,6 +30,7 @@ mod connection;
 pub mod cpu;
 mod error;
 pub mod json;
+pub mod multicast;
 mod options;
 mod ordering;
 mod query;

@@ -73,9 +73,12 @@ pub(crate) fn next_event(handle: InstanceHandle) -> Option<RawEvent> {
         // SAFETY: a non-null sender handle of the current event is valid until the next call.
         unsafe { sys::NormNodeGetId(event.sender) }
     });
-    let data = match event.type_ == sys::NormEventType::NORM_RX_OBJECT_COMPLETED {
-        true => completed_data(event.object),
-        false => None,
+    let data = match event.type_ {
+        sys::NormEventType::NORM_RX_OBJECT_COMPLETED => completed_data(event.object),
+        // The info arrives before the data: what the receiver decides
+        // about repairing the object is decided on it.
+        sys::NormEventType::NORM_RX_OBJECT_INFO => Some((Bytes::new(), object_info(event.object))),
+        _ => None,
     };
     Some(RawEvent {
         kind: event.type_,
@@ -224,11 +227,8 @@ pub(crate) fn data_enqueue(handle: SessionHandle, data: &Bytes, info: &[u8]) -> 
     (!object.is_null()).then_some(ObjectHandle(object as usize))
 }
 
-/// Asks receivers to acknowledge everything up to the last object sent
-/// (here used only as a flush: NORM sends `NORM_CMD(FLUSH)` until done).
-pub(crate) fn flush(handle: SessionHandle, last: ObjectHandle) {
-    // SAFETY: valid session and object handles.
-    unsafe {
-        sys::NormSetWatermark(session(handle), last.0 as *const c_void, false);
-    }
+/// Stops asking for repairs of one received object (best-effort).
+pub(crate) fn stop_repairing(object: ObjectHandle) {
+    // SAFETY: the object of the current event is valid; called on the event thread before the next event.
+    unsafe { sys::NormObjectSetNackingMode(object.0 as *const c_void, sys::NormNackingMode::NORM_NACK_NONE) }
 }

@@ -81,11 +81,20 @@ impl SessionShared {
                     self.deliver(Event::Message { sender, data, info });
                 }
             }
+            Kind::NORM_RX_OBJECT_INFO => {
+                let repair = match (&event.data, self.repair_filter) {
+                    (Some((_, info)), Some(wants_repair)) => wants_repair(info),
+                    _ => true,
+                };
+                if !repair {
+                    ffi::stop_repairing(event.object);
+                }
+            }
             Kind::NORM_TX_OBJECT_PURGED => self.purged(event.object),
             Kind::NORM_TX_QUEUE_VACANCY | Kind::NORM_TX_QUEUE_EMPTY => self.vacancy.notify_waiters(),
-            Kind::NORM_TX_FLUSH_COMPLETED | Kind::NORM_TX_WATERMARK_COMPLETED => {
+            Kind::NORM_TX_FLUSH_COMPLETED => {
+                self.flushes.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                 self.flushed.notify_waiters();
-                self.deliver(Event::FlushCompleted);
             }
             Kind::NORM_RX_OBJECT_ABORTED => {
                 self.counters.aborted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -63,6 +63,9 @@ pub struct SessionOptions {
     pub tx_loss_percent: f64,
     /// Test hook of the library: drop this share of packets received (0-100).
     pub rx_loss_percent: f64,
+    /// Decides from an object's info whether to ask for its repairs (a
+    /// best-effort message is not repaired); `None` repairs everything.
+    pub repair_filter: Option<fn(&[u8]) -> bool>,
 }
 
 impl SessionOptions {
@@ -82,10 +85,11 @@ impl SessionOptions {
             nacking: true,
             loopback: false,
             ttl: 1,
-            grtt_estimate_s: 0.001,
+            grtt_estimate_s: 0.01,
             backoff_factor: 4.0,
             tx_loss_percent: 0.0,
             rx_loss_percent: 0.0,
+            repair_filter: None,
         }
     }
 }
@@ -123,8 +127,6 @@ pub enum Event {
         /// Its node id.
         sender: u32,
     },
-    /// The sender's flush completed: receivers had their chance at repairs.
-    FlushCompleted,
 }
 
 /// Counters of a session.
@@ -147,7 +149,13 @@ pub(crate) struct SessionShared {
     pending: Mutex<HashMap<ObjectHandle, Bytes>>,
     pub(crate) vacancy: Notify,
     pub(crate) flushed: Notify,
+    /// Flushes NORM completed (`TX_FLUSH_COMPLETED`) so far.
+    pub(crate) flushes: AtomicU64,
+    /// `flushes` when the last message was enqueued: a flush that completes
+    /// after that one covered it (NORM restarts a flush when data is sent).
+    flushes_at_last_send: AtomicU64,
     pub(crate) counters: SessionCounters,
+    pub(crate) repair_filter: Option<fn(&[u8]) -> bool>,
 }
 
 impl SessionShared {
@@ -163,7 +171,8 @@ pub struct Session {
     handle: SessionHandle,
     shared: Arc<SessionShared>,
     events: mpsc::Receiver<Event>,
-    last_sent: Option<ObjectHandle>,
+    /// The last object sent (its handle; 0 before the first), for flushes.
+    last_sent: std::sync::atomic::AtomicUsize,
 }
 
 impl Session {
@@ -180,10 +189,13 @@ impl Session {
             pending: Mutex::new(HashMap::new()),
             vacancy: Notify::new(),
             flushed: Notify::new(),
+            flushes: AtomicU64::new(0),
+            flushes_at_last_send: AtomicU64::new(0),
             counters: SessionCounters::default(),
+            repair_filter: options.repair_filter,
         });
         instance.register(handle, shared.clone());
-        let session = Session { instance, handle, shared, events, last_sent: None };
+        let session = Session { instance, handle, shared, events, last_sent: std::sync::atomic::AtomicUsize::new(0) };
         session.start(options, send, receive)?;
         Ok(session)
     }
@@ -225,12 +237,29 @@ impl Session {
     pub async fn send(&mut self, data: Bytes, info: &[u8]) -> Result<(), NormError> {
         loop {
             let vacancy = self.shared.vacancy.notified();
-            if let Some(object) = self.try_send(&data, info) {
-                self.last_sent = Some(object);
+            if self.try_send_now(&data, info) {
                 return Ok(());
             }
             vacancy.await;
         }
+    }
+
+    /// Sends `data` unless the transmit buffer is full (then false: wait
+    /// for [`Session::vacancy`], made before this call, and try again).
+    pub fn try_send_now(&self, data: &Bytes, info: &[u8]) -> bool {
+        match self.try_send(data, info) {
+            Some(object) => {
+                self.last_sent.store(object.0, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Resolves when the transmit buffer has room again. Make it before a
+    /// [`Session::try_send_now`] that may fail, so that no wake-up is missed.
+    pub fn vacancy(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.vacancy.notified()
     }
 
     /// Enqueues unless the transmit queue is full; keeps the buffer until
@@ -239,17 +268,27 @@ impl Session {
         let mut pending = self.shared.pending.lock().unwrap_or_else(PoisonError::into_inner);
         let object = ffi::data_enqueue(self.handle, data, info)?;
         pending.insert(object, data.clone());
+        self.shared.flushes_at_last_send.store(self.shared.flushes.load(Ordering::Acquire), Ordering::Release);
         self.shared.counters.sent.fetch_add(1, Ordering::Relaxed);
         Some(object)
     }
 
-    /// Asks receivers to repair up to the last message sent and waits until
-    /// the flush is done.
+    /// Waits until NORM completed a flush after the last message sent:
+    /// the sender has sent its end-of-transmission commands (NORM's robust
+    /// factor of them) with no repair left to make, so every receiver had
+    /// its chance to ask for what it missed.
     pub async fn flush(&mut self) {
-        let Some(last) = self.last_sent else { return };
-        let flushed = self.shared.flushed.notified();
-        ffi::flush(self.handle, last);
-        flushed.await;
+        if self.last_sent.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let covered = self.shared.flushes_at_last_send.load(Ordering::Acquire);
+        loop {
+            let flushed = self.shared.flushed.notified();
+            if self.shared.flushes.load(Ordering::Acquire) > covered {
+                return;
+            }
+            flushed.await;
+        }
     }
 
     /// The next event; `None` when the session is closed.

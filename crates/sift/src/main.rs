@@ -5,6 +5,7 @@ mod admin_cmd;
 mod admin_table;
 mod bench;
 mod broker_cmd;
+mod multicast_cmd;
 mod pub_cmd;
 mod query_cmd;
 mod stream_cmd;

@@ -80,6 +80,9 @@ pub struct PubArgs {
     /// With --file: payload bytes per fragment (at most the broker's max_payload_bytes).
     #[arg(long, default_value_t = sift_client::transfer::CHUNK_BYTES_DEFAULT, requires = "file")]
     chunk_bytes: usize,
+    /// Brokerless multicast (NORM) instead of a broker.
+    #[command(flatten)]
+    multicast: crate::multicast_cmd::MulticastArgs,
 }
 
 /// Parses `NAME=VALUE` into a typed property.
@@ -138,6 +141,10 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
     if let Some(path) = &args.file {
         return send_file(&args, path, message, client_options).await;
     }
+    if let Some(group) = args.multicast.multicast {
+        let messages = (0..args.count).map(|index| nth_message(&args, &message, index));
+        return crate::multicast_cmd::publish(&args.multicast, group, messages, args.rate).await;
+    }
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let started = Instant::now();
@@ -146,16 +153,7 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
             let due = started + interval.mul_f64(index as f64);
             tokio::time::sleep_until(due.into()).await;
         }
-        let mut next = message.clone();
-        if let Some(first) = args.number_from {
-            let mut numbered = next.payload.to_vec();
-            numbered.extend_from_slice((first + index).to_string().as_bytes());
-            next.payload = Bytes::from(numbered);
-        }
-        if args.ttl_ms > 0 {
-            next.expiry_ns = sift_broker::publish::now_ns() + args.ttl_ms * 1_000_000;
-        }
-        let confirm = client.publish_confirmed(next, options).await?;
+        let confirm = client.publish_confirmed(nth_message(&args, &message, index), options).await?;
         let stored = match confirm.stream_seq {
             0 => String::new(),
             seq => format!(", stored in {} #{seq}", confirm.stream),
@@ -177,6 +175,21 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
     }
     client.close().await;
     Ok(())
+}
+
+/// Message `index` of the run: `template`, numbered (`--number-from`) and
+/// given its expiry (`--ttl-ms`).
+pub fn nth_message(args: &PubArgs, template: &Message, index: u64) -> Message {
+    let mut next = template.clone();
+    if let Some(first) = args.number_from {
+        let mut numbered = next.payload.to_vec();
+        numbered.extend_from_slice((first + index).to_string().as_bytes());
+        next.payload = Bytes::from(numbered);
+    }
+    if args.ttl_ms > 0 {
+        next.expiry_ns = sift_broker::publish::now_ns() + args.ttl_ms * 1_000_000;
+    }
+    next
 }
 
 /// `--file`: opens `--streams` connections and sends the file over them.

@@ -94,6 +94,9 @@ pub struct SubArgs {
     /// A transfer with no fragment for this long is reported as failed.
     #[arg(long, default_value_t = 30_000, requires = "save_dir")]
     transfer_timeout_ms: u64,
+    /// Brokerless multicast (NORM) instead of a broker.
+    #[command(flatten)]
+    multicast: crate::multicast_cmd::MulticastArgs,
 }
 
 impl SubArgs {
@@ -127,6 +130,11 @@ fn stream_source(args: &SubArgs) -> Result<Option<(String, String, StartPosition
 
 /// Subscribes and prints each delivery until `--count` or SIGINT.
 pub async fn run(args: SubArgs) -> Result<(), CliError> {
+    if let Some(group) = args.multicast.multicast {
+        let json = args.format == "json";
+        let (content, count) = (args.content_filter(), args.count);
+        return crate::multicast_cmd::subscribe(&args.multicast, group, &args.topic, content, count, json).await;
+    }
     let policy = match &args.policy {
         Some(text) => {
             Some(text.parse::<QueuePolicy>().map_err(|error: String| CliError::Usage(format!("--policy: {error}")))?)

@@ -7,10 +7,10 @@ use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
-/// Names of namespaces and interfaces start with this and the test's PID,
-/// so that concurrent runs never collide. With a PID of at most 7 digits
-/// and two letters after it, an interface name stays within the kernel's
-/// 15 bytes.
+/// Names of namespaces and interfaces start with this, the test's PID and
+/// the lab's number, so that concurrent runs and tests never collide. With
+/// a PID of at most 7 digits, a lab number of one and two letters after
+/// them, an interface name stays within the kernel's 15 bytes.
 const NAME_PREFIX: &str = "sft";
 
 /// Why the lab cannot run here: not root, no `ip`, or namespaces refused.
@@ -57,8 +57,11 @@ pub struct Lab {
 impl Lab {
     /// An empty lab named after this process.
     pub fn new() -> Lab {
-        let prefix = format!("{NAME_PREFIX}{}", std::process::id());
-        let data_dir = std::env::temp_dir().join(format!("sift-netns-{}", std::process::id()));
+        // Tests of one binary run at once: each lab gets a number of its own.
+        static LABS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let number = LABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prefix = format!("{NAME_PREFIX}{}{number}", std::process::id());
+        let data_dir = std::env::temp_dir().join(format!("sift-netns-{}-{number}", std::process::id()));
         Lab { prefix, namespaces: Vec::new(), processes: Vec::new(), data_dir }
     }
 
@@ -87,6 +90,30 @@ impl Lab {
             ip(&["-n", namespace, "addr", "add", &cidr, "dev", end]).expect("the address is set");
             ip(&["-n", namespace, "link", "set", end, "up"]).expect("the veth end comes up");
         }
+    }
+
+    /// Creates bridge `name` in namespace `switch` (multicast snooping off,
+    /// so that every port gets every group, as a hub would) and brings it up.
+    pub fn bridge(&mut self, switch: &str, name: &str) {
+        ip(&["-n", switch, "link", "add", name, "type", "bridge", "mcast_snooping", "0"])
+            .expect("the bridge is created");
+        ip(&["-n", switch, "link", "set", name, "up"]).expect("the bridge comes up");
+    }
+
+    /// Plugs namespace `host` into `bridge` of `switch` with a veth pair;
+    /// the host end gets `address/24` and a route for multicast groups.
+    /// Returns the host end's name.
+    pub fn attach(&mut self, host: &str, address: &str, switch: &str, bridge: &str) -> String {
+        let host_end = format!("{host}h");
+        let port = format!("{host}p");
+        let add = ["link", "add", &host_end, "netns", host, "type", "veth", "peer", "name", &port, "netns", switch];
+        ip(&add).expect("the veth pair is created");
+        ip(&["-n", switch, "link", "set", &port, "master", bridge]).expect("the port joins the bridge");
+        ip(&["-n", switch, "link", "set", &port, "up"]).expect("the port comes up");
+        ip(&["-n", host, "addr", "add", &format!("{address}/24"), "dev", &host_end]).expect("the address is set");
+        ip(&["-n", host, "link", "set", &host_end, "up"]).expect("the host end comes up");
+        ip(&["-n", host, "route", "add", "224.0.0.0/4", "dev", &host_end]).expect("the multicast route is set");
+        host_end
     }
 
     /// The directory for broker `name`'s data, inside the lab's.

@@ -12,6 +12,7 @@
 //! fails saying what is missing.
 
 mod lab;
+mod multicast;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use lab::Lab;
 
-const SIFT: &str = env!("CARGO_BIN_EXE_sift");
+pub(crate) const SIFT: &str = env!("CARGO_BIN_EXE_sift");
 
 /// Every broker serves its clients here, inside its own namespace.
 const CLIENT_LISTEN: &str = "127.0.0.1:7400";
@@ -38,7 +39,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Returns the lab when namespaces can be used here; otherwise fails when
 /// `SIFT_REQUIRE_NETNS=1`, or prints a notice and returns `None`.
-fn lab_or_skip() -> Option<Lab> {
+pub(crate) fn lab_or_skip() -> Option<Lab> {
     let Some(reason) = lab::unavailable_reason() else {
         return Some(Lab::new());
     };
@@ -108,7 +109,7 @@ fn start_subscriber(lab: &mut Lab, namespace: &str, topic: &str) -> usize {
 }
 
 /// Waits for process `index` to exit successfully and returns its output.
-fn finished_output(lab: &mut Lab, index: usize) -> String {
+pub(crate) fn finished_output(lab: &mut Lab, index: usize) -> String {
     let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(status) = lab.process(index).try_wait().expect("the process can be waited for") {

@@ -1,0 +1,125 @@
+//! Brokerless publish/subscribe over NORM reliable multicast (FJM2): a
+//! transport beside the TCP one, with the same message model.
+//!
+//! A publisher sends each message as one NORM data object: the object's
+//! info is `[WIRE_VERSION, mode]` and its data the message in the native
+//! protocol's message encoding (PROTOCOL §5), so that a receiver, a gateway
+//! or a broker reads it with the same decoder. NORM segments large
+//! messages into packets and reassembles them; a reliable message is
+//! repaired on NACK (NORM's suppression, back-off and GRTT), a best-effort
+//! one is not (receivers switch repair off for it from its info). Each
+//! receiver gets every message of the group and keeps those its local
+//! subscriptions match ([`LocalInterest`]: the broker's topic trie and
+//! content index), in each publisher's order ([`Reorder`]), and is told of
+//! what it missed.
+
+mod interest;
+mod order;
+mod publisher;
+mod subscriber;
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+pub use interest::LocalInterest;
+pub use order::{Ordered, Reorder, REORDER_HELD_MAX};
+pub use publisher::{MulticastPublisher, PUBLISH_QUEUE_MAX};
+pub use subscriber::{MulticastEvent, MulticastSubscriber, SubscriberCounters};
+
+/// Version byte of a multicast object's info.
+pub const WIRE_VERSION: u8 = 1;
+/// Info mode byte: best-effort (not repaired).
+pub const MODE_BEST_EFFORT: u8 = 0;
+/// Info mode byte: reliable (repaired on NACK).
+pub const MODE_RELIABLE: u8 = 1;
+
+/// Default time a publisher serves repairs after its flush.
+pub const LINGER_DEFAULT: Duration = Duration::from_secs(1);
+
+/// Largest message a multicast publisher sends or a receiver accepts.
+pub const MULTICAST_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// How to join a group.
+#[derive(Debug, Clone)]
+pub struct MulticastOptions {
+    /// Group and port.
+    pub group: SocketAddrV4,
+    /// Interface to use (`None`: the routing table's choice).
+    pub interface: Option<String>,
+    /// This node's NORM id (unique in the group; random by default).
+    pub node_id: u32,
+    /// Transmit rate, bits per second.
+    pub tx_rate_bps: f64,
+    /// Transmit buffer: how much a sender keeps for repairs.
+    pub tx_buffer_bytes: u32,
+    /// Receive buffer per remote sender.
+    pub rx_buffer_bytes: u32,
+    /// Also receive this host's own sends (several nodes on one host).
+    pub loopback: bool,
+    /// How long a receiver holds later messages for a missing one.
+    pub reorder_wait: Duration,
+    /// How long a publisher keeps serving repairs after its flush, for
+    /// receivers whose last requests come late (a busy host).
+    pub linger: Duration,
+    /// NORM's test hook: drop this share of sent packets (percent).
+    pub tx_loss_percent: f64,
+    /// NORM's test hook: drop this share of received packets (percent).
+    pub rx_loss_percent: f64,
+}
+
+impl MulticastOptions {
+    /// Defaults for `group`.
+    pub fn new(group: SocketAddrV4) -> MulticastOptions {
+        MulticastOptions {
+            group,
+            interface: None,
+            node_id: random_node_id(),
+            tx_rate_bps: sift_norm::TX_RATE_BPS_DEFAULT,
+            tx_buffer_bytes: sift_norm::TX_BUFFER_BYTES_DEFAULT,
+            rx_buffer_bytes: sift_norm::RX_BUFFER_BYTES_DEFAULT,
+            loopback: false,
+            reorder_wait: Duration::from_secs(2),
+            linger: LINGER_DEFAULT,
+            tx_loss_percent: 0.0,
+            rx_loss_percent: 0.0,
+        }
+    }
+
+    /// The NORM session options these give.
+    fn session(&self) -> sift_norm::SessionOptions {
+        sift_norm::SessionOptions {
+            interface: self.interface.clone(),
+            tx_rate_bps: self.tx_rate_bps,
+            tx_buffer_bytes: self.tx_buffer_bytes,
+            rx_buffer_bytes: self.rx_buffer_bytes,
+            loopback: self.loopback,
+            tx_loss_percent: self.tx_loss_percent,
+            rx_loss_percent: self.rx_loss_percent,
+            repair_filter: Some(wants_repair),
+            ..sift_norm::SessionOptions::new(*self.group.ip(), self.group.port(), self.node_id)
+        }
+    }
+}
+
+/// A receiver asks for repairs of reliable messages only.
+fn wants_repair(info: &[u8]) -> bool {
+    info.get(1) != Some(&MODE_BEST_EFFORT)
+}
+
+/// A node id from the clock and the process id; NORM ids need only be
+/// unique within a group.
+fn random_node_id() -> u32 {
+    let nanos = crate::system_now_ns();
+    ((nanos as u32) ^ (nanos >> 32) as u32 ^ std::process::id().rotate_left(13)).max(1)
+}
+
+/// Why a multicast call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MulticastError {
+    /// NORM refused.
+    #[error(transparent)]
+    Norm(#[from] sift_norm::NormError),
+    /// The message cannot be sent.
+    #[error("cannot send: {0}")]
+    Encode(String),
+}

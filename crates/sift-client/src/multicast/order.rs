@@ -1,0 +1,158 @@
+//! Publisher order over NORM, which completes objects in the order their
+//! repairs finish: each publisher numbers its messages, and the receiver
+//! holds early ones until the gap before them fills, or reports the gap
+//! as missed when it cannot fill (a lost best-effort message, a repair no
+//! longer possible, or a receiver that joined late).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use sift_core::Message;
+
+/// Messages held per publisher while a gap before them is open.
+pub const REORDER_HELD_MAX: usize = 4096;
+
+/// What the reorder stage lets out.
+#[derive(Debug, PartialEq)]
+pub enum Ordered {
+    /// The next message of its publisher.
+    Message(Box<Message>),
+    /// Messages `first ..= last` of `publisher` never came.
+    Missed {
+        /// The publisher's NORM node id.
+        publisher: u32,
+        /// First sequence missed.
+        first: u64,
+        /// Last sequence missed.
+        last: u64,
+    },
+}
+
+#[derive(Debug, Default)]
+struct PublisherState {
+    /// The next sequence to let out.
+    next: u64,
+    held: BTreeMap<u64, Box<Message>>,
+    /// When the oldest open gap was first seen.
+    gap_since: Option<Instant>,
+}
+
+/// Per-publisher reordering.
+#[derive(Debug)]
+pub struct Reorder {
+    publishers: HashMap<u32, PublisherState>,
+    wait: Duration,
+}
+
+impl Reorder {
+    /// Holds early messages up to `wait` for the gap before them.
+    pub fn new(wait: Duration) -> Reorder {
+        Reorder { publishers: HashMap::new(), wait }
+    }
+
+    /// Takes message `message` of `publisher`; appends what can go out.
+    pub fn push(&mut self, publisher: u32, message: Box<Message>, now: Instant, out: &mut Vec<Ordered>) {
+        let sequence = message.sequence;
+        let state = self.publishers.entry(publisher).or_insert_with(|| {
+            // The first message heard from a publisher: what came before
+            // it was sent before this receiver joined.
+            if sequence > 1 {
+                out.push(Ordered::Missed { publisher, first: 1, last: sequence - 1 });
+            }
+            PublisherState { next: sequence, ..PublisherState::default() }
+        });
+        if sequence < state.next || state.held.contains_key(&sequence) {
+            return; // A duplicate.
+        }
+        state.held.insert(sequence, message);
+        if state.held.len() > REORDER_HELD_MAX {
+            // Too far behind to wait: give the gap up.
+            skip_gap(publisher, state, out);
+        }
+        release(state, now, out);
+    }
+
+    /// Gives up gaps open for longer than the wait; appends what goes out.
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<Ordered>) {
+        for (&publisher, state) in &mut self.publishers {
+            if state.gap_since.is_some_and(|since| now.saturating_duration_since(since) >= self.wait) {
+                skip_gap(publisher, state, out);
+                release(state, now, out);
+            }
+        }
+    }
+
+    /// When the oldest open gap times out.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.publishers.values().filter_map(|state| state.gap_since).min().map(|since| since + self.wait)
+    }
+}
+
+/// Lets out the held messages that follow `next` without a gap.
+fn release(state: &mut PublisherState, now: Instant, out: &mut Vec<Ordered>) {
+    while let Some(message) = state.held.remove(&state.next) {
+        out.push(Ordered::Message(message));
+        state.next += 1;
+    }
+    state.gap_since = match state.held.is_empty() {
+        true => None,
+        false => Some(state.gap_since.unwrap_or(now)),
+    };
+}
+
+/// Reports the gap before the first held message as missed.
+fn skip_gap(publisher: u32, state: &mut PublisherState, out: &mut Vec<Ordered>) {
+    let Some(&first_held) = state.held.keys().next() else { return };
+    if first_held > state.next {
+        out.push(Ordered::Missed { publisher, first: state.next, last: first_held - 1 });
+    }
+    state.next = first_held;
+    state.gap_since = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_core::TopicName;
+
+    fn message(sequence: u64) -> Box<Message> {
+        let mut message = Message::new(TopicName::new("t").expect("topic"), sequence.to_string());
+        message.sequence = sequence;
+        Box::new(message)
+    }
+
+    fn sequences(out: &[Ordered]) -> Vec<String> {
+        out.iter()
+            .map(|item| match item {
+                Ordered::Message(message) => message.sequence.to_string(),
+                Ordered::Missed { first, last, .. } => format!("missed {first}-{last}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn early_messages_wait_for_the_gap_and_a_late_joiner_is_told() {
+        let mut reorder = Reorder::new(Duration::from_secs(1));
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for sequence in [5, 7, 6, 8] {
+            reorder.push(1, message(sequence), now, &mut out);
+        }
+        assert_eq!(sequences(&out), ["missed 1-4", "5", "6", "7", "8"]);
+    }
+
+    #[test]
+    fn a_gap_that_does_not_fill_is_reported_after_the_wait() {
+        let mut reorder = Reorder::new(Duration::from_millis(100));
+        let now = Instant::now();
+        let mut out = Vec::new();
+        reorder.push(1, message(1), now, &mut out);
+        reorder.push(1, message(3), now, &mut out);
+        reorder.push(1, message(1), now, &mut out);
+        assert_eq!(sequences(&out), ["1"]);
+        assert_eq!(reorder.next_deadline(), Some(now + Duration::from_millis(100)));
+        reorder.expire(now + Duration::from_millis(100), &mut out);
+        assert_eq!(sequences(&out), ["1", "missed 2-2", "3"]);
+        assert_eq!(reorder.next_deadline(), None);
+    }
+}

@@ -1,0 +1,150 @@
+//! The multicast subscriber: every message of the group, decoded, matched
+//! against the local subscriptions, put back in each publisher's order.
+
+use std::time::Instant;
+
+use sift_core::{Message, TopicFilter};
+use sift_filter::ContentFilter;
+
+use super::{LocalInterest, MulticastError, MulticastOptions, Ordered, Reorder, WIRE_VERSION};
+
+/// What a multicast subscriber hands the application.
+#[derive(Debug, PartialEq)]
+pub enum MulticastEvent {
+    /// A message and the local subscriptions it matched.
+    Message {
+        /// The subscriptions, by the ids [`MulticastSubscriber::subscribe`] gave.
+        subscriptions: Vec<u32>,
+        /// The message.
+        message: Box<Message>,
+    },
+    /// Messages `first ..= last` of a publisher never arrived (sent before
+    /// this receiver joined, lost best-effort, or beyond repair).
+    Missed {
+        /// The publisher's NORM node id.
+        publisher: u32,
+        /// First sequence missed.
+        first: u64,
+        /// Last sequence missed.
+        last: u64,
+    },
+}
+
+/// Counters of a subscriber.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubscriberCounters {
+    /// Messages received whole from the group.
+    pub received: u64,
+    /// Messages that matched at least one local subscription.
+    pub matched: u64,
+    /// Objects that were no Sift message (foreign or malformed), dropped.
+    pub invalid: u64,
+    /// Messages the library could not complete.
+    pub lost: u64,
+}
+
+/// Receives a multicast group with no broker.
+pub struct MulticastSubscriber {
+    session: sift_norm::Session,
+    interest: LocalInterest,
+    next_id: u32,
+    reorder: Reorder,
+    ready: std::collections::VecDeque<MulticastEvent>,
+    counters: SubscriberCounters,
+}
+
+impl MulticastSubscriber {
+    /// Joins `options.group` as a receiver.
+    pub fn open(options: &MulticastOptions) -> Result<MulticastSubscriber, MulticastError> {
+        let session = sift_norm::Session::open(&options.session(), false, true)?;
+        Ok(MulticastSubscriber {
+            session,
+            interest: LocalInterest::new(),
+            next_id: 1,
+            reorder: Reorder::new(options.reorder_wait),
+            ready: std::collections::VecDeque::new(),
+            counters: SubscriberCounters::default(),
+        })
+    }
+
+    /// Adds a local subscription; returns its id.
+    pub fn subscribe(&mut self, topic_filter: &TopicFilter, content: Option<&ContentFilter>) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.interest.insert(id, topic_filter, content);
+        id
+    }
+
+    /// What the subscriber has seen.
+    pub fn counters(&self) -> SubscriberCounters {
+        self.counters
+    }
+
+    /// The next matched message or missed range; `None` when the session ends.
+    pub async fn next(&mut self) -> Option<MulticastEvent> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            let deadline = self.reorder.next_deadline();
+            let event = tokio::select! {
+                event = self.session.next_event() => event?,
+                () = sleep_until(deadline) => {
+                    let mut out = Vec::new();
+                    self.reorder.expire(Instant::now(), &mut out);
+                    self.release(out);
+                    continue;
+                }
+            };
+            self.take(event);
+        }
+    }
+
+    /// Acts on one NORM event.
+    fn take(&mut self, event: sift_norm::Event) {
+        match event {
+            sift_norm::Event::Message { sender, data, info } => {
+                self.counters.received += 1;
+                if info.first() != Some(&WIRE_VERSION) {
+                    self.counters.invalid += 1;
+                    return;
+                }
+                let Ok(message) = sift_proto::decode_message(&data) else {
+                    self.counters.invalid += 1;
+                    return;
+                };
+                let mut out = Vec::new();
+                self.reorder.push(sender, Box::new(message), Instant::now(), &mut out);
+                self.release(out);
+            }
+            sift_norm::Event::Lost { .. } => self.counters.lost += 1,
+            _ => {}
+        }
+    }
+
+    /// Matches what the reorder stage let out and queues it.
+    fn release(&mut self, out: Vec<Ordered>) {
+        for item in out {
+            match item {
+                Ordered::Message(message) => {
+                    let subscriptions = self.interest.matching(&message);
+                    if !subscriptions.is_empty() {
+                        self.counters.matched += 1;
+                        self.ready.push_back(MulticastEvent::Message { subscriptions, message });
+                    }
+                }
+                Ordered::Missed { publisher, first, last } => {
+                    self.ready.push_back(MulticastEvent::Missed { publisher, first, last });
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or for ever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,183 @@
+//! Brokerless publish/subscribe over NORM multicast between namespaces on
+//! one Linux bridge, as hosts on one LAN: `sift pub --multicast` in one,
+//! `sift sub --multicast` with different filters in three others.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use crate::lab::Lab;
+use crate::{finished_output, lab_or_skip, SIFT};
+
+/// The group and port of the tests.
+const GROUP: &str = "239.77.0.1:7700";
+
+/// A LAN of `hosts` namespaces on one bridge; returns the lab, the host
+/// namespaces and their interface names.
+fn lan(hosts: &[char]) -> Option<(Lab, Vec<(String, String)>)> {
+    let mut lab = lab_or_skip()?;
+    let switch = lab.namespace('s');
+    lab.bridge(&switch, "br0");
+    let mut members = Vec::new();
+    for (index, letter) in hosts.iter().enumerate() {
+        let host = lab.namespace(*letter);
+        let interface = lab.attach(&host, &format!("10.78.0.{}", index + 1), &switch, "br0");
+        members.push((host, interface));
+    }
+    Some((lab, members))
+}
+
+/// A subscriber's standard output, read as it comes (a subscriber whose
+/// output nobody read would stall on a full pipe).
+struct Output(std::thread::JoinHandle<String>);
+
+impl Output {
+    /// Reads process `index`'s standard output to its end.
+    fn of(lab: &mut Lab, index: usize) -> Output {
+        let mut stdout = lab.stdout(index);
+        Output(std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+            text
+        }))
+    }
+
+    /// Waits for the subscriber to exit successfully; returns its output.
+    fn finished(self, lab: &mut Lab, index: usize) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(status) = lab.process(index).try_wait().expect("the process can be waited for") {
+                assert!(status.success(), "the subscriber exits 0, not {status}");
+                return self.0.join().expect("the reader thread");
+            }
+            assert!(std::time::Instant::now() < deadline, "the subscriber did not receive its messages in time");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// Starts `sift sub --multicast` in `host` and waits until it has joined.
+fn start_multicast_sub(lab: &mut Lab, host: &(String, String), extra: &[&str]) -> usize {
+    let mut args = vec!["sub", "--multicast", GROUP, "--iface", &host.1, "--format", "json"];
+    args.extend(extra);
+    let index = lab.spawn(&host.0, SIFT, &args, Stdio::piped());
+    let stderr = lab.process(index).stderr.take().expect("standard error is piped");
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line).expect("the subscriber reports");
+    assert!(line.starts_with("subscribed to"), "{line}");
+    index
+}
+
+/// Runs `sift pub --multicast` in `host` to completion.
+fn multicast_pub(lab: &Lab, host: &(String, String), extra: &[&str]) {
+    let mut args = vec!["pub", "--multicast", GROUP, "--iface", &host.1];
+    args.extend(extra);
+    let output = lab.run(&host.0, SIFT, &args);
+    assert!(output.status.success(), "sift pub: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// The payloads of a subscriber's JSON lines, in order.
+fn payloads(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .map(|line| {
+            let delivery: serde_json::Value = serde_json::from_str(line).expect("one JSON delivery per line");
+            delivery["payload"].as_str().expect("text payload").to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn three_subscribers_each_receive_exactly_their_matches() {
+    let Some((mut lab, hosts)) = lan(&['a', 'b', 'c', 'd']) else { return };
+    // Each subscriber counts its matches plus the sentinel, which matches
+    // all three and is published last: anything extra would come before it.
+    let expensive =
+        start_multicast_sub(&mut lab, &hosts[1], &["--topic", "q.>", "--where", "price > 100", "--count", "6"]);
+    let ibm = start_multicast_sub(&mut lab, &hosts[2], &["--topic", "q.>", "--tags", "sym=\"IBM\"", "--count", "7"]);
+    let nyse = start_multicast_sub(&mut lab, &hosts[3], &["--topic", "q.nyse.*", "--count", "7"]);
+    let batches: [(&str, &str, &str, &str, &str); 4] = [
+        ("q.nyse.ibm", "sym=IBM", "price=50", "4", "ibm-50"),
+        ("q.lse.hp", "sym=HP", "price=150", "3", "hp-150"),
+        ("q.nyse.ibm", "sym=IBM", "price=200", "2", "ibm-200"),
+        ("q.nyse.end", "sym=IBM", "price=1000", "1", "sentinel"),
+    ];
+    for (topic, sym, price, count, payload) in batches {
+        let args = [
+            "--topic",
+            topic,
+            "--prop",
+            sym,
+            "--prop",
+            price,
+            "--count",
+            count,
+            "--payload",
+            payload,
+            "--mode",
+            "reliable",
+        ];
+        multicast_pub(&lab, &hosts[0], &args);
+    }
+    let counted = |output: &str| {
+        let got = payloads(output);
+        assert_eq!(got.last().map(String::as_str), Some("sentinel"), "the sentinel comes last: {got:?}");
+        let mut sorted = got;
+        sorted.sort();
+        sorted
+    };
+    let repeat = |payload: &str, times: usize| vec![payload.to_string(); times];
+    let expect = |parts: &[(&str, usize)]| {
+        let mut all: Vec<String> = parts.iter().flat_map(|(payload, times)| repeat(payload, *times)).collect();
+        all.sort();
+        all
+    };
+    assert_eq!(
+        counted(&finished_output(&mut lab, expensive)),
+        expect(&[("hp-150", 3), ("ibm-200", 2), ("sentinel", 1)])
+    );
+    assert_eq!(counted(&finished_output(&mut lab, ibm)), expect(&[("ibm-50", 4), ("ibm-200", 2), ("sentinel", 1)]));
+    assert_eq!(counted(&finished_output(&mut lab, nyse)), expect(&[("ibm-50", 4), ("ibm-200", 2), ("sentinel", 1)]));
+}
+
+/// The number `sift pub --number-from` appended to a payload of `x`s.
+fn number_of(payload: &str) -> u64 {
+    let digits = payload.trim_start_matches('x');
+    digits.parse().unwrap_or_else(|_| {
+        panic!(
+            "a numbered payload, not {} bytes ending {:?}",
+            payload.len(),
+            &payload[payload.len().saturating_sub(20)..]
+        )
+    })
+}
+
+#[test]
+fn reliable_messages_are_repaired_under_injected_loss() {
+    let Some((mut lab, hosts)) = lan(&['p', 'x', 'y']) else { return };
+    let messages = 300;
+    let count = messages.to_string();
+    let lossy =
+        start_multicast_sub(&mut lab, &hosts[1], &["--topic", "bulk", "--count", &count, "--norm-rx-loss", "5"]);
+    let clean = start_multicast_sub(&mut lab, &hosts[2], &["--topic", "bulk", "--count", &count]);
+    let args = [
+        "--topic",
+        "bulk",
+        "--mode",
+        "reliable",
+        "--count",
+        &count,
+        "--size",
+        "3000",
+        "--number-from",
+        "1",
+        "--norm-tx-loss",
+        "3",
+    ];
+    let outputs = [Output::of(&mut lab, lossy), Output::of(&mut lab, clean)];
+    multicast_pub(&lab, &hosts[0], &args);
+    for (output, subscriber) in outputs.into_iter().zip([lossy, clean]) {
+        let got = payloads(&output.finished(&mut lab, subscriber));
+        let numbers: Vec<u64> = got.iter().map(|payload| number_of(payload)).collect();
+        assert_eq!(numbers, (1..=messages).collect::<Vec<u64>>(), "every message once, in publisher order");
+    }
+}

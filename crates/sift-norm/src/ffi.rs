@@ -11,6 +11,9 @@ use std::ffi::{c_char, c_void, CString};
 use bytes::Bytes;
 use norm_sys as sys;
 
+/// Why NORM cannot be used in this build: never, libnorm is linked.
+pub(crate) const UNAVAILABLE: Option<&str> = None;
+
 /// A NORM instance (one per process here): the library's protocol thread
 /// and its event queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -32,6 +32,9 @@ impl Instance {
     /// The process's instance.
     pub(crate) fn get() -> Result<Arc<Instance>, crate::NormError> {
         let created = INSTANCE.get_or_init(|| {
+            if let Some(why) = ffi::UNAVAILABLE {
+                return Err(why.to_string());
+            }
             let handle = ffi::create_instance().ok_or("NormCreateInstance failed")?;
             let instance = Arc::new(Instance { handle, sessions: Mutex::new(HashMap::new()) });
             let events = instance.clone();

@@ -9,6 +9,10 @@
 //! thread; one event thread per process ([`instance`]) carries its events
 //! to the sessions. All `unsafe` code is in `ffi.rs`.
 
+#[cfg(not(norm_unavailable))]
+mod ffi;
+#[cfg(norm_unavailable)]
+#[path = "ffi_missing.rs"]
 mod ffi;
 mod instance;
 mod session;

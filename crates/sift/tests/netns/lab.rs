@@ -14,7 +14,13 @@ use std::process::{Child, ChildStdout, Command, Output, Stdio};
 const NAME_PREFIX: &str = "sft";
 
 /// Why the lab cannot run here: not root, no `ip`, or namespaces refused.
+/// Found out once per process, since the tests of one binary ask at once.
 pub fn unavailable_reason() -> Option<String> {
+    static REASON: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    REASON.get_or_init(probe).clone()
+}
+
+fn probe() -> Option<String> {
     if !is_root() {
         return Some("the test is not running as root".into());
     }

@@ -227,19 +227,19 @@ fn say(line: &str) {
 }
 
 /// SIGINT and SIGTERM, listened for from installation on.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn install() -> Result<Signals, CliError> {
+    pub(crate) fn install() -> Result<Signals, CliError> {
         use tokio::signal::unix::{signal, SignalKind};
         let install = |kind| signal(kind).map_err(|error| CliError::Usage(format!("cannot handle signals: {error}")));
         Ok(Signals { interrupt: install(SignalKind::interrupt())?, terminate: install(SignalKind::terminate())? })
     }
 
-    async fn wait(mut self) {
+    pub(crate) async fn wait(mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}

@@ -5,6 +5,7 @@ mod admin_cmd;
 mod admin_table;
 mod bench;
 mod broker_cmd;
+mod gateway_cmd;
 mod multicast_cmd;
 mod pub_cmd;
 mod query_cmd;
@@ -50,6 +51,8 @@ enum Command {
     Query(query_cmd::QueryArgs),
     /// Estimate this machine's clock offset from a broker's, with its error bound.
     Time(time_cmd::TimeArgs),
+    /// Join a LAN's multicast group to the broker network (FJM2D).
+    Gateway(gateway_cmd::GatewayArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -81,6 +84,7 @@ fn main() -> std::process::ExitCode {
             Command::Durable(args) => stream_cmd::run_durable(args).await,
             Command::Query(args) => query_cmd::run(args).await,
             Command::Time(args) => time_cmd::run(args).await,
+            Command::Gateway(args) => gateway_cmd::run(args).await,
         }
     });
     match result {

@@ -38,7 +38,8 @@ pub struct MulticastArgs {
 }
 
 impl MulticastArgs {
-    fn options(&self, group: SocketAddrV4) -> Result<MulticastOptions, CliError> {
+    /// The transport options these flags give for `group`.
+    pub(crate) fn options(&self, group: SocketAddrV4) -> Result<MulticastOptions, CliError> {
         let percent = |value: f64, flag: &str| match (0.0..=100.0).contains(&value) {
             true => Ok(value),
             false => Err(CliError::Usage(format!("{flag} is a percentage, 0 to 100"))),

@@ -13,6 +13,8 @@
 //! content index), in each publisher's order ([`Reorder`]), and is told of
 //! what it missed.
 
+pub mod announce;
+mod gateway;
 mod interest;
 mod order;
 mod publisher;
@@ -21,6 +23,7 @@ mod subscriber;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
+pub use gateway::{Gateway, GatewayCounters, GATEWAY_DELIVERIES_MAX, GATEWAY_PROPERTY, RECENT_IDS_MAX};
 pub use interest::LocalInterest;
 pub use order::{Ordered, Reorder, REORDER_HELD_MAX};
 pub use publisher::{MulticastPublisher, PUBLISH_QUEUE_MAX};
@@ -32,6 +35,8 @@ pub const WIRE_VERSION: u8 = 1;
 pub const MODE_BEST_EFFORT: u8 = 0;
 /// Info mode byte: reliable (repaired on NACK).
 pub const MODE_RELIABLE: u8 = 1;
+/// Info mode byte: a subscriber's interest announcement ([`announce`]).
+pub const MODE_INTEREST: u8 = 2;
 
 /// Default time a publisher serves repairs after its flush.
 pub const LINGER_DEFAULT: Duration = Duration::from_secs(1);
@@ -86,7 +91,7 @@ impl MulticastOptions {
     }
 
     /// The NORM session options these give.
-    fn session(&self) -> sift_norm::SessionOptions {
+    pub(crate) fn session(&self) -> sift_norm::SessionOptions {
         sift_norm::SessionOptions {
             interface: self.interface.clone(),
             tx_rate_bps: self.tx_rate_bps,

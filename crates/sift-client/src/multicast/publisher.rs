@@ -61,11 +61,18 @@ impl MulticastPublisher {
     /// Stamps, encodes and queues `message`, then sends what NORM's buffer
     /// takes, highest priority first; waits only when the queue is full.
     pub async fn publish(&mut self, mut message: Message) -> Result<(), MulticastError> {
-        self.sequence += 1;
-        message.sequence = self.sequence;
         message.publisher = self.name.clone();
         message.timestamp_ns = crate::system_now_ns();
         message.time_error_ns = 0;
+        self.forward(message).await
+    }
+
+    /// Queues `message` as [`Self::publish`] does but keeps its publisher
+    /// and time (a gateway carrying a message from beyond the LAN); only
+    /// the sequence is this sender's, since receivers order by sender.
+    pub async fn forward(&mut self, mut message: Message) -> Result<(), MulticastError> {
+        self.sequence += 1;
+        message.sequence = self.sequence;
         let mut encoded = BytesMut::new();
         sift_proto::encode_message(&mut encoded, &message)
             .map_err(|error| MulticastError::Encode(error.to_string()))?;
@@ -120,6 +127,12 @@ impl MulticastPublisher {
     pub async fn close(mut self) -> Result<(), MulticastError> {
         self.flush().await?;
         tokio::time::sleep(self.linger).await;
+        Ok(())
+    }
+
+    /// Multicasts an interest announcement (not numbered: it is no message).
+    pub async fn announce(&mut self, data: Vec<u8>) -> Result<(), MulticastError> {
+        self.session.send(bytes::Bytes::from(data), &[WIRE_VERSION, super::MODE_INTEREST]).await?;
         Ok(())
     }
 

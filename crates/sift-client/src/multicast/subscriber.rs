@@ -6,7 +6,9 @@ use std::time::Instant;
 use sift_core::{Message, TopicFilter};
 use sift_filter::ContentFilter;
 
-use super::{LocalInterest, MulticastError, MulticastOptions, Ordered, Reorder, WIRE_VERSION};
+use super::announce::{self, Announced, ANNOUNCE_INTERVAL};
+use super::WIRE_VERSION;
+use super::{LocalInterest, MulticastError, MulticastOptions, MulticastPublisher, Ordered, Reorder, MODE_INTEREST};
 
 /// What a multicast subscriber hands the application.
 #[derive(Debug, PartialEq)]
@@ -51,6 +53,12 @@ pub struct MulticastSubscriber {
     reorder: Reorder,
     ready: std::collections::VecDeque<MulticastEvent>,
     counters: SubscriberCounters,
+    /// What this subscriber announces to the LAN's gateway, and the sender
+    /// it announces with (opened with the first subscription).
+    announced: Vec<Announced>,
+    announcer: Option<MulticastPublisher>,
+    next_announce: Option<Instant>,
+    options: MulticastOptions,
 }
 
 impl MulticastSubscriber {
@@ -64,6 +72,10 @@ impl MulticastSubscriber {
             reorder: Reorder::new(options.reorder_wait),
             ready: std::collections::VecDeque::new(),
             counters: SubscriberCounters::default(),
+            announced: Vec::new(),
+            announcer: None,
+            next_announce: None,
+            options: options.clone(),
         })
     }
 
@@ -72,7 +84,27 @@ impl MulticastSubscriber {
         let id = self.next_id;
         self.next_id += 1;
         self.interest.insert(id, topic_filter, content);
+        self.announced.push(Announced {
+            topic: topic_filter.as_str().to_string(),
+            kind: content.map_or("none".to_string(), |filter| filter.language().to_string()),
+            filter: content.map_or(String::new(), |filter| filter.to_string()),
+        });
+        self.next_announce = Some(Instant::now());
         id
+    }
+
+    /// Multicasts this subscriber's subscriptions for the LAN's gateway.
+    async fn announce(&mut self) -> Result<(), MulticastError> {
+        if self.announcer.is_none() {
+            let options =
+                MulticastOptions { node_id: self.options.node_id.wrapping_add(1).max(1), ..self.options.clone() };
+            self.announcer = Some(MulticastPublisher::open(&options, "sift-sub")?);
+        }
+        if let Some(announcer) = &mut self.announcer {
+            announcer.announce(announce::encode(&self.announced)).await?;
+        }
+        self.next_announce = Some(Instant::now() + ANNOUNCE_INTERVAL);
+        Ok(())
     }
 
     /// What the subscriber has seen.
@@ -89,6 +121,13 @@ impl MulticastSubscriber {
             let deadline = self.reorder.next_deadline();
             let event = tokio::select! {
                 event = self.session.next_event() => event?,
+                () = sleep_until(self.next_announce) => {
+                    if let Err(error) = self.announce().await {
+                        tracing::warn!(%error, "cannot announce the subscriptions");
+                        self.next_announce = Some(Instant::now() + ANNOUNCE_INTERVAL);
+                    }
+                    continue;
+                }
                 () = sleep_until(deadline) => {
                     let mut out = Vec::new();
                     self.reorder.expire(Instant::now(), &mut out);
@@ -108,6 +147,9 @@ impl MulticastSubscriber {
                 if info.first() != Some(&WIRE_VERSION) {
                     self.counters.invalid += 1;
                     return;
+                }
+                if info.get(1) == Some(&MODE_INTEREST) {
+                    return; // Another subscriber's announcement, for gateways.
                 }
                 let Ok(message) = sift_proto::decode_message(&data) else {
                     self.counters.invalid += 1;

@@ -23,7 +23,7 @@ use lab::Lab;
 pub(crate) const SIFT: &str = env!("CARGO_BIN_EXE_sift");
 
 /// Every broker serves its clients here, inside its own namespace.
-const CLIENT_LISTEN: &str = "127.0.0.1:7400";
+pub(crate) const CLIENT_LISTEN: &str = "127.0.0.1:7400";
 /// West's end of the west - middle pair; west accepts links on it.
 const WEST_ADDRESS: &str = "10.77.1.1";
 /// Middle's end of the west - middle pair.
@@ -51,7 +51,7 @@ pub(crate) fn lab_or_skip() -> Option<Lab> {
 }
 
 /// Polls `check` every 100 ms until it holds, failing after [`PATIENCE`].
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + PATIENCE;
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
@@ -61,7 +61,7 @@ fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 /// Starts broker `name` in `namespace`, accepting links on `link_listen`
 /// when given and dialling `dial` when given; returns once it listens.
-fn start_broker(lab: &mut Lab, namespace: &str, name: &str, link_listen: Option<&str>, dial: Option<&str>) {
+pub(crate) fn start_broker(lab: &mut Lab, namespace: &str, name: &str, link_listen: Option<&str>, dial: Option<&str>) {
     let data = lab.data_dir(name).display().to_string();
     let mut args = vec!["broker", "--name", name, "--listen", CLIENT_LISTEN, "--data", &data];
     let link_listen = link_listen.map(|address| format!("{address}:{LINK_PORT}"));
@@ -99,7 +99,14 @@ fn fields(document: &serde_json::Value, list: &str, field: &str) -> Vec<String> 
 /// Starts `sift sub` in `namespace` for one message and waits until it is
 /// subscribed; returns its index in the lab.
 fn start_subscriber(lab: &mut Lab, namespace: &str, topic: &str) -> usize {
-    let args = ["sub", "--server", CLIENT_LISTEN, "--topic", topic, "--count", "1", "--format", "json"];
+    start_subscriber_counting(lab, namespace, topic, 1)
+}
+
+/// Starts `sift sub` in `namespace` for `count` messages and waits until it
+/// is subscribed; returns its index in the lab.
+pub(crate) fn start_subscriber_counting(lab: &mut Lab, namespace: &str, topic: &str, count: u32) -> usize {
+    let count = count.to_string();
+    let args = ["sub", "--server", CLIENT_LISTEN, "--topic", topic, "--count", &count, "--format", "json"];
     let index = lab.spawn(namespace, SIFT, &args, Stdio::piped());
     let stderr = lab.process(index).stderr.take().expect("standard error is piped");
     let mut line = String::new();

@@ -181,3 +181,72 @@ fn reliable_messages_are_repaired_under_injected_loss() {
         assert_eq!(numbers, (1..=messages).collect::<Vec<u64>>(), "every message once, in publisher order");
     }
 }
+
+/// Waits until `sift admin subscriptions` in `namespace` shows `topic`.
+fn broker_has_subscription(lab: &Lab, namespace: &str, topic: &str) {
+    crate::eventually(&format!("the broker holds a subscription to {topic}"), || {
+        let output = lab.run(namespace, SIFT, &["admin", "--server", crate::CLIENT_LISTEN, "subscriptions", "--json"]);
+        output.status.success() && String::from_utf8_lossy(&output.stdout).contains(topic)
+    });
+}
+
+#[test]
+fn a_gateway_joins_the_lan_to_the_broker_network_both_ways() {
+    let Some((mut lab, hosts)) = lan(&['a', 'b', 'g']) else { return };
+    let gateway_host = hosts[2].clone();
+    crate::start_broker(&mut lab, &gateway_host.0, "gw-broker", None, None);
+    let args =
+        ["gateway", "--multicast", GROUP, "--iface", &gateway_host.1, "--broker", crate::CLIENT_LISTEN, "--id", "gw1"];
+    let gateway = lab.spawn(&gateway_host.0, SIFT, &args, Stdio::null());
+    let mut line = String::new();
+    BufReader::new(lab.stdout(gateway)).read_line(&mut line).expect("the gateway reports");
+    assert!(line.starts_with("sift gateway gw1 joins"), "{line}");
+
+    // LAN → network: a native subscriber behind the broker gets what the
+    // LAN publishes, once, tagged with the gateway.
+    let native = crate::start_subscriber_counting(&mut lab, &gateway_host.0, "lan.>", 2);
+    multicast_pub(&lab, &hosts[0], &["--topic", "lan.x", "--payload", "from the lan", "--mode", "reliable"]);
+    multicast_pub(&lab, &hosts[0], &["--topic", "lan.end", "--payload", "sentinel", "--mode", "reliable"]);
+    let lines = crate::finished_output(&mut lab, native);
+    let deliveries: Vec<serde_json::Value> =
+        lines.lines().map(|line| serde_json::from_str(line).expect("json")).collect();
+    assert_eq!(
+        deliveries.iter().map(|delivery| delivery["payload"].clone()).collect::<Vec<_>>(),
+        ["from the lan", "sentinel"]
+    );
+    assert_eq!(deliveries[0]["properties"]["sift-gateway"], "gw1");
+
+    // network → LAN: the LAN subscriber announces its filter, the gateway
+    // subscribes for it, and only matching messages are multicast to it.
+    let lan_sub =
+        start_multicast_sub(&mut lab, &hosts[1], &["--topic", "net.>", "--where", "level > 2", "--count", "3"]);
+    let lan_output = Output::of(&mut lab, lan_sub);
+    broker_has_subscription(&lab, &gateway_host.0, "net.>");
+    for (topic, level, payload) in [
+        ("net.a", "level=1", "quiet"),
+        ("net.b", "level=5", "loud"),
+        ("net.c", "level=9", "louder"),
+        ("net.end", "level=10", "sentinel"),
+    ] {
+        let published = lab.run(
+            &gateway_host.0,
+            SIFT,
+            &[
+                "pub",
+                "--server",
+                crate::CLIENT_LISTEN,
+                "--topic",
+                topic,
+                "--prop",
+                level,
+                "--payload",
+                payload,
+                "--mode",
+                "reliable",
+            ],
+        );
+        assert!(published.status.success(), "{}", String::from_utf8_lossy(&published.stderr));
+    }
+    let got = payloads(&lan_output.finished(&mut lab, lan_sub));
+    assert_eq!(got, ["loud", "louder", "sentinel"], "exactly the matches, once each, in order");
+}

@@ -9,6 +9,7 @@ mod gateway_cmd;
 mod multicast_cmd;
 mod pub_cmd;
 mod query_cmd;
+mod registry_cmd;
 mod stream_cmd;
 mod sub_cmd;
 mod sub_files;
@@ -53,6 +54,8 @@ enum Command {
     Time(time_cmd::TimeArgs),
     /// Join a LAN's multicast group to the broker network (FJM2D).
     Gateway(gateway_cmd::GatewayArgs),
+    /// Serve the registry where gateways find each other (FJM2-Admin).
+    Registry(registry_cmd::RegistryArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -85,6 +88,7 @@ fn main() -> std::process::ExitCode {
             Command::Query(args) => query_cmd::run(args).await,
             Command::Time(args) => time_cmd::run(args).await,
             Command::Gateway(args) => gateway_cmd::run(args).await,
+            Command::Registry(args) => registry_cmd::run(args).await,
         }
     });
     match result {

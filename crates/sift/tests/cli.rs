@@ -499,3 +499,86 @@ fn a_gibibyte_transfer_and_a_receiver_killed_halfway() {
     );
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// One HTTP/1.1 request to `address` (a new connection, `Connection: close`):
+/// the status and the body.
+fn http(address: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("the registry accepts");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("request sent");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok()).expect("a status");
+    (status, body.to_string())
+}
+
+/// The gateway names of a registry listing, and its version.
+fn listing(body: &str) -> (u64, Vec<String>) {
+    let document: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    let names = document["gateways"]
+        .as_array()
+        .expect("gateways")
+        .iter()
+        .map(|gateway| gateway["name"].as_str().expect("name").to_string())
+        .collect();
+    (document["version"].as_u64().expect("version"), names)
+}
+
+#[test]
+fn the_registry_lists_notifies_and_forgets_gateways() {
+    let mut child = Command::new(SIFT)
+        .args(["registry", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("registry starts");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("the registry prints its address");
+    let _registry = Running(child);
+    let address = first.trim().rsplit(' ').next().expect("address").to_string();
+
+    let (status, _) = http(&address, "PUT", "/gateways/gw-a", r#"{"link_address": "10.0.0.1:7500", "ttl_ms": 60000}"#);
+    assert_eq!(status, 200);
+    let (status, body) = http(&address, "PUT", "/gateways/gw-x", r#"{"link_address": "nowhere", "ttl_ms": 60000}"#);
+    assert_eq!(status, 400, "{body}");
+    let (_, body) = http(&address, "GET", "/gateways", "");
+    let (version, names) = listing(&body);
+    assert_eq!(names, ["gw-a"]);
+
+    // A reader waiting for a change is woken by a new gateway.
+    let waiting = {
+        let address = address.clone();
+        std::thread::spawn(move || http(&address, "GET", &format!("/gateways?after={version}&wait_ms=20000"), ""))
+    };
+    let (status, _) = http(&address, "PUT", "/gateways/gw-b", r#"{"link_address": "10.0.0.2:7500", "ttl_ms": 60000}"#);
+    assert_eq!(status, 200);
+    let (_, body) = waiting.join().expect("the waiting reader");
+    let (version, names) = listing(&body);
+    assert_eq!(names, ["gw-a", "gw-b"]);
+
+    // A gateway that stops renewing lapses, and that is a change too.
+    let (status, _) = http(&address, "PUT", "/gateways/gw-c", r#"{"link_address": "10.0.0.3:7500", "ttl_ms": 200}"#);
+    assert_eq!(status, 200);
+    let mut seen = version + 1;
+    loop {
+        let (_, body) = http(&address, "GET", &format!("/gateways?after={seen}&wait_ms=20000"), "");
+        let (now, names) = listing(&body);
+        assert!(now > seen || names.contains(&"gw-c".to_string()), "the wait ended without a change");
+        if !names.contains(&"gw-c".to_string()) {
+            assert_eq!(names, ["gw-a", "gw-b"]);
+            break;
+        }
+        seen = now;
+    }
+    let (status, _) = http(&address, "DELETE", "/gateways/gw-a", "");
+    assert_eq!(status, 204);
+    let (_, body) = http(&address, "GET", "/gateways", "");
+    assert_eq!(listing(&body).1, ["gw-b"]);
+}

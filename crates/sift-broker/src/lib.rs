@@ -34,5 +34,5 @@ pub mod writer;
 
 pub use config::{Config, ConfigError, StorageConfig, StreamDefinition};
 pub use link::LinkInfo;
-pub use server::{BrokerError, InProcessConnector, InProcessError, RunningBroker};
+pub use server::{BrokerError, DialHandle, InProcessConnector, InProcessError, RunningBroker};
 pub use stats::StatsSnapshot;

@@ -206,6 +206,17 @@ impl InProcessConnector {
     }
 }
 
+/// A link dialled at run time ([`RunningBroker::dial`]); dropping it stops
+/// dialling (a link that is up stays until it fails or the peer closes it).
+#[derive(Debug)]
+pub struct DialHandle(tokio::task::JoinHandle<()>);
+
+impl Drop for DialHandle {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A running broker. Dropping it does not stop it; call [`RunningBroker::shutdown`].
 #[derive(Debug)]
 pub struct RunningBroker {
@@ -259,6 +270,13 @@ impl RunningBroker {
     /// The link listener's address actually bound, when links are accepted.
     pub fn link_addr(&self) -> Option<SocketAddr> {
         self.link_addr
+    }
+
+    /// Keeps a link to `target` up (dialling again after failures, as a
+    /// configured link) until the returned handle is dropped: for peers
+    /// learnt at run time, such as gateways from a registry.
+    pub fn dial(&self, target: crate::config::LinkTarget) -> DialHandle {
+        DialHandle(tokio::spawn(crate::link::dial_target(target, self.shared.clone())))
     }
 
     /// This broker's name on the broker network.

@@ -21,6 +21,18 @@ pub struct GatewayArgs {
     /// what it carries [default: gateway-<node id>].
     #[arg(long)]
     id: Option<String>,
+    /// Find the other gateways through this registry (`sift registry`)
+    /// instead of using `--broker`: the gateway then runs its own broker,
+    /// registers its link address and links to every gateway listed.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "broker")]
+    registry: Option<std::net::SocketAddr>,
+    /// With --registry: where the gateway's broker accepts links.
+    #[arg(long, value_name = "ADDR", requires = "registry")]
+    link_listen: Option<std::net::SocketAddr>,
+    /// With --registry: the link address to register, as the other gateways
+    /// reach it [default: the bound --link-listen address].
+    #[arg(long, value_name = "HOST:PORT", requires = "registry")]
+    advertise: Option<String>,
     /// The LAN's group (`--multicast GROUP:PORT`, required) and NORM settings.
     #[command(flatten)]
     multicast: MulticastArgs,
@@ -33,18 +45,66 @@ pub async fn run(args: GatewayArgs) -> Result<(), CliError> {
     };
     let options = args.multicast.options(group)?;
     let id = args.id.clone().unwrap_or_else(|| format!("gateway-{:08x}", options.node_id));
-    let client_options = ClientOptions { name: id.clone(), ..ClientOptions::default() };
-    let client = Client::connect(args.broker.as_str(), client_options).await?;
-    let mut gateway =
-        Gateway::open(&options, client.clone(), &id).map_err(|error| CliError::Usage(error.to_string()))?;
-    println!("sift gateway {id} joins {group} to {}", args.broker);
-    let _ = std::io::stdout().flush();
     let signals = crate::broker_cmd::Signals::install()?;
     let (stop_sender, stop) = watch::channel(false);
     tokio::spawn(async move {
         signals.wait().await;
         let _ = stop_sender.send(true);
     });
+    match args.registry {
+        None => {
+            let client_options = ClientOptions { name: id.clone(), ..ClientOptions::default() };
+            let client = Client::connect(args.broker.as_str(), client_options).await?;
+            println!("sift gateway {id} joins {group} to {}", args.broker);
+            carry(&options, client, &id, stop).await
+        }
+        Some(registry) => with_registry(&args, &options, registry, &id, stop).await,
+    }
+}
+
+/// Registry mode: the gateway's own broker, linked to the gateways the
+/// registry lists.
+async fn with_registry(
+    args: &GatewayArgs,
+    options: &sift_client::multicast::MulticastOptions,
+    registry: std::net::SocketAddr,
+    id: &str,
+    stop: watch::Receiver<bool>,
+) -> Result<(), CliError> {
+    let Some(link_listen) = args.link_listen else {
+        return Err(CliError::Usage(
+            "--registry needs --link-listen ADDR (where the other gateways link to this one)".into(),
+        ));
+    };
+    let mut config = sift_broker::Config::scratch();
+    config.network.name = id.to_string();
+    config.network.cluster = GATEWAY_CLUSTER.to_string();
+    config.network.link_listen = Some(link_listen);
+    let broker = sift_broker::RunningBroker::start(config).await?;
+    let bound = broker.link_addr().map_or(link_listen.to_string(), |address| address.to_string());
+    let advertise = args.advertise.clone().unwrap_or(bound.clone());
+    let client_options = ClientOptions { name: id.to_string(), clock_sync_interval: None, ..ClientOptions::default() };
+    let client = Client::connect_in_process(broker.connector().opener(), client_options).await?;
+    println!("sift gateway {id} joins {} through registry {registry}, links on {bound} as {advertise}", options.group);
+    let link = crate::gateway_registry::RegistryLink::new(registry, id, &advertise);
+    let (carried, ()) = tokio::join!(carry(options, client, id, stop.clone()), link.keep(&broker, stop));
+    link.deregister().await;
+    broker.shutdown().await;
+    carried
+}
+
+/// The cluster gateways' brokers form.
+const GATEWAY_CLUSTER: &str = "fjm2";
+
+/// Carries messages between the LAN and `client`'s broker until `stop`.
+async fn carry(
+    options: &sift_client::multicast::MulticastOptions,
+    client: Client,
+    id: &str,
+    stop: watch::Receiver<bool>,
+) -> Result<(), CliError> {
+    let _ = std::io::stdout().flush();
+    let mut gateway = Gateway::open(options, client.clone(), id).map_err(|error| CliError::Usage(error.to_string()))?;
     let outcome = gateway.run(stop).await;
     let counters = gateway.counters();
     let _ = writeln!(

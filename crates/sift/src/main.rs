@@ -6,6 +6,7 @@ mod admin_table;
 mod bench;
 mod broker_cmd;
 mod gateway_cmd;
+mod gateway_registry;
 mod multicast_cmd;
 mod pub_cmd;
 mod query_cmd;

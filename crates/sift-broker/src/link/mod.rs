@@ -56,6 +56,11 @@ pub use network::{AdvertisedInterest, ContentText, LinkFailure, LinkInfo, LinkNe
 pub use routes::RouteInfo;
 pub use session::SILENT_INTERVALS;
 
+/// Dials `target` for as long as the broker runs (or the task is aborted).
+pub(crate) async fn dial_target(target: crate::config::LinkTarget, shared: Arc<BrokerShared>) {
+    dialer::run(target, shared).await;
+}
+
 /// Runs the link listener (when there is one) and one dialer per configured
 /// link until the broker shuts down; returns once they all ended, or after
 /// `grace`.

@@ -130,12 +130,6 @@ impl MulticastPublisher {
         Ok(())
     }
 
-    /// Multicasts an interest announcement (not numbered: it is no message).
-    pub async fn announce(&mut self, data: Vec<u8>) -> Result<(), MulticastError> {
-        self.session.send(bytes::Bytes::from(data), &[WIRE_VERSION, super::MODE_INTEREST]).await?;
-        Ok(())
-    }
-
     /// Messages sent to NORM so far.
     pub fn sent(&self) -> u64 {
         self.session.counters().sent.load(std::sync::atomic::Ordering::Relaxed)

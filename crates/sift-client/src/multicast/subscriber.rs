@@ -8,7 +8,7 @@ use sift_filter::ContentFilter;
 
 use super::announce::{self, Announced, ANNOUNCE_INTERVAL};
 use super::WIRE_VERSION;
-use super::{LocalInterest, MulticastError, MulticastOptions, MulticastPublisher, Ordered, Reorder, MODE_INTEREST};
+use super::{LocalInterest, MulticastError, MulticastOptions, Ordered, Reorder, MODE_INTEREST};
 
 /// What a multicast subscriber hands the application.
 #[derive(Debug, PartialEq)]
@@ -53,18 +53,17 @@ pub struct MulticastSubscriber {
     reorder: Reorder,
     ready: std::collections::VecDeque<MulticastEvent>,
     counters: SubscriberCounters,
-    /// What this subscriber announces to the LAN's gateway, and the sender
-    /// it announces with (opened with the first subscription).
+    /// What this subscriber announces to the LAN's gateway, and when next.
     announced: Vec<Announced>,
-    announcer: Option<MulticastPublisher>,
     next_announce: Option<Instant>,
-    options: MulticastOptions,
 }
 
 impl MulticastSubscriber {
     /// Joins `options.group` as a receiver.
     pub fn open(options: &MulticastOptions) -> Result<MulticastSubscriber, MulticastError> {
-        let session = sift_norm::Session::open(&options.session(), false, true)?;
+        // One session both ways: it receives, and sends the announcements
+        // (a second socket on the port would share the group's packets).
+        let session = sift_norm::Session::open(&options.session(), true, true)?;
         Ok(MulticastSubscriber {
             session,
             interest: LocalInterest::new(),
@@ -73,9 +72,7 @@ impl MulticastSubscriber {
             ready: std::collections::VecDeque::new(),
             counters: SubscriberCounters::default(),
             announced: Vec::new(),
-            announcer: None,
             next_announce: None,
-            options: options.clone(),
         })
     }
 
@@ -95,14 +92,8 @@ impl MulticastSubscriber {
 
     /// Multicasts this subscriber's subscriptions for the LAN's gateway.
     async fn announce(&mut self) -> Result<(), MulticastError> {
-        if self.announcer.is_none() {
-            let options =
-                MulticastOptions { node_id: self.options.node_id.wrapping_add(1).max(1), ..self.options.clone() };
-            self.announcer = Some(MulticastPublisher::open(&options, "sift-sub")?);
-        }
-        if let Some(announcer) = &mut self.announcer {
-            announcer.announce(announce::encode(&self.announced)).await?;
-        }
+        let data = bytes::Bytes::from(announce::encode(&self.announced));
+        self.session.send(data, &[WIRE_VERSION, MODE_INTEREST]).await?;
         self.next_announce = Some(Instant::now() + ANNOUNCE_INTERVAL);
         Ok(())
     }

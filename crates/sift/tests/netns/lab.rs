@@ -110,7 +110,7 @@ impl Lab {
     /// the host end gets `address/24` and a route for multicast groups.
     /// Returns the host end's name.
     pub fn attach(&mut self, host: &str, address: &str, switch: &str, bridge: &str) -> String {
-        let host_end = format!("{host}h");
+        let host_end = format!("{host}l");
         let port = format!("{host}p");
         let add = ["link", "add", &host_end, "netns", host, "type", "veth", "peer", "name", &port, "netns", switch];
         ip(&add).expect("the veth pair is created");

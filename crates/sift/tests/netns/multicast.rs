@@ -250,3 +250,127 @@ fn a_gateway_joins_the_lan_to_the_broker_network_both_ways() {
     let got = payloads(&lan_output.finished(&mut lab, lan_sub));
     assert_eq!(got, ["loud", "louder", "sentinel"], "exactly the matches, once each, in order");
 }
+
+/// Standard output of process `index`, line by line as it comes.
+fn lines_of(lab: &mut Lab, index: usize) -> std::sync::mpsc::Receiver<String> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let stdout = lab.stdout(index);
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+/// Publishes probes from `host` until `lines` shows one: the path through
+/// both gateways is up and carries the subscriber's interest.
+fn probe_until_through(lab: &Lab, host: &(String, String), lines: &std::sync::mpsc::Receiver<String>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        multicast_pub(
+            lab,
+            host,
+            &["--topic", "x.probe", "--prop", "keep=true", "--payload", "probe", "--mode", "reliable"],
+        );
+        if let Ok(line) = lines.recv_timeout(std::time::Duration::from_millis(500)) {
+            assert!(line.contains("probe"), "only probes so far: {line}");
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing crossed the gateways in time");
+    }
+}
+
+/// The next payload that is no probe.
+fn next_payload(lines: &std::sync::mpsc::Receiver<String>) -> String {
+    loop {
+        let line = lines.recv_timeout(std::time::Duration::from_secs(30)).expect("a message crosses the gateways");
+        let payload = payloads(&line).remove(0);
+        if payload != "probe" {
+            return payload;
+        }
+    }
+}
+
+#[test]
+fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
+    let Some(mut lab) = lab_or_skip() else { return };
+    let (first_switch, second_switch) = (lab.namespace('s'), lab.namespace('t'));
+    lab.bridge(&first_switch, "br0");
+    lab.bridge(&second_switch, "br0");
+    let host = |lab: &mut Lab, letter: char, switch: &str, address: &str| {
+        let namespace = lab.namespace(letter);
+        let interface = lab.attach(&namespace, address, switch, "br0");
+        (namespace, interface)
+    };
+    let publisher = host(&mut lab, 'a', &first_switch, "10.78.1.1");
+    let first_gateway = host(&mut lab, 'g', &first_switch, "10.78.1.2");
+    let subscriber = host(&mut lab, 'b', &second_switch, "10.78.2.1");
+    let second_gateway = host(&mut lab, 'h', &second_switch, "10.78.2.2");
+    lab.connect(&first_gateway.0, "10.81.0.1", &second_gateway.0, "10.81.0.2");
+    let registry = lab.spawn(&first_gateway.0, SIFT, &["registry", "--listen", "10.81.0.1:7600"], Stdio::null());
+    let mut line = String::new();
+    BufReader::new(lab.stdout(registry)).read_line(&mut line).expect("the registry reports");
+    assert!(line.starts_with("sift registry listening on"), "{line}");
+    let start_gateway = |lab: &mut Lab, host: &(String, String), address: &str, id: &str| {
+        let link = format!("{address}:7500");
+        let args = [
+            "gateway",
+            "--multicast",
+            GROUP,
+            "--iface",
+            &host.1,
+            "--registry",
+            "10.81.0.1:7600",
+            "--link-listen",
+            &link,
+            "--id",
+            id,
+        ];
+        let index = lab.spawn(&host.0, SIFT, &args, Stdio::null());
+        let mut line = String::new();
+        BufReader::new(lab.stdout(index)).read_line(&mut line).expect("the gateway reports");
+        assert!(line.starts_with(&format!("sift gateway {id} joins")), "{line}");
+        index
+    };
+    start_gateway(&mut lab, &first_gateway, "10.81.0.1", "gw-1");
+    let second = start_gateway(&mut lab, &second_gateway, "10.81.0.2", "gw-2");
+    let listening = start_multicast_sub(&mut lab, &subscriber, &["--topic", "x.>", "--where", "keep = true"]);
+    let lines = lines_of(&mut lab, listening);
+
+    probe_until_through(&lab, &publisher, &lines);
+    for payload in ["one", "two"] {
+        multicast_pub(
+            &lab,
+            &publisher,
+            &["--topic", "x.data", "--prop", "keep=true", "--payload", payload, "--mode", "reliable"],
+        );
+    }
+    multicast_pub(
+        &lab,
+        &publisher,
+        &["--topic", "x.data", "--prop", "keep=false", "--payload", "filtered", "--mode", "reliable"],
+    );
+    multicast_pub(
+        &lab,
+        &publisher,
+        &["--topic", "x.end", "--prop", "keep=true", "--payload", "sentinel", "--mode", "reliable"],
+    );
+    let got: Vec<String> = (0..3).map(|_| next_payload(&lines)).collect();
+    assert_eq!(got, ["one", "two", "sentinel"], "LAN to LAN through two gateways, filtered, once each");
+
+    // The second gateway restarts: it registers again, links again, and
+    // its LAN gets messages again.
+    let _ = lab.process(second).kill();
+    let _ = lab.process(second).wait();
+    start_gateway(&mut lab, &second_gateway, "10.81.0.2", "gw-2");
+    probe_until_through(&lab, &publisher, &lines);
+    multicast_pub(
+        &lab,
+        &publisher,
+        &["--topic", "x.data", "--prop", "keep=true", "--payload", "after restart", "--mode", "reliable"],
+    );
+    assert_eq!(next_payload(&lines), "after restart");
+}

@@ -104,7 +104,18 @@ impl Toxiproxy {
     /// Creates proxy `name` to `upstream`, listening on an ephemeral
     /// loopback port, and returns the address it listens on.
     pub async fn proxy(&self, name: &str, upstream: SocketAddr) -> Result<SocketAddr, BenchError> {
-        let body = serde_json::json!({ "name": name, "listen": "127.0.0.1:0", "upstream": upstream.to_string() });
+        self.proxy_at(name, SocketAddr::from(([127, 0, 0, 1], 0)), upstream).await
+    }
+
+    /// Creates proxy `name` to `upstream` listening on `listen`, and returns
+    /// the address it listens on.
+    pub async fn proxy_at(
+        &self,
+        name: &str,
+        listen: SocketAddr,
+        upstream: SocketAddr,
+    ) -> Result<SocketAddr, BenchError> {
+        let body = serde_json::json!({ "name": name, "listen": listen.to_string(), "upstream": upstream.to_string() });
         let reply = self.expect_status("POST", "/proxies", &body.to_string(), 201).await?;
         let proxy: serde_json::Value = serde_json::from_str(&reply)
             .map_err(|error| BenchError::Usage(format!("Toxiproxy answered {reply:?}: {error}")))?;

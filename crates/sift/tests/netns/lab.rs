@@ -122,6 +122,19 @@ impl Lab {
         host_end
     }
 
+    /// Joins `namespace` to this (the test's own) namespace with a veth
+    /// pair: this end gets `here/30`, the namespace's end `there/30`.
+    pub fn uplink(&mut self, namespace: &str, here: &str, there: &str) {
+        let (here_end, there_end) = (format!("{namespace}u"), format!("{namespace}d"));
+        ip(&["link", "add", &here_end, "type", "veth", "peer", "name", &there_end, "netns", namespace])
+            .expect("the uplink is created");
+        ip(&["addr", "add", &format!("{here}/30"), "dev", &here_end]).expect("this end's address is set");
+        ip(&["link", "set", &here_end, "up"]).expect("this end comes up");
+        ip(&["-n", namespace, "addr", "add", &format!("{there}/30"), "dev", &there_end])
+            .expect("the far address is set");
+        ip(&["-n", namespace, "link", "set", &there_end, "up"]).expect("the far end comes up");
+    }
+
     /// The directory for broker `name`'s data, inside the lab's.
     pub fn data_dir(&self, name: &str) -> PathBuf {
         self.data_dir.join(name)

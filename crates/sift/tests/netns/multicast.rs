@@ -294,8 +294,48 @@ fn next_payload(lines: &std::sync::mpsc::Receiver<String>) -> String {
     }
 }
 
+/// A process of this (the test's own) namespace, killed when dropped.
+struct RootProcess(std::process::Child);
+
+impl Drop for RootProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Toxiproxy in the test's namespace: one proxy to the registry, and one
+/// to each gateway's link listener delaying both ways by `DELAY_MS`.
+fn wan(binary: &std::path::Path) -> sift_bench::toxiproxy::Toxiproxy {
+    const DELAY_MS: u64 = 20;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let toxiproxy = sift_bench::toxiproxy::Toxiproxy::start(binary).await.expect("Toxiproxy starts");
+        let address = |text: &str| text.parse::<std::net::SocketAddr>().expect("address");
+        let registry = toxiproxy.proxy_at("registry", address("10.82.2.1:7600"), address("10.82.1.1:7600"));
+        registry.await.expect("proxy to the registry");
+        for (name, listen, upstream) in
+            [("to-g", "10.82.2.1:7501", "10.82.1.2:7500"), ("to-h", "10.82.1.1:7502", "10.82.2.2:7500")]
+        {
+            toxiproxy.proxy_at(name, address(listen), address(upstream)).await.expect("proxy to a gateway");
+            for stream in ["upstream", "downstream"] {
+                toxiproxy.add_stream_latency(name, stream, DELAY_MS, 0).await.expect("latency added");
+            }
+        }
+        toxiproxy
+    })
+}
+
 #[test]
 fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
+    let binary = match sift_bench::toxiproxy::find_server() {
+        Ok(binary) => binary,
+        Err(reason) => {
+            assert!(std::env::var("SIFT_REQUIRE_TOXIPROXY").as_deref() != Ok("1"), "Toxiproxy is required: {reason}");
+            eprintln!("notice: skipping the two-LAN test: {reason}");
+            return;
+        }
+    };
     let Some(mut lab) = lab_or_skip() else { return };
     let (first_switch, second_switch) = (lab.namespace('s'), lab.namespace('t'));
     lab.bridge(&first_switch, "br0");
@@ -309,13 +349,22 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
     let first_gateway = host(&mut lab, 'g', &first_switch, "10.78.1.2");
     let subscriber = host(&mut lab, 'b', &second_switch, "10.78.2.1");
     let second_gateway = host(&mut lab, 'h', &second_switch, "10.78.2.2");
-    lab.connect(&first_gateway.0, "10.81.0.1", &second_gateway.0, "10.81.0.2");
-    let registry = lab.spawn(&first_gateway.0, SIFT, &["registry", "--listen", "10.81.0.1:7600"], Stdio::null());
+    // The gateways reach each other only through Toxiproxy, here.
+    lab.uplink(&first_gateway.0, "10.82.1.1", "10.82.1.2");
+    lab.uplink(&second_gateway.0, "10.82.2.1", "10.82.2.2");
+    let mut registry = std::process::Command::new(SIFT)
+        .args(["registry", "--listen", "10.82.1.1:7600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the registry starts");
     let mut line = String::new();
-    BufReader::new(lab.stdout(registry)).read_line(&mut line).expect("the registry reports");
+    BufReader::new(registry.stdout.take().expect("stdout")).read_line(&mut line).expect("the registry reports");
     assert!(line.starts_with("sift registry listening on"), "{line}");
-    let start_gateway = |lab: &mut Lab, host: &(String, String), address: &str, id: &str| {
-        let link = format!("{address}:7500");
+    let _registry = RootProcess(registry);
+    let _wan = wan(&binary);
+    let start_gateway = |lab: &mut Lab, host: &(String, String), id: &str, links: [&str; 3]| {
+        let [registry, listen, advertise] = links;
         let args = [
             "gateway",
             "--multicast",
@@ -323,9 +372,11 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
             "--iface",
             &host.1,
             "--registry",
-            "10.81.0.1:7600",
+            registry,
             "--link-listen",
-            &link,
+            listen,
+            "--advertise",
+            advertise,
             "--id",
             id,
         ];
@@ -335,8 +386,10 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
         assert!(line.starts_with(&format!("sift gateway {id} joins")), "{line}");
         index
     };
-    start_gateway(&mut lab, &first_gateway, "10.81.0.1", "gw-1");
-    let second = start_gateway(&mut lab, &second_gateway, "10.81.0.2", "gw-2");
+    let first_links = ["10.82.1.1:7600", "10.82.1.2:7500", "10.82.2.1:7501"];
+    let second_links = ["10.82.2.1:7600", "10.82.2.2:7500", "10.82.1.1:7502"];
+    start_gateway(&mut lab, &first_gateway, "gw-1", first_links);
+    let second = start_gateway(&mut lab, &second_gateway, "gw-2", second_links);
     let listening = start_multicast_sub(&mut lab, &subscriber, &["--topic", "x.>", "--where", "keep = true"]);
     let lines = lines_of(&mut lab, listening);
 
@@ -365,7 +418,7 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
     // its LAN gets messages again.
     let _ = lab.process(second).kill();
     let _ = lab.process(second).wait();
-    start_gateway(&mut lab, &second_gateway, "10.81.0.2", "gw-2");
+    start_gateway(&mut lab, &second_gateway, "gw-2", second_links);
     probe_until_through(&lab, &publisher, &lines);
     multicast_pub(
         &lab,

@@ -427,3 +427,20 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
     );
     assert_eq!(next_payload(&lines), "after restart");
 }
+
+#[test]
+fn garbage_on_the_group_does_not_disturb_a_subscriber() {
+    let Some((mut lab, hosts)) = lan(&['a', 'b']) else { return };
+    let subscriber = start_multicast_sub(&mut lab, &hosts[1], &["--topic", "g.>", "--count", "1"]);
+    let output = Output::of(&mut lab, subscriber);
+    let (group, port) = GROUP.split_once(':').expect("GROUP:PORT");
+    // Datagrams that are not NORM, and NORM-sized noise, to the group's port.
+    let script = format!(
+        "for i in $(seq 1 200); do head -c $((RANDOM % 1400 + 1)) /dev/urandom > /dev/udp/{group}/{port}; done; \
+         printf 'not norm at all' > /dev/udp/{group}/{port}"
+    );
+    let sent = lab.run(&hosts[0].0, "bash", &["-c", &script]);
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    multicast_pub(&lab, &hosts[0], &["--topic", "g.after", "--payload", "still here", "--mode", "reliable"]);
+    assert_eq!(payloads(&output.finished(&mut lab, subscriber)), ["still here"]);
+}

@@ -11,21 +11,10 @@ use std::ffi::{c_char, c_void, CString};
 use bytes::Bytes;
 use norm_sys as sys;
 
+pub(crate) use crate::seam::{InstanceHandle, ObjectHandle, RawEvent, SessionHandle, SessionSettings};
+
 /// Why NORM cannot be used in this build: never, libnorm is linked.
 pub(crate) const UNAVAILABLE: Option<&str> = None;
-
-/// A NORM instance (one per process here): the library's protocol thread
-/// and its event queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct InstanceHandle(usize);
-
-/// A NORM session of an instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct SessionHandle(pub(crate) usize);
-
-/// A transmit object (one message) of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct ObjectHandle(pub(crate) usize);
 
 fn instance(handle: InstanceHandle) -> sys::NormInstanceHandle {
     handle.0 as *const c_void
@@ -46,18 +35,6 @@ pub(crate) fn create_instance() -> Option<InstanceHandle> {
 pub(crate) fn stop_instance(handle: InstanceHandle) {
     // SAFETY: the handle came from `create_instance` and is not destroyed yet.
     unsafe { sys::NormStopInstance(instance(handle)) }
-}
-
-/// One event, with what the application needs copied out of the library.
-#[derive(Debug)]
-pub(crate) struct RawEvent {
-    pub(crate) kind: sys::NormEventType,
-    pub(crate) session: SessionHandle,
-    /// The remote sender's node id, when the event has a sender.
-    pub(crate) sender: Option<u32>,
-    pub(crate) object: ObjectHandle,
-    /// A completed data object's bytes and its info (`RX_OBJECT_COMPLETED`).
-    pub(crate) data: Option<(Bytes, Bytes)>,
 }
 
 /// Waits for the next event of the instance; `None` once it is stopped.
@@ -138,20 +115,6 @@ pub(crate) fn create_session(handle: InstanceHandle, address: &str, port: u16, n
 pub(crate) fn destroy_session(handle: SessionHandle) {
     // SAFETY: the handle came from `create_session` and is destroyed once.
     unsafe { sys::NormDestroySession(session(handle)) }
-}
-
-/// Settings made before a session starts.
-#[derive(Debug, Clone)]
-pub(crate) struct SessionSettings<'a> {
-    pub(crate) interface: Option<&'a str>,
-    pub(crate) multicast_loopback: bool,
-    pub(crate) ttl: u8,
-    pub(crate) tx_rate_bps: f64,
-    pub(crate) grtt_estimate_s: f64,
-    pub(crate) backoff_factor: f64,
-    pub(crate) tx_loss_percent: f64,
-    pub(crate) rx_loss_percent: f64,
-    pub(crate) reuse_port: bool,
 }
 
 /// Applies `settings`; false when the interface is unknown.

@@ -6,45 +6,11 @@
 
 use bytes::Bytes;
 
+pub(crate) use crate::seam::{InstanceHandle, ObjectHandle, RawEvent, SessionHandle, SessionSettings};
+
 /// Why NORM cannot be used in this build.
 pub(crate) const UNAVAILABLE: Option<&str> =
     Some("this sift was built without libnorm: install libnorm-dev (Debian) and rebuild");
-
-/// See the real `ffi.rs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct InstanceHandle(usize);
-
-/// See the real `ffi.rs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct SessionHandle(pub(crate) usize);
-
-/// See the real `ffi.rs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct ObjectHandle(pub(crate) usize);
-
-/// See the real `ffi.rs`.
-#[derive(Debug)]
-pub(crate) struct RawEvent {
-    pub(crate) kind: norm_sys::NormEventType,
-    pub(crate) session: SessionHandle,
-    pub(crate) sender: Option<u32>,
-    pub(crate) object: ObjectHandle,
-    pub(crate) data: Option<(Bytes, Bytes)>,
-}
-
-/// See the real `ffi.rs`.
-#[derive(Debug, Clone)]
-pub(crate) struct SessionSettings<'a> {
-    pub(crate) interface: Option<&'a str>,
-    pub(crate) multicast_loopback: bool,
-    pub(crate) ttl: u8,
-    pub(crate) tx_rate_bps: f64,
-    pub(crate) grtt_estimate_s: f64,
-    pub(crate) backoff_factor: f64,
-    pub(crate) tx_loss_percent: f64,
-    pub(crate) rx_loss_percent: f64,
-    pub(crate) reuse_port: bool,
-}
 
 pub(crate) fn create_instance() -> Option<InstanceHandle> {
     None

@@ -15,6 +15,8 @@ mod ffi;
 #[path = "ffi_missing.rs"]
 mod ffi;
 mod instance;
+#[cfg_attr(norm_unavailable, allow(dead_code))]
+mod seam;
 mod session;
 
 pub use instance::shutdown;

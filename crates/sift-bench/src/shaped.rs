@@ -117,7 +117,7 @@ fn start_broker(namespace: &str, data_dir: &std::path::Path, config: &[&str]) ->
 }
 
 /// Runs `ip args`; the error carries its standard error.
-fn ip(args: &[&str]) -> Result<(), BenchError> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), BenchError> {
     run("ip", args)
 }
 

@@ -79,8 +79,12 @@ pub async fn publish(
         publisher.publish(message).await.map_err(|error| CliError::Usage(error.to_string()))?;
         count += 1;
     }
+    publisher.flush().await.map_err(|error| CliError::Usage(error.to_string()))?;
+    let (seconds, cpu_ms) =
+        (started.elapsed().as_secs_f64(), sift_client::cpu::process_cpu_ns().unwrap_or(0) as f64 / 1e6);
+    println!("sent {count} messages to {group} ({seconds:.3} s, {cpu_ms:.1} ms CPU)");
+    let _ = std::io::stdout().flush();
     publisher.close().await.map_err(|error| CliError::Usage(error.to_string()))?;
-    println!("sent {count} messages to {group} ({:.3} s)", started.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -92,7 +96,7 @@ pub async fn subscribe(
     topic: &str,
     content: Option<(FilterKind, String)>,
     count: Option<u64>,
-    json: bool,
+    format: &str,
 ) -> Result<(), CliError> {
     let topic_filter = TopicFilter::new(topic).map_err(|error| CliError::Usage(format!("--topic: {error}")))?;
     let content = match content {
@@ -112,12 +116,15 @@ pub async fn subscribe(
         match event {
             None => break,
             Some(MulticastEvent::Message { message, .. }) => {
-                let line = match json {
-                    true => crate::sub_cmd::message_json(&message, &[]),
-                    false => crate::sub_cmd::message_text(&message),
+                let line = match format {
+                    "json" => Some(crate::sub_cmd::message_json(&message, &[])),
+                    "none" => None,
+                    _ => Some(crate::sub_cmd::message_text(&message)),
                 };
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
+                if let Some(line) = line {
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
+                }
                 received += 1;
             }
             Some(MulticastEvent::Missed { publisher, first, last }) => {
@@ -132,11 +139,12 @@ pub async fn subscribe(
     let counters = subscriber.counters();
     let _ = writeln!(
         std::io::stderr().lock(),
-        "multicast: {} received, {} matched, {} invalid, {} lost",
+        "multicast: {} received, {} matched, {} invalid, {} lost; {:.1} ms CPU",
         counters.received,
         counters.matched,
         counters.invalid,
-        counters.lost
+        counters.lost,
+        sift_client::cpu::process_cpu_ns().unwrap_or(0) as f64 / 1e6
     );
     Ok(())
 }

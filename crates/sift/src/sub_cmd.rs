@@ -39,8 +39,9 @@ pub struct SubArgs {
     /// Queue bound at the broker, in messages.
     #[arg(long)]
     queue_capacity: Option<u32>,
-    /// Output format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    /// Output format; `none` prints no message, only the counts at the end
+    /// (for measuring).
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "none"])]
     format: String,
     /// Content filter: comma-separated `NAME OP VALUE` over properties, all
     /// of which must hold (`sym="IBM",price>100`).
@@ -131,9 +132,9 @@ fn stream_source(args: &SubArgs) -> Result<Option<(String, String, StartPosition
 /// Subscribes and prints each delivery until `--count` or SIGINT.
 pub async fn run(args: SubArgs) -> Result<(), CliError> {
     if let Some(group) = args.multicast.multicast {
-        let json = args.format == "json";
         let (content, count) = (args.content_filter(), args.count);
-        return crate::multicast_cmd::subscribe(&args.multicast, group, &args.topic, content, count, json).await;
+        return crate::multicast_cmd::subscribe(&args.multicast, group, &args.topic, content, count, &args.format)
+            .await;
     }
     let policy = match &args.policy {
         Some(text) => {
@@ -230,9 +231,11 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
             received += 1;
             continue;
         }
-        let line = if json { json_line(&delivery) } else { text_line(&delivery) };
-        let mut out = stdout.lock();
-        writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
+        if args.format != "none" {
+            let line = if json { json_line(&delivery) } else { text_line(&delivery) };
+            let mut out = stdout.lock();
+            writeln!(out, "{line}").and_then(|()| out.flush()).map_err(CliError::Output)?;
+        }
         if manual {
             delivery.ack()?;
         }

@@ -102,6 +102,16 @@ pub struct Fjm2Args {
     /// rounds. Default 3, with `--quick` 1.
     #[arg(long)]
     pub rounds: Option<u32>,
+    /// `broker` (through an embedded or running broker) or `multicast`
+    /// (NORM, no broker, on a LAN of network namespaces this run makes; root).
+    #[arg(long, default_value = "broker", value_parser = ["broker", "multicast"])]
+    pub transport: String,
+    /// With multicast: receive loss percentages (NORM's own hook), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub losses: Vec<f64>,
+    /// With multicast: NORM's transmit rate, Mbit/s.
+    #[arg(long, default_value_t = 2000.0)]
+    pub rate_mbit: f64,
     /// Options every scenario takes.
     #[command(flatten)]
     pub common: CommonArgs,
@@ -236,12 +246,48 @@ impl Measured {
 
 /// Runs the scenario, writes its results and prints them.
 pub async fn run(args: Fjm2Args) -> Result<(), BenchError> {
+    if args.transport == "multicast" {
+        return run_multicast(args).await;
+    }
     let plan = Plan::from_args(&args)?;
     let mut report = Report::new(NAME, TITLE);
     let endpoints = Endpoints::from_options(&args.common).await?;
     let measured = measure(&endpoints, &plan, args.common.json).await;
     endpoints.shutdown().await;
     fill_report(&mut report, &args, &plan, &measured?)?;
+    finish(&report, &args.common, Printed::Tables)?;
+    Ok(())
+}
+
+/// `--transport multicast`: the same experiment over NORM with no broker.
+async fn run_multicast(args: Fjm2Args) -> Result<(), BenchError> {
+    let quick = args.common.quick;
+    let sizes = match (args.sizes.is_empty(), quick) {
+        (true, false) => SIZES_FULL.to_vec(),
+        (true, true) => SIZES_QUICK.to_vec(),
+        (false, _) => args.sizes.clone(),
+    };
+    let plan = crate::scenarios::fjm2_multicast::MulticastPlan {
+        sizes,
+        fanouts: args.fanouts.clone(),
+        losses: args.losses.clone(),
+        bytes: args.bytes.unwrap_or(if quick { BYTES_PER_ROUND_QUICK } else { 256 << 20 }),
+        rate_mbit: args.rate_mbit,
+    };
+    if plan.fanouts.contains(&0) || plan.fanouts.iter().any(|count| *count > 32) || plan.rate_mbit <= 0.0 {
+        return Err(BenchError::Usage("--fanouts 1 to 32 receivers, --rate-mbit above 0".into()));
+    }
+    let mut report =
+        Report::new(NAME, "FJM2 thesis over NORM multicast: throughput against size and receivers, no broker");
+    report.parameter("transport", "multicast");
+    report.parameter("rate_mbit", plan.rate_mbit);
+    report.parameter("bytes", plan.bytes);
+    let quiet = args.common.json;
+    let report = tokio::task::spawn_blocking(move || {
+        crate::scenarios::fjm2_multicast::run(&plan, &mut report, quiet).map(|()| report)
+    })
+    .await
+    .map_err(|error| BenchError::Task { role: "publisher", reason: error.to_string() })??;
     finish(&report, &args.common, Printed::Tables)?;
     Ok(())
 }
@@ -526,6 +572,9 @@ mod tests {
             modes: vec!["best-effort".into(), "reliable".into()],
             bytes: None,
             rounds: None,
+            transport: "broker".into(),
+            losses: vec![0.0],
+            rate_mbit: 2000.0,
             common: CommonArgs { quick, ..CommonArgs::default() },
         }
     }

@@ -2,6 +2,7 @@
 
 pub mod dds;
 pub mod fjm2;
+pub mod fjm2_multicast;
 pub mod ges;
 pub mod http;
 pub mod jbi;

@@ -134,7 +134,6 @@ impl MulticastSubscriber {
     fn take(&mut self, event: sift_norm::Event) {
         match event {
             sift_norm::Event::Message { sender, data, info } => {
-                self.counters.received += 1;
                 if info.first() != Some(&WIRE_VERSION) {
                     self.counters.invalid += 1;
                     return;
@@ -142,6 +141,7 @@ impl MulticastSubscriber {
                 if info.get(1) == Some(&MODE_INTEREST) {
                     return; // Another subscriber's announcement, for gateways.
                 }
+                self.counters.received += 1;
                 let Ok(message) = sift_proto::decode_message(&data) else {
                     self.counters.invalid += 1;
                     return;

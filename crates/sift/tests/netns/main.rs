@@ -117,16 +117,34 @@ pub(crate) fn start_subscriber_counting(lab: &mut Lab, namespace: &str, topic: &
 
 /// Waits for process `index` to exit successfully and returns its output.
 pub(crate) fn finished_output(lab: &mut Lab, index: usize) -> String {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = lab.process(index).try_wait().expect("the process can be waited for") {
-            assert!(status.success(), "the subscriber exits 0, not {status}");
-            let mut output = String::new();
-            lab.stdout(index).read_to_string(&mut output).expect("utf-8 output");
-            return output;
-        }
-        assert!(Instant::now() < deadline, "the subscriber did not receive the message in time");
-        std::thread::sleep(Duration::from_millis(50));
+    Output::of(lab, index).finished(lab, index)
+}
+
+/// A process's standard output, read as it comes on a thread of its own
+/// (a subscriber whose output nobody read would stall on a full pipe).
+pub(crate) struct Output(std::sync::mpsc::Receiver<String>);
+
+impl Output {
+    /// Starts reading process `index`'s standard output to its end.
+    pub(crate) fn of(lab: &mut Lab, index: usize) -> Output {
+        let mut stdout = lab.stdout(index);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stdout.read_to_string(&mut text);
+            let _ = sender.send(text);
+        });
+        Output(receiver)
+    }
+
+    /// Waits until the process closed its output (it exits after its
+    /// `--count`), at most [`PATIENCE`]; checks that it exited 0 and
+    /// returns the output.
+    pub(crate) fn finished(self, lab: &mut Lab, index: usize) -> String {
+        let output = self.0.recv_timeout(PATIENCE).expect("the subscriber received its messages in time");
+        let status = lab.process(index).wait().expect("the process can be waited for");
+        assert!(status.success(), "the subscriber exits 0, not {status}");
+        output
     }
 }
 

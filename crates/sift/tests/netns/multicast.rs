@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use crate::lab::Lab;
-use crate::{finished_output, lab_or_skip, SIFT};
+use crate::{finished_output, lab_or_skip, Output, SIFT};
 
 /// The group and port of the tests.
 const GROUP: &str = "239.77.0.1:7700";
@@ -24,35 +24,6 @@ fn lan(hosts: &[char]) -> Option<(Lab, Vec<(String, String)>)> {
         members.push((host, interface));
     }
     Some((lab, members))
-}
-
-/// A subscriber's standard output, read as it comes (a subscriber whose
-/// output nobody read would stall on a full pipe).
-struct Output(std::thread::JoinHandle<String>);
-
-impl Output {
-    /// Reads process `index`'s standard output to its end.
-    fn of(lab: &mut Lab, index: usize) -> Output {
-        let mut stdout = lab.stdout(index);
-        Output(std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
-            text
-        }))
-    }
-
-    /// Waits for the subscriber to exit successfully; returns its output.
-    fn finished(self, lab: &mut Lab, index: usize) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            if let Some(status) = lab.process(index).try_wait().expect("the process can be waited for") {
-                assert!(status.success(), "the subscriber exits 0, not {status}");
-                return self.0.join().expect("the reader thread");
-            }
-            assert!(std::time::Instant::now() < deadline, "the subscriber did not receive its messages in time");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
 }
 
 /// Starts `sift sub --multicast` in `host` and waits until it has joined.

@@ -19,6 +19,7 @@ use sift_core::{TopicFilter, Value};
 use tokio::sync::{mpsc, watch};
 
 use super::announce::{self, Announced, LanInterest};
+use super::sleep_until;
 use super::{MulticastError, MulticastOptions, MulticastPublisher, MODE_INTEREST, WIRE_VERSION};
 use crate::{Client, FilterKind, SubscribeOptions};
 
@@ -54,8 +55,8 @@ type MessageKey = (std::sync::Arc<str>, u64);
 pub struct Gateway {
     id: String,
     client: Client,
-    lan_out: MulticastPublisher,
-    lan_in: sift_norm::Session,
+    /// The LAN's group, both ways on one NORM session.
+    lan: MulticastPublisher,
     interest: LanInterest,
     /// Broker subscriptions by what they are for, each with its task.
     held: HashMap<Announced, tokio::task::JoinHandle<()>>,
@@ -68,15 +69,12 @@ pub struct Gateway {
 impl Gateway {
     /// Joins `options.group` and uses `client`'s broker; `id` names the gateway.
     pub fn open(options: &MulticastOptions, client: Client, id: &str) -> Result<Gateway, MulticastError> {
-        let lan_out = MulticastPublisher::open(options, id)?;
-        let receive = MulticastOptions { node_id: options.node_id.wrapping_add(1).max(1), ..options.clone() };
-        let lan_in = sift_norm::Session::open(&receive.session(), false, true)?;
+        let lan = MulticastPublisher::open_receiving(options, id)?;
         let (deliveries_tx, deliveries) = mpsc::channel(GATEWAY_DELIVERIES_MAX);
         Ok(Gateway {
             id: id.to_string(),
             client,
-            lan_out,
-            lan_in,
+            lan,
             interest: LanInterest::default(),
             held: HashMap::new(),
             deliveries_tx,
@@ -96,7 +94,7 @@ impl Gateway {
         loop {
             let expiry = self.interest.next_expiry();
             tokio::select! {
-                event = self.lan_in.next_event() => match event {
+                event = self.lan.next_event() => match event {
                     Some(event) => self.carry_lan_event(event).await,
                     None => return Ok(()),
                 },
@@ -156,7 +154,7 @@ impl Gateway {
         }
         message.properties.retain(|(name, _)| name != GATEWAY_PROPERTY);
         message.properties.push((GATEWAY_PROPERTY.to_string(), Value::Str(self.id.as_str().into())));
-        self.lan_out.forward(*message).await?;
+        self.lan.forward(*message).await?;
         self.counters.to_lan += 1;
         Ok(())
     }
@@ -225,13 +223,5 @@ impl Gateway {
                 }
             }
         }))
-    }
-}
-
-/// Sleeps until `deadline`, or for ever without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
-        None => std::future::pending().await,
     }
 }

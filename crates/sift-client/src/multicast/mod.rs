@@ -106,6 +106,15 @@ impl MulticastOptions {
     }
 }
 
+/// Sleeps until `deadline`, or for ever without one (a `select!` branch
+/// for a timer that may not be set).
+pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A receiver asks for repairs of reliable messages only.
 fn wants_repair(info: &[u8]) -> bool {
     info.get(1) != Some(&MODE_BEST_EFFORT)

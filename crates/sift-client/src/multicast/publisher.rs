@@ -48,7 +48,22 @@ pub struct MulticastPublisher {
 impl MulticastPublisher {
     /// Joins `options.group` as a sender named `name`.
     pub fn open(options: &MulticastOptions, name: &str) -> Result<MulticastPublisher, MulticastError> {
-        let session = sift_norm::Session::open(&options.session(), true, false)?;
+        MulticastPublisher::with_session(options, name, false)
+    }
+
+    /// Joins `options.group` as a sender that also receives (a gateway),
+    /// on one session: a second socket on the group's port would share the
+    /// group's packets with this one.
+    pub fn open_receiving(options: &MulticastOptions, name: &str) -> Result<MulticastPublisher, MulticastError> {
+        MulticastPublisher::with_session(options, name, true)
+    }
+
+    fn with_session(
+        options: &MulticastOptions,
+        name: &str,
+        receive: bool,
+    ) -> Result<MulticastPublisher, MulticastError> {
+        let session = sift_norm::Session::open(&options.session(), true, receive)?;
         Ok(MulticastPublisher {
             session,
             name: name.into(),
@@ -128,6 +143,11 @@ impl MulticastPublisher {
         self.flush().await?;
         tokio::time::sleep(self.linger).await;
         Ok(())
+    }
+
+    /// The next event of the session (with [`Self::open_receiving`]).
+    pub async fn next_event(&mut self) -> Option<sift_norm::Event> {
+        self.session.next_event().await
     }
 
     /// Messages sent to NORM so far.

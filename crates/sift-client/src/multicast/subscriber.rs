@@ -7,6 +7,7 @@ use sift_core::{Message, TopicFilter};
 use sift_filter::ContentFilter;
 
 use super::announce::{self, Announced, ANNOUNCE_INTERVAL};
+use super::sleep_until;
 use super::WIRE_VERSION;
 use super::{LocalInterest, MulticastError, MulticastOptions, Ordered, Reorder, MODE_INTEREST};
 
@@ -171,13 +172,5 @@ impl MulticastSubscriber {
                 }
             }
         }
-    }
-}
-
-/// Sleeps until `deadline`, or for ever without one.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
-        None => std::future::pending().await,
     }
 }

@@ -104,14 +104,33 @@ impl Saver {
 
     /// Takes `delivery` if it is a fragment; gives it back otherwise.
     pub fn accept(&mut self, delivery: Delivery) -> Result<Option<Delivery>, CliError> {
+        let id = match delivery.message.property(sift_client::transfer::CHUNK_ID) {
+            Some(sift_core::Value::Str(id)) => Some(id.clone()),
+            _ => None,
+        };
+        let new = id.as_deref().is_some_and(|id| self.reassembler.receiving(id).is_none());
         match self.reassembler.accept(&delivery.message, Instant::now()) {
             None => Ok(Some(delivery)),
             Some(event) => {
+                if new {
+                    self.report_start(id.as_deref().unwrap_or_default());
+                }
                 if let Some(event) = event {
                     self.report(&event)?;
                 }
                 Ok(None)
             }
+        }
+    }
+
+    /// Says on standard error that a transfer began arriving (when its
+    /// first fragment did not also finish it).
+    fn report_start(&self, id: &str) {
+        if let Some((name, total_bytes, fragments)) = self.reassembler.receiving(id) {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "receiving {name}: {total_bytes} bytes in {fragments} fragments (transfer {id})"
+            );
         }
     }
 

@@ -476,18 +476,35 @@ fn a_gibibyte_transfer_and_a_receiver_killed_halfway() {
     // partial file, never a file under the final name that is not whole.
     let halfway = data.join("halfway");
     let halfway_text = halfway.to_str().expect("utf-8 path");
-    let mut killed = start_sub(&address, &["--topic", "files.half", "--save-dir", halfway_text]);
+    let mut killed = Running(
+        Command::new(SIFT)
+            .args(["sub", "--server", &address, "--topic", "files.half", "--save-dir", halfway_text])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sub starts"),
+    );
+    let (said, reports) = std::sync::mpsc::channel();
+    let stderr = killed.0.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = said.send(line);
+        }
+    });
+    let report = |what: &str| {
+        let line = reports.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("the receiver said {what}"));
+        assert!(line.starts_with(what), "{line}");
+    };
+    report("subscribed to");
     let mut publisher = Command::new(SIFT)
         .args(["pub", "--server", &address, "--topic", "files.half", "--file", source_text])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("pub starts");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !names_in(&halfway).iter().any(|name| name.ends_with(".part")) {
-        assert!(Instant::now() < deadline, "the first fragment never arrived");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // The first fragment is written: the transfer is in progress.
+    report("receiving big.bin: 1073741824 bytes in 1024 fragments");
+    assert!(names_in(&halfway).iter().any(|name| name.ends_with(".part")), "the partial file exists");
     killed.0.kill().expect("SIGKILL the receiver");
     let _ = killed.0.wait();
     assert!(publisher.wait().expect("pub ends").success(), "the publisher finishes without its receiver");

@@ -162,6 +162,13 @@ impl Reassembler {
         self.transfers.len()
     }
 
+    /// Transfer `id` in progress: the name it will be saved under, its
+    /// bytes and its fragments; `None` when it is not in progress.
+    pub fn receiving(&self, id: &str) -> Option<(&str, u64, u64)> {
+        let transfer = self.transfers.get(id)?;
+        Some((transfer.name.as_str(), transfer.layout.total_bytes, transfer.layout.count))
+    }
+
     /// Takes `message` if it is a fragment: `None` when it is not one,
     /// else the event it causes, if any.
     pub fn accept(&mut self, message: &Message, now: Instant) -> Option<Option<TransferEvent>> {

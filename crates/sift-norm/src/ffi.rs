@@ -132,6 +132,10 @@ pub(crate) fn configure(handle: SessionHandle, settings: &SessionSettings<'_>) -
         if settings.reuse_port {
             sys::NormSetRxPortReuse(raw, true, std::ptr::null(), std::ptr::null(), 0);
         }
+        let cache_bytes = sys::NormSize::try_from(settings.tx_cache_bytes_max).unwrap_or(sys::NormSize::MAX);
+        // The count minimum: NORM's own default of 8 objects.
+        sys::NormSetTxCacheBounds(raw, cache_bytes, 8, settings.tx_cache_objects_max);
+        sys::NormSetRxCacheLimit(raw, settings.rx_cache_objects_max);
     }
     match settings.interface {
         None => true,
@@ -155,6 +159,15 @@ pub(crate) fn start_sender(
 ) -> bool {
     // SAFETY: valid handle and plain values.
     unsafe { sys::NormStartSender(session(handle), instance_id, buffer_bytes, segment_bytes, block, parity, 0) }
+}
+
+/// Sets the kernel's receive and send buffers of the session's sockets
+/// (open once the sender or receiver started); false if refused. The
+/// kernel caps both at `net.core.rmem_max` and `wmem_max`.
+pub(crate) fn set_socket_buffers(handle: SessionHandle, bytes: u32) -> bool {
+    let raw = session(handle);
+    // SAFETY: valid handle and a plain value.
+    unsafe { sys::NormSetRxSocketBuffer(raw, bytes) && sys::NormSetTxSocketBuffer(raw, bytes) }
 }
 
 /// Starts receiving with `buffer_bytes` per remote sender.

@@ -52,6 +52,10 @@ pub(crate) fn start_receiver(_handle: SessionHandle, _buffer_bytes: u32) -> bool
     false
 }
 
+pub(crate) fn set_socket_buffers(_handle: SessionHandle, _bytes: u32) -> bool {
+    false
+}
+
 pub(crate) fn set_nacking(_handle: SessionHandle, _nacking: bool) {}
 
 pub(crate) fn data_enqueue(_handle: SessionHandle, _data: &Bytes, _info: &[u8]) -> Option<ObjectHandle> {

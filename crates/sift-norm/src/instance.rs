@@ -5,10 +5,17 @@
 //! blocking call, `NormGetNextEvent`. One thread makes that call for ever,
 //! copies out what an event carries (a received object's bytes must be
 //! copied before the next call frees them) and hands it to its session: a
-//! received message to the session's bounded channel (waiting while it is
-//! full, which leaves packets in NORM's receive buffers, where NORM's own
-//! flow rules apply), a purged transmit object to the session's table of
-//! buffers to free, a queue vacancy to the senders waiting for one.
+//! received message to the session's bounded queue, a purged transmit
+//! object to the session's table of buffers to free, a queue vacancy to
+//! the senders waiting for one.
+//!
+//! The thread never waits for a session's owner. libnorm queues its events
+//! without bound (and keeps each completed object's buffer until its event
+//! is taken), so a thread that stopped taking them while a sender floods
+//! would let the library's memory grow for as long as the flood lasts.
+//! Instead a message that finds its session's queue full (in events or in
+//! bytes) is dropped and counted as overflowed; the receiver's order stage
+//! then reports the gap it leaves.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -110,13 +117,30 @@ impl SessionShared {
         }
     }
 
-    /// Hands `event` to the session's owner, waiting while its channel is
-    /// full; dropped when the owner has gone.
+    /// Hands `event` to the session's owner unless its queue is full (in
+    /// events, or for a message in bytes): then it is dropped and counted.
     fn deliver(&self, event: Event) {
+        use std::sync::atomic::Ordering::Relaxed;
         let sender: Option<mpsc::Sender<Event>> = self.events.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(sender) = sender {
-            if sender.blocking_send(event).is_err() {
-                self.counters.undelivered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(sender) = sender else {
+            self.counters.undelivered.fetch_add(1, Relaxed);
+            return;
+        };
+        let bytes = event.queued_bytes();
+        if self.queued_bytes.fetch_add(bytes, Relaxed) + bytes > self.queued_bytes_max && bytes > 0 {
+            self.queued_bytes.fetch_sub(bytes, Relaxed);
+            self.counters.overflowed.fetch_add(1, Relaxed);
+            return;
+        }
+        match sender.try_send(event) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.queued_bytes.fetch_sub(bytes, Relaxed);
+                self.counters.overflowed.fetch_add(1, Relaxed);
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.queued_bytes.fetch_sub(bytes, Relaxed);
+                self.counters.undelivered.fetch_add(1, Relaxed);
             }
         }
     }

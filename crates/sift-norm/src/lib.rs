@@ -15,15 +15,21 @@ mod ffi;
 #[path = "ffi_missing.rs"]
 mod ffi;
 mod instance;
+pub mod packet;
 #[cfg_attr(norm_unavailable, allow(dead_code))]
 mod seam;
 mod session;
+mod watch;
 
 pub use instance::shutdown;
+pub use packet::{SenderTally, Tally};
 pub use session::{
-    Event, Session, SessionCounters, SessionOptions, BLOCK_DEFAULT, RX_BUFFER_BYTES_DEFAULT, SEGMENT_BYTES_DEFAULT,
-    SESSION_EVENTS_MAX, TX_BUFFER_BYTES_DEFAULT, TX_RATE_BPS_DEFAULT,
+    Event, Session, SessionCounters, SessionOptions, BLOCK_DEFAULT, RX_BUFFER_BYTES_DEFAULT,
+    RX_CACHE_OBJECTS_MAX_DEFAULT, SEGMENT_BYTES_DEFAULT, SESSION_EVENTS_MAX, SESSION_QUEUED_BYTES_MAX_DEFAULT,
+    SOCKET_BUFFER_BYTES_DEFAULT, TX_BUFFER_BYTES_DEFAULT, TX_CACHE_BYTES_MAX_DEFAULT, TX_CACHE_OBJECTS_MAX_DEFAULT,
+    TX_RATE_BPS_DEFAULT,
 };
+pub use watch::{Watcher, WATCH_DATAGRAM_BYTES_MAX, WATCH_SOCKET_BUFFER_BYTES};
 
 /// Why NORM could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -40,4 +40,7 @@ pub(crate) struct SessionSettings<'a> {
     pub(crate) tx_loss_percent: f64,
     pub(crate) rx_loss_percent: f64,
     pub(crate) reuse_port: bool,
+    pub(crate) tx_cache_bytes_max: u64,
+    pub(crate) tx_cache_objects_max: u32,
+    pub(crate) rx_cache_objects_max: u16,
 }

@@ -23,8 +23,27 @@ pub const RX_BUFFER_BYTES_DEFAULT: u32 = 8 * 1024 * 1024;
 pub const SEGMENT_BYTES_DEFAULT: u16 = 1400;
 /// Default source symbols per FEC block.
 pub const BLOCK_DEFAULT: u16 = 64;
-/// Events buffered per session before the event thread waits.
+/// Default bound on the objects a sender keeps for repair. NORM's own
+/// default of 256, with each object held at least its flow-control time
+/// (2 × GRTT × (back-off + 1), 0.1 s on a LAN at the start), caps a sender
+/// near 2,560 messages a second whatever the rate; NORM allows up to 32,767.
+pub const TX_CACHE_OBJECTS_MAX_DEFAULT: u32 = 16_384;
+/// Default bound on the bytes of the objects a sender keeps, 64 MiB (the
+/// messages' buffers stay in memory until NORM purges them).
+pub const TX_CACHE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
+/// Default bound on the objects a receiver tracks per sender while they
+/// complete (NORM's own default is 256).
+pub const RX_CACHE_OBJECTS_MAX_DEFAULT: u16 = 16_384;
+/// Default kernel socket buffer, each way: 4 MiB, so that a burst at the
+/// full rate waits in the kernel rather than being dropped (capped by
+/// `net.core.rmem_max`/`wmem_max`).
+pub const SOCKET_BUFFER_BYTES_DEFAULT: u32 = 4 * 1024 * 1024;
+/// Events queued per session for its owner; more are dropped (counted as
+/// overflowed), since the event thread never waits.
 pub const SESSION_EVENTS_MAX: usize = 4096;
+/// Default bound on the message bytes queued per session for its owner,
+/// 64 MiB; a message beyond it is dropped and counted as overflowed.
+pub const SESSION_QUEUED_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 
 /// How a session is set up.
 #[derive(Debug, Clone)]
@@ -47,6 +66,17 @@ pub struct SessionOptions {
     pub segment_bytes: u16,
     /// Source symbols per FEC block.
     pub block: u16,
+    /// Objects a sender keeps for repair, at most (NORM allows 32,767).
+    pub tx_cache_objects_max: u32,
+    /// Bytes of objects a sender keeps for repair, at most.
+    pub tx_cache_bytes_max: u64,
+    /// Objects a receiver tracks per sender, at most (up to 32,767).
+    pub rx_cache_objects_max: u16,
+    /// Kernel socket buffer, each way, bytes.
+    pub socket_buffer_bytes: u32,
+    /// Message bytes queued for the session's owner, at most; a message
+    /// beyond it is dropped (counted in [`SessionCounters::overflowed`]).
+    pub queued_bytes_max: u64,
     /// Proactive parity symbols per block (0: repairs on NACK only).
     pub parity: u16,
     /// Ask for repairs (reliable); false receives best-effort.
@@ -81,6 +111,11 @@ impl SessionOptions {
             rx_buffer_bytes: RX_BUFFER_BYTES_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             block: BLOCK_DEFAULT,
+            tx_cache_objects_max: TX_CACHE_OBJECTS_MAX_DEFAULT,
+            tx_cache_bytes_max: TX_CACHE_BYTES_MAX_DEFAULT,
+            rx_cache_objects_max: RX_CACHE_OBJECTS_MAX_DEFAULT,
+            socket_buffer_bytes: SOCKET_BUFFER_BYTES_DEFAULT,
+            queued_bytes_max: SESSION_QUEUED_BYTES_MAX_DEFAULT,
             parity: 0,
             nacking: true,
             loopback: false,
@@ -140,6 +175,19 @@ pub struct SessionCounters {
     pub aborted: AtomicU64,
     /// Events dropped because the session's owner was gone.
     pub undelivered: AtomicU64,
+    /// Messages received whole but dropped: the owner's queue was full
+    /// (it took events more slowly than the group sent them).
+    pub overflowed: AtomicU64,
+}
+
+impl Event {
+    /// The bytes this event holds while queued for the owner.
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        match self {
+            Event::Message { data, info, .. } => (data.len() + info.len()) as u64,
+            _ => 0,
+        }
+    }
 }
 
 /// What the event thread shares with the session's owner.
@@ -156,6 +204,9 @@ pub(crate) struct SessionShared {
     flushes_at_last_send: AtomicU64,
     pub(crate) counters: SessionCounters,
     pub(crate) repair_filter: Option<fn(&[u8]) -> bool>,
+    /// Message bytes in the owner's queue, and their bound.
+    pub(crate) queued_bytes: AtomicU64,
+    pub(crate) queued_bytes_max: u64,
 }
 
 impl SessionShared {
@@ -193,6 +244,8 @@ impl Session {
             flushes_at_last_send: AtomicU64::new(0),
             counters: SessionCounters::default(),
             repair_filter: options.repair_filter,
+            queued_bytes: AtomicU64::new(0),
+            queued_bytes_max: options.queued_bytes_max,
         });
         instance.register(handle, shared.clone());
         let session = Session { instance, handle, shared, events, last_sent: std::sync::atomic::AtomicUsize::new(0) };
@@ -211,6 +264,9 @@ impl Session {
             tx_loss_percent: options.tx_loss_percent,
             rx_loss_percent: options.rx_loss_percent,
             reuse_port: true,
+            tx_cache_bytes_max: options.tx_cache_bytes_max,
+            tx_cache_objects_max: options.tx_cache_objects_max,
+            rx_cache_objects_max: options.rx_cache_objects_max,
         };
         if !ffi::configure(self.handle, &settings) {
             return Err(NormError::Session(format!("cannot use interface {:?}", options.interface)));
@@ -228,6 +284,10 @@ impl Session {
             if !ffi::start_sender(self.handle, instance_id, buffer, segment, block, parity) {
                 return Err(NormError::Session(format!("cannot send on {}:{}", options.group, options.port)));
             }
+        }
+        if !ffi::set_socket_buffers(self.handle, options.socket_buffer_bytes) {
+            let why = format!("cannot set socket buffers of {} bytes", options.socket_buffer_bytes);
+            return Err(NormError::Session(why));
         }
         Ok(())
     }
@@ -293,7 +353,11 @@ impl Session {
 
     /// The next event; `None` when the session is closed.
     pub async fn next_event(&mut self) -> Option<Event> {
-        self.events.recv().await
+        let event = self.events.recv().await?;
+        let bytes = event.queued_bytes();
+        let before = self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        debug_assert!(before >= bytes, "queued bytes count what was queued");
+        Some(event)
     }
 
     /// The session's counters.

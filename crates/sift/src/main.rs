@@ -16,6 +16,7 @@ mod sub_cmd;
 mod sub_files;
 mod sub_timing;
 mod time_cmd;
+mod watch_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -57,6 +58,8 @@ enum Command {
     Gateway(gateway_cmd::GatewayArgs),
     /// Serve the registry where gateways find each other (FJM2-Admin).
     Registry(registry_cmd::RegistryArgs),
+    /// Count what crosses a NORM multicast group, per sender (data, repairs, NACKs).
+    Watch(watch_cmd::WatchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -90,6 +93,7 @@ fn main() -> std::process::ExitCode {
             Command::Time(args) => time_cmd::run(args).await,
             Command::Gateway(args) => gateway_cmd::run(args).await,
             Command::Registry(args) => registry_cmd::run(args).await,
+            Command::Watch(args) => watch_cmd::run(args).await,
         }
     });
     match result {

@@ -26,6 +26,17 @@ pub struct MulticastArgs {
     /// With --multicast: transmit rate in Mbit/s.
     #[arg(long, default_value_t = 100.0, requires = "multicast")]
     pub rate_mbit: f64,
+    /// With --multicast: the sender's NORM transmit buffer (its repair
+    /// window), KiB.
+    #[arg(long, default_value_t = sift_norm::TX_BUFFER_BYTES_DEFAULT / 1024, requires = "multicast")]
+    pub tx_buffer_kb: u32,
+    /// With --multicast: the receiver's NORM buffer per sender, KiB.
+    #[arg(long, default_value_t = sift_norm::RX_BUFFER_BYTES_DEFAULT / 1024, requires = "multicast")]
+    pub rx_buffer_kb: u32,
+    /// With --multicast: received message KiB queued for this subscriber at
+    /// most; beyond it messages are dropped, counted and reported as missed.
+    #[arg(long, default_value_t = sift_norm::SESSION_QUEUED_BYTES_MAX_DEFAULT / 1024, requires = "multicast")]
+    pub rx_queue_kb: u64,
     /// With --multicast: receive this host's own sends too.
     #[arg(long, requires = "multicast")]
     pub loopback: bool,
@@ -47,8 +58,18 @@ impl MulticastArgs {
         if self.rate_mbit.is_nan() || self.rate_mbit <= 0.0 {
             return Err(CliError::Usage("--rate-mbit must be above 0".into()));
         }
+        let kib = |value: u32, flag: &str| match value {
+            1..=4_194_303 => Ok(value * 1024),
+            _ => Err(CliError::Usage(format!("{flag} must be from 1 to 4194303 KiB"))),
+        };
+        if self.rx_queue_kb == 0 || self.rx_queue_kb > u64::MAX / 1024 {
+            return Err(CliError::Usage("--rx-queue-kb must be above 0".into()));
+        }
         Ok(MulticastOptions {
             interface: self.iface.clone(),
+            tx_buffer_bytes: kib(self.tx_buffer_kb, "--tx-buffer-kb")?,
+            rx_buffer_bytes: kib(self.rx_buffer_kb, "--rx-buffer-kb")?,
+            rx_queue_bytes_max: self.rx_queue_kb * 1024,
             tx_rate_bps: self.rate_mbit * 1e6,
             loopback: self.loopback,
             tx_loss_percent: percent(self.norm_tx_loss, "--norm-tx-loss")?,
@@ -127,6 +148,13 @@ pub async fn subscribe(
                 }
                 received += 1;
             }
+            Some(MulticastEvent::Overflowed { messages }) => {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "overflowed: dropped {messages} messages, this subscriber fell behind the group (--rx-queue-kb {})",
+                    args.rx_queue_kb
+                );
+            }
             Some(MulticastEvent::Missed { publisher, first, last }) => {
                 let _ = writeln!(
                     std::io::stderr().lock(),
@@ -139,11 +167,12 @@ pub async fn subscribe(
     let counters = subscriber.counters();
     let _ = writeln!(
         std::io::stderr().lock(),
-        "multicast: {} received, {} matched, {} invalid, {} lost; {:.1} ms CPU",
+        "multicast: {} received, {} matched, {} invalid, {} lost, {} overflowed; {:.1} ms CPU",
         counters.received,
         counters.matched,
         counters.invalid,
         counters.lost,
+        counters.overflowed,
         sift_client::cpu::process_cpu_ns().unwrap_or(0) as f64 / 1e6
     );
     Ok(())

@@ -16,6 +16,9 @@
 //! hooks: each receiver drops that share of the packets it receives, and
 //! repairs bring them back.
 //!
+//! A watcher host on the same bridge (`sift watch`) counts what crosses
+//! it: repairs (retransmitted data packets) and NACKs.
+//!
 //! The thesis's claim to test: with multicast the sender's cost does not
 //! grow with the receivers, where a broker sends one copy per subscriber.
 
@@ -60,6 +63,8 @@ struct Point {
     receiver_seconds_max: f64,
     receiver_cpu_ms_mean: f64,
     received_min: u64,
+    repairs: u64,
+    nacks: u64,
 }
 
 /// A process killed when dropped (a point that fails leaves none behind).
@@ -141,7 +146,8 @@ fn number_before(text: &str, unit: &str) -> Option<f64> {
 /// Runs every point and adds the tables and plots.
 pub fn run(plan: &MulticastPlan, report: &mut Report, quiet: bool) -> Result<(), BenchError> {
     let most = plan.fanouts.iter().copied().max().unwrap_or(1);
-    let (lan, hosts) = Lan::build(most)?;
+    // One host more than the most receivers: the watcher, always the last.
+    let (lan, hosts) = Lan::build(most + 1)?;
     let mut points = Vec::new();
     for &loss in &plan.losses {
         for &size in &plan.sizes {
@@ -193,6 +199,7 @@ fn measure(
     args.extend(
         ["--size", &size.to_string(), "--count", &messages.to_string(), "--mode", "reliable"].map(String::from),
     );
+    let watcher = start_watcher(hosts.last().ok_or(BenchError::Usage("no hosts".into()))?)?;
     let started = Instant::now();
     let mut sender = Killed(sift_in(&hosts[0].0, &args)?);
     let mut sent = String::new();
@@ -215,6 +222,7 @@ fn measure(
         received_min = received_min.min(if status { received } else { received.min(messages - 1) });
     }
     let _ = sender.0.wait();
+    let (repairs, nacks) = stop_watcher(watcher)?;
     Ok(Point {
         size,
         receivers,
@@ -225,7 +233,40 @@ fn measure(
         receiver_seconds_max: seconds_max,
         receiver_cpu_ms_mean: cpu_total / receivers as f64,
         received_min,
+        repairs,
+        nacks,
     })
+}
+
+/// `sift watch` on `host`, once it has joined the group.
+fn start_watcher(host: &(String, String)) -> Result<Killed, BenchError> {
+    let args = ["watch", "--multicast", GROUP, "--iface", &host.1, "--interval-ms", "0", "--json"];
+    let mut child = sift_in(&host.0, &args.map(String::from))?;
+    let mut line = String::new();
+    if let Some(stderr) = child.stderr.as_mut() {
+        let _ = BufReader::new(stderr).read_line(&mut line);
+    }
+    if !line.starts_with("watching") {
+        return Err(BenchError::Usage(format!("the watcher did not start: {line:?}")));
+    }
+    Ok(Killed(child))
+}
+
+/// Stops the watcher (SIGTERM) and reads its totals: repairs and NACKs.
+fn stop_watcher(mut watcher: Killed) -> Result<(u64, u64), BenchError> {
+    let pid = watcher.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let mut text = String::new();
+    if let Some(stdout) = watcher.0.stdout.as_mut() {
+        let _ = std::io::Read::read_to_string(stdout, &mut text);
+    }
+    let tally: serde_json::Value = serde_json::from_str(text.trim())
+        .map_err(|error| BenchError::Usage(format!("watcher said {text:?}: {error}")))?;
+    let repairs = tally["senders"]
+        .as_object()
+        .map(|senders| senders.values().filter_map(|sender| sender["repairs"].as_u64()).sum())
+        .unwrap_or(0);
+    Ok((repairs, tally["nacks"].as_u64().unwrap_or(0)))
 }
 
 /// Waits for `child` until `deadline`; kills it then. True when it exited by itself.
@@ -243,7 +284,7 @@ fn wait_bounded(child: &mut Child, deadline: Instant) -> bool {
     }
 }
 
-const COLUMNS: [(&str, &str); 10] = [
+const COLUMNS: [(&str, &str); 12] = [
     ("size", "B"),
     ("receivers", ""),
     ("loss", "%"),
@@ -254,6 +295,8 @@ const COLUMNS: [(&str, &str); 10] = [
     ("receiver_cpu_us_per_msg", "µs"),
     ("received_min", "msgs"),
     ("sender_seconds", "s"),
+    ("repairs", "packets"),
+    ("nacks", "packets"),
 ];
 
 fn fill(report: &mut Report, points: &[Point]) -> Result<(), BenchError> {
@@ -272,6 +315,8 @@ fn fill(report: &mut Report, points: &[Point]) -> Result<(), BenchError> {
             (point.receiver_cpu_ms_mean * 1e3 / point.messages as f64).into(),
             point.received_min.into(),
             point.sender_seconds.into(),
+            point.repairs.into(),
+            point.nacks.into(),
         ])?;
     }
     let plot = Plot::lines(

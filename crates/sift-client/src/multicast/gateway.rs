@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::announce::{self, Announced, LanInterest};
 use super::sleep_until;
-use super::{MulticastError, MulticastOptions, MulticastPublisher, MODE_INTEREST, WIRE_VERSION};
+use super::{MulticastError, MulticastOptions, MulticastPublisher, MODE_INTEREST};
 use crate::{Client, FilterKind, SubscribeOptions};
 
 /// The property a gateway tags the messages it carries with.
@@ -110,13 +110,13 @@ impl Gateway {
 
     /// A NORM event from the LAN: a message to publish, or an announcement.
     async fn carry_lan_event(&mut self, event: sift_norm::Event) {
-        let sift_norm::Event::Message { sender, data, info } = event else { return };
-        if info.first() != Some(&WIRE_VERSION) {
+        let sift_norm::Event::Message { sender, data, .. } = event else { return };
+        let Some((mode, body)) = super::split_object(&data) else {
             self.counters.invalid += 1;
             return;
-        }
-        if info.get(1) == Some(&MODE_INTEREST) {
-            match announce::decode(&data) {
+        };
+        if mode == MODE_INTEREST {
+            match announce::decode(&body) {
                 Ok((subscriptions, ttl)) => {
                     self.interest.announce(sender, subscriptions, ttl, Instant::now());
                     self.follow_interest().await;
@@ -125,7 +125,7 @@ impl Gateway {
             }
             return;
         }
-        let Ok(mut message) = sift_proto::decode_message(&data) else {
+        let Ok(mut message) = sift_proto::decode_message(&body) else {
             self.counters.invalid += 1;
             return;
         };

@@ -2,12 +2,14 @@
 //! transport beside the TCP one, with the same message model.
 //!
 //! A publisher sends each message as one NORM data object: the object's
-//! info is `[WIRE_VERSION, mode]` and its data the message in the native
+//! data is `[WIRE_VERSION, mode]` followed by the message in the native
 //! protocol's message encoding (PROTOCOL §5), so that a receiver, a gateway
 //! or a broker reads it with the same decoder. NORM segments large
 //! messages into packets and reassembles them; a reliable message is
 //! repaired on NACK (NORM's suppression, back-off and GRTT), a best-effort
-//! one is not (receivers switch repair off for it from its info). Each
+//! one is not: it alone also carries the two bytes as NORM info, from
+//! which receivers switch repair off before its data arrives. (Info costs
+//! a packet per object, so a reliable object goes without.) Each
 //! receiver gets every message of the group and keeps those its local
 //! subscriptions match ([`LocalInterest`]: the broker's topic trie and
 //! content index), in each publisher's order ([`Reorder`]), and is told of
@@ -29,7 +31,7 @@ pub use order::{Ordered, Reorder, REORDER_HELD_MAX};
 pub use publisher::{MulticastPublisher, PUBLISH_QUEUE_MAX};
 pub use subscriber::{MulticastEvent, MulticastSubscriber, SubscriberCounters};
 
-/// Version byte of a multicast object's info.
+/// Version byte that starts a multicast object's data.
 pub const WIRE_VERSION: u8 = 1;
 /// Info mode byte: best-effort (not repaired).
 pub const MODE_BEST_EFFORT: u8 = 0;
@@ -59,6 +61,9 @@ pub struct MulticastOptions {
     pub tx_buffer_bytes: u32,
     /// Receive buffer per remote sender.
     pub rx_buffer_bytes: u32,
+    /// Received message bytes queued for the application, at most; more
+    /// are dropped and counted (a subscriber slower than the group).
+    pub rx_queue_bytes_max: u64,
     /// Also receive this host's own sends (several nodes on one host).
     pub loopback: bool,
     /// How long a receiver holds later messages for a missing one.
@@ -82,6 +87,7 @@ impl MulticastOptions {
             tx_rate_bps: sift_norm::TX_RATE_BPS_DEFAULT,
             tx_buffer_bytes: sift_norm::TX_BUFFER_BYTES_DEFAULT,
             rx_buffer_bytes: sift_norm::RX_BUFFER_BYTES_DEFAULT,
+            rx_queue_bytes_max: sift_norm::SESSION_QUEUED_BYTES_MAX_DEFAULT,
             loopback: false,
             reorder_wait: Duration::from_secs(2),
             linger: LINGER_DEFAULT,
@@ -97,6 +103,7 @@ impl MulticastOptions {
             tx_rate_bps: self.tx_rate_bps,
             tx_buffer_bytes: self.tx_buffer_bytes,
             rx_buffer_bytes: self.rx_buffer_bytes,
+            queued_bytes_max: self.rx_queue_bytes_max,
             loopback: self.loopback,
             tx_loss_percent: self.tx_loss_percent,
             rx_loss_percent: self.rx_loss_percent,
@@ -115,9 +122,27 @@ pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
     }
 }
 
-/// A receiver asks for repairs of reliable messages only.
+/// A receiver asks for repairs of reliable messages only (the objects
+/// with no info, or info of another mode).
 fn wants_repair(info: &[u8]) -> bool {
     info.get(1) != Some(&MODE_BEST_EFFORT)
+}
+
+/// An object's data: its two-byte header, then `body`.
+pub(crate) fn object_data(mode: u8, body: &[u8]) -> bytes::Bytes {
+    let mut data = bytes::BytesMut::with_capacity(2 + body.len());
+    data.extend_from_slice(&[WIRE_VERSION, mode]);
+    data.extend_from_slice(body);
+    data.freeze()
+}
+
+/// Splits a received object's data into its mode and body; `None` when
+/// it does not start with this version's header.
+pub(crate) fn split_object(data: &bytes::Bytes) -> Option<(u8, bytes::Bytes)> {
+    match data.first() {
+        Some(&WIRE_VERSION) if data.len() >= 2 => Some((data[1], data.slice(2..))),
+        _ => None,
+    }
 }
 
 /// A node id from the clock and the process id; NORM ids need only be

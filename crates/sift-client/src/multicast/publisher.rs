@@ -20,7 +20,8 @@ pub const PUBLISH_QUEUE_MAX: usize = 1024;
 struct Queued {
     priority: u8,
     order: std::cmp::Reverse<u64>,
-    info: [u8; 2],
+    /// Sent with NORM info, from which receivers switch repair off.
+    best_effort: bool,
     data: Bytes,
 }
 
@@ -88,21 +89,23 @@ impl MulticastPublisher {
     pub async fn forward(&mut self, mut message: Message) -> Result<(), MulticastError> {
         self.sequence += 1;
         message.sequence = self.sequence;
+        let mode = match message.delivery_mode {
+            DeliveryMode::BestEffort => MODE_BEST_EFFORT,
+            DeliveryMode::Reliable | DeliveryMode::Persistent => MODE_RELIABLE,
+        };
+        // The object header first, then the message encoded after it: one buffer, no copy.
         let mut encoded = BytesMut::new();
+        encoded.extend_from_slice(&[WIRE_VERSION, mode]);
         sift_proto::encode_message(&mut encoded, &message)
             .map_err(|error| MulticastError::Encode(error.to_string()))?;
         if encoded.len() > MULTICAST_MESSAGE_BYTES_MAX {
             let why = format!("{} bytes encoded, over {MULTICAST_MESSAGE_BYTES_MAX}", encoded.len());
             return Err(MulticastError::Encode(why));
         }
-        let mode = match message.delivery_mode {
-            DeliveryMode::BestEffort => MODE_BEST_EFFORT,
-            DeliveryMode::Reliable | DeliveryMode::Persistent => MODE_RELIABLE,
-        };
         let queued = Queued {
             priority: message.priority.level(),
             order: std::cmp::Reverse(self.sequence),
-            info: [WIRE_VERSION, mode],
+            best_effort: mode == MODE_BEST_EFFORT,
             data: encoded.freeze(),
         };
         self.queue.push(queued);
@@ -116,7 +119,8 @@ impl MulticastPublisher {
             let vacancy = self.session.vacancy();
             let mut full = false;
             while let Some(next) = self.queue.peek() {
-                if !self.session.try_send_now(&next.data, &next.info) {
+                let info: &[u8] = if next.best_effort { &next.data[..2] } else { &[] };
+                if !self.session.try_send_now(&next.data, info) {
                     full = true;
                     break;
                 }

@@ -8,7 +8,6 @@ use sift_filter::ContentFilter;
 
 use super::announce::{self, Announced, ANNOUNCE_INTERVAL};
 use super::sleep_until;
-use super::WIRE_VERSION;
 use super::{LocalInterest, MulticastError, MulticastOptions, Ordered, Reorder, MODE_INTEREST};
 
 /// What a multicast subscriber hands the application.
@@ -31,6 +30,15 @@ pub enum MulticastEvent {
         /// Last sequence missed.
         last: u64,
     },
+    /// This subscriber took messages more slowly than the group sent them:
+    /// `messages` more were dropped since the last report, its queue
+    /// ([`MulticastOptions::rx_queue_bytes_max`]) being full. A gap they
+    /// leave is also reported as [`MulticastEvent::Missed`] once a later
+    /// message of the same publisher shows it.
+    Overflowed {
+        /// Messages dropped since the last such event.
+        messages: u64,
+    },
 }
 
 /// Counters of a subscriber.
@@ -44,6 +52,9 @@ pub struct SubscriberCounters {
     pub invalid: u64,
     /// Messages the library could not complete.
     pub lost: u64,
+    /// Messages received whole but dropped because this subscriber took
+    /// them more slowly than the group sent them (its queue was full).
+    pub overflowed: u64,
 }
 
 /// Receives a multicast group with no broker.
@@ -54,6 +65,8 @@ pub struct MulticastSubscriber {
     reorder: Reorder,
     ready: std::collections::VecDeque<MulticastEvent>,
     counters: SubscriberCounters,
+    /// The session's overflow count when last reported.
+    overflow_reported: u64,
     /// What this subscriber announces to the LAN's gateway, and when next.
     announced: Vec<Announced>,
     next_announce: Option<Instant>,
@@ -72,6 +85,7 @@ impl MulticastSubscriber {
             reorder: Reorder::new(options.reorder_wait),
             ready: std::collections::VecDeque::new(),
             counters: SubscriberCounters::default(),
+            overflow_reported: 0,
             announced: Vec::new(),
             next_announce: None,
         })
@@ -93,20 +107,27 @@ impl MulticastSubscriber {
 
     /// Multicasts this subscriber's subscriptions for the LAN's gateway.
     async fn announce(&mut self) -> Result<(), MulticastError> {
-        let data = bytes::Bytes::from(announce::encode(&self.announced));
-        self.session.send(data, &[WIRE_VERSION, MODE_INTEREST]).await?;
+        let data = super::object_data(MODE_INTEREST, &announce::encode(&self.announced));
+        self.session.send(data, &[]).await?;
         self.next_announce = Some(Instant::now() + ANNOUNCE_INTERVAL);
         Ok(())
     }
 
     /// What the subscriber has seen.
     pub fn counters(&self) -> SubscriberCounters {
-        self.counters
+        let overflowed = self.session.counters().overflowed.load(std::sync::atomic::Ordering::Relaxed);
+        SubscriberCounters { overflowed, ..self.counters }
     }
 
     /// The next matched message or missed range; `None` when the session ends.
     pub async fn next(&mut self) -> Option<MulticastEvent> {
         loop {
+            let overflowed = self.session.counters().overflowed.load(std::sync::atomic::Ordering::Relaxed);
+            if overflowed > self.overflow_reported {
+                let messages = overflowed - self.overflow_reported;
+                self.overflow_reported = overflowed;
+                return Some(MulticastEvent::Overflowed { messages });
+            }
             if let Some(event) = self.ready.pop_front() {
                 return Some(event);
             }
@@ -134,16 +155,16 @@ impl MulticastSubscriber {
     /// Acts on one NORM event.
     fn take(&mut self, event: sift_norm::Event) {
         match event {
-            sift_norm::Event::Message { sender, data, info } => {
-                if info.first() != Some(&WIRE_VERSION) {
+            sift_norm::Event::Message { sender, data, .. } => {
+                let Some((mode, body)) = super::split_object(&data) else {
                     self.counters.invalid += 1;
                     return;
-                }
-                if info.get(1) == Some(&MODE_INTEREST) {
+                };
+                if mode == MODE_INTEREST {
                     return; // Another subscriber's announcement, for gateways.
                 }
                 self.counters.received += 1;
-                let Ok(message) = sift_proto::decode_message(&data) else {
+                let Ok(message) = sift_proto::decode_message(&body) else {
                     self.counters.invalid += 1;
                     return;
                 };

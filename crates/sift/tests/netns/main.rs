@@ -35,7 +35,7 @@ const EAST_ADDRESS: &str = "10.77.2.2";
 /// The port links are accepted on.
 const LINK_PORT: u16 = 7500;
 /// Longest wait for links, interest and the delivery.
-const PATIENCE: Duration = Duration::from_secs(20);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Returns the lab when namespaces can be used here; otherwise fails when
 /// `SIFT_REQUIRE_NETNS=1`, or prints a notice and returns `None`.

@@ -62,6 +62,18 @@ fn stat_ns(text: &str) -> Option<u64> {
     Some((user_ticks + system_ticks) * NANOS_PER_TICK)
 }
 
+/// User-mode CPU time of the whole process (threads ended included), in
+/// nanoseconds at clock-tick resolution (10 ms); `None` without `/proc`.
+/// Beside [`process_cpu_ns`] it tells the process's own work from the
+/// kernel's on its behalf: a sender on a software bridge pays the bridge's
+/// forwarding to every port in system time.
+pub fn process_user_cpu_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let (_, after_name) = text.rsplit_once(')')?;
+    let user_ticks: u64 = after_name.split_whitespace().nth(STAT_UTIME_INDEX)?.parse().ok()?;
+    Some(user_ticks * NANOS_PER_TICK)
+}
+
 /// The `/proc` directory of the calling thread, which other threads can
 /// read its CPU time from ([`task_cpu_ns`]); `None` without `/proc`.
 pub fn thread_task_dir() -> Option<std::path::PathBuf> {

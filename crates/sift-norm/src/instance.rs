@@ -87,8 +87,7 @@ impl SessionShared {
         match event.kind {
             Kind::NORM_RX_OBJECT_COMPLETED => {
                 if let Some((data, info)) = event.data {
-                    self.counters.received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    self.deliver(Event::Message { sender, data, info });
+                    self.deliver_records(sender, &data, &info);
                 }
             }
             Kind::NORM_RX_OBJECT_INFO => {
@@ -100,12 +99,11 @@ impl SessionShared {
                     ffi::stop_repairing(event.object);
                 }
             }
-            Kind::NORM_TX_OBJECT_PURGED => self.purged(event.object),
-            Kind::NORM_TX_QUEUE_VACANCY | Kind::NORM_TX_QUEUE_EMPTY => self.vacancy.notify_waiters(),
-            Kind::NORM_TX_FLUSH_COMPLETED => {
-                self.flushes.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                self.flushed.notify_waiters();
-            }
+            Kind::NORM_TX_OBJECT_PURGED => self.tx.purged(event.object),
+            Kind::NORM_TX_OBJECT_SENT => self.tx.object_sent(),
+            Kind::NORM_TX_QUEUE_VACANCY => self.tx.pump(),
+            Kind::NORM_TX_QUEUE_EMPTY => self.tx.queue_empty(),
+            Kind::NORM_TX_FLUSH_COMPLETED => self.tx.flush_completed(),
             Kind::NORM_RX_OBJECT_ABORTED => {
                 self.counters.aborted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.deliver(Event::Lost { sender });
@@ -114,6 +112,23 @@ impl SessionShared {
             Kind::NORM_REMOTE_SENDER_RESET => self.deliver(Event::SenderReset { sender }),
             Kind::NORM_REMOTE_SENDER_INACTIVE => self.deliver(Event::SenderInactive { sender }),
             _ => {}
+        }
+    }
+
+    /// Splits a completed object into its records and delivers each.
+    fn deliver_records(&self, sender: u32, data: &bytes::Bytes, info: &bytes::Bytes) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match crate::batch::split_frames(data) {
+            Ok(records) => {
+                self.counters.received.fetch_add(records.len() as u64, Relaxed);
+                for record in records {
+                    self.deliver(Event::Message { sender, data: record, info: info.clone() });
+                }
+            }
+            Err(error) => {
+                self.counters.malformed.fetch_add(1, Relaxed);
+                tracing::debug!(sender, %error, "a NORM object that is no sequence of frames");
+            }
         }
     }
 

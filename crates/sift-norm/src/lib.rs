@@ -9,6 +9,7 @@
 //! thread; one event thread per process ([`instance`]) carries its events
 //! to the sessions. All `unsafe` code is in `ffi.rs`.
 
+pub mod batch;
 #[cfg(not(norm_unavailable))]
 mod ffi;
 #[cfg(norm_unavailable)]
@@ -19,6 +20,7 @@ pub mod packet;
 #[cfg_attr(norm_unavailable, allow(dead_code))]
 mod seam;
 mod session;
+mod transmit;
 mod watch;
 
 pub use instance::shutdown;
@@ -28,6 +30,9 @@ pub use session::{
     RX_CACHE_OBJECTS_MAX_DEFAULT, SEGMENT_BYTES_DEFAULT, SESSION_EVENTS_MAX, SESSION_QUEUED_BYTES_MAX_DEFAULT,
     SOCKET_BUFFER_BYTES_DEFAULT, TX_BUFFER_BYTES_DEFAULT, TX_CACHE_BYTES_MAX_DEFAULT, TX_CACHE_OBJECTS_MAX_DEFAULT,
     TX_RATE_BPS_DEFAULT,
+};
+pub use transmit::{
+    TransmitCounters, BATCH_BYTES_MAX_DEFAULT, OBJECTS_AHEAD_MAX_DEFAULT, TX_QUEUE_RECORDS_MAX_DEFAULT,
 };
 pub use watch::{Watcher, WATCH_DATAGRAM_BYTES_MAX, WATCH_SOCKET_BUFFER_BYTES};
 

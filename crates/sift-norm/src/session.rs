@@ -1,16 +1,18 @@
 //! One NORM session: a multicast group and port, sending, receiving or
 //! both, owned by Rust and closed on drop.
 
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
-use crate::ffi::{self, ObjectHandle, SessionHandle, SessionSettings};
+use crate::ffi::{self, SessionHandle, SessionSettings};
 use crate::instance::Instance;
+use crate::transmit::{
+    TransmitCounters, Transmitter, BATCH_BYTES_MAX_DEFAULT, OBJECTS_AHEAD_MAX_DEFAULT, TX_QUEUE_RECORDS_MAX_DEFAULT,
+};
 use crate::NormError;
 
 /// Default transmit rate: 100 Mbit/s (NORM's own default is 64 kbit/s).
@@ -27,7 +29,7 @@ pub const BLOCK_DEFAULT: u16 = 64;
 /// default of 256, with each object held at least its flow-control time
 /// (2 × GRTT × (back-off + 1), 0.1 s on a LAN at the start), caps a sender
 /// near 2,560 messages a second whatever the rate; NORM allows up to 32,767.
-pub const TX_CACHE_OBJECTS_MAX_DEFAULT: u32 = 16_384;
+pub const TX_CACHE_OBJECTS_MAX_DEFAULT: u32 = 4096;
 /// Default bound on the bytes of the objects a sender keeps, 64 MiB (the
 /// messages' buffers stay in memory until NORM purges them).
 pub const TX_CACHE_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
@@ -74,6 +76,12 @@ pub struct SessionOptions {
     pub rx_cache_objects_max: u16,
     /// Kernel socket buffer, each way, bytes.
     pub socket_buffer_bytes: u32,
+    /// Records waiting ahead of NORM, at most; a send beyond waits.
+    pub tx_queue_records_max: usize,
+    /// Size of an object that records waiting together are framed into.
+    pub batch_bytes_max: usize,
+    /// Objects handed to NORM and not yet sent by it, at most.
+    pub objects_ahead_max: u64,
     /// Message bytes queued for the session's owner, at most; a message
     /// beyond it is dropped (counted in [`SessionCounters::overflowed`]).
     pub queued_bytes_max: u64,
@@ -116,6 +124,9 @@ impl SessionOptions {
             rx_cache_objects_max: RX_CACHE_OBJECTS_MAX_DEFAULT,
             socket_buffer_bytes: SOCKET_BUFFER_BYTES_DEFAULT,
             queued_bytes_max: SESSION_QUEUED_BYTES_MAX_DEFAULT,
+            tx_queue_records_max: TX_QUEUE_RECORDS_MAX_DEFAULT,
+            batch_bytes_max: BATCH_BYTES_MAX_DEFAULT,
+            objects_ahead_max: OBJECTS_AHEAD_MAX_DEFAULT,
             parity: 0,
             nacking: true,
             loopback: false,
@@ -132,17 +143,18 @@ impl SessionOptions {
 /// What a session reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// A whole message from `sender`, with the info it carried.
+    /// A whole record (one [`Session::send`] of `sender`), with the info
+    /// its object carried.
     Message {
         /// The sender's node id.
         sender: u32,
-        /// The message bytes.
+        /// The record's bytes.
         data: Bytes,
         /// The object's info bytes.
         info: Bytes,
     },
-    /// A message from `sender` could not be completed (repairs no longer
-    /// available): the receiver missed it.
+    /// An object from `sender` could not be completed (repairs no longer
+    /// available): the receiver missed the records in it.
     Lost {
         /// The sender's node id.
         sender: u32,
@@ -167,15 +179,16 @@ pub enum Event {
 /// Counters of a session.
 #[derive(Debug, Default)]
 pub struct SessionCounters {
-    /// Messages sent.
-    pub sent: AtomicU64,
-    /// Messages received whole.
+    /// Records received whole.
     pub received: AtomicU64,
-    /// Messages the library gave up on (lost).
+    /// Objects the library gave up on (lost).
     pub aborted: AtomicU64,
+    /// Objects received whole whose data was not a sequence of frames
+    /// (a foreign NORM sender), dropped.
+    pub malformed: AtomicU64,
     /// Events dropped because the session's owner was gone.
     pub undelivered: AtomicU64,
-    /// Messages received whole but dropped: the owner's queue was full
+    /// Records received whole but dropped: the owner's queue was full
     /// (it took events more slowly than the group sent them).
     pub overflowed: AtomicU64,
 }
@@ -193,27 +206,13 @@ impl Event {
 /// What the event thread shares with the session's owner.
 pub(crate) struct SessionShared {
     pub(crate) events: Mutex<Option<mpsc::Sender<Event>>>,
-    /// Buffers libnorm still points at, by transmit object.
-    pending: Mutex<HashMap<ObjectHandle, Bytes>>,
-    pub(crate) vacancy: Notify,
-    pub(crate) flushed: Notify,
-    /// Flushes NORM completed (`TX_FLUSH_COMPLETED`) so far.
-    pub(crate) flushes: AtomicU64,
-    /// `flushes` when the last message was enqueued: a flush that completes
-    /// after that one covered it (NORM restarts a flush when data is sent).
-    flushes_at_last_send: AtomicU64,
+    /// The sending half: queue, objects with NORM, flushes.
+    pub(crate) tx: Transmitter,
     pub(crate) counters: SessionCounters,
     pub(crate) repair_filter: Option<fn(&[u8]) -> bool>,
     /// Message bytes in the owner's queue, and their bound.
     pub(crate) queued_bytes: AtomicU64,
     pub(crate) queued_bytes_max: u64,
-}
-
-impl SessionShared {
-    /// The library is done with a transmit object: free its buffer.
-    pub(crate) fn purged(&self, object: ObjectHandle) {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&object);
-    }
 }
 
 /// A NORM session. Dropping it stops its sender and receiver.
@@ -222,8 +221,6 @@ pub struct Session {
     handle: SessionHandle,
     shared: Arc<SessionShared>,
     events: mpsc::Receiver<Event>,
-    /// The last object sent (its handle; 0 before the first), for flushes.
-    last_sent: std::sync::atomic::AtomicUsize,
 }
 
 impl Session {
@@ -237,18 +234,19 @@ impl Session {
         let (sender, events) = mpsc::channel(SESSION_EVENTS_MAX);
         let shared = Arc::new(SessionShared {
             events: Mutex::new(Some(sender)),
-            pending: Mutex::new(HashMap::new()),
-            vacancy: Notify::new(),
-            flushed: Notify::new(),
-            flushes: AtomicU64::new(0),
-            flushes_at_last_send: AtomicU64::new(0),
+            tx: Transmitter::new(
+                handle,
+                options.tx_queue_records_max,
+                options.batch_bytes_max,
+                options.objects_ahead_max,
+            ),
             counters: SessionCounters::default(),
             repair_filter: options.repair_filter,
             queued_bytes: AtomicU64::new(0),
             queued_bytes_max: options.queued_bytes_max,
         });
         instance.register(handle, shared.clone());
-        let session = Session { instance, handle, shared, events, last_sent: std::sync::atomic::AtomicUsize::new(0) };
+        let session = Session { instance, handle, shared, events };
         session.start(options, send, receive)?;
         Ok(session)
     }
@@ -292,63 +290,31 @@ impl Session {
         Ok(())
     }
 
-    /// Sends `data` as one NORM object carrying `info`, waiting while the
-    /// transmit buffer is full.
-    pub async fn send(&mut self, data: Bytes, info: &[u8]) -> Result<(), NormError> {
-        loop {
-            let vacancy = self.shared.vacancy.notified();
-            if self.try_send_now(&data, info) {
-                return Ok(());
-            }
-            vacancy.await;
-        }
+    /// Queues `record` to be sent with `info` (in an object with other
+    /// records of the same info when they wait together), highest
+    /// `priority` first; waits while the transmit queue is full.
+    pub async fn send(&self, priority: u8, info: Bytes, record: Bytes) {
+        self.shared.tx.send(priority, info, record).await;
     }
 
-    /// Sends `data` unless the transmit buffer is full (then false: wait
-    /// for [`Session::vacancy`], made before this call, and try again).
-    pub fn try_send_now(&self, data: &Bytes, info: &[u8]) -> bool {
-        match self.try_send(data, info) {
-            Some(object) => {
-                self.last_sent.store(object.0, Ordering::Relaxed);
-                true
-            }
-            None => false,
-        }
+    /// Queues `record` as [`Session::send`] does, or gives it back when
+    /// the transmit queue is full.
+    pub fn try_send(&self, priority: u8, info: Bytes, record: Bytes) -> Result<(), Bytes> {
+        self.shared.tx.try_send(priority, info, record)
     }
 
-    /// Resolves when the transmit buffer has room again. Make it before a
-    /// [`Session::try_send_now`] that may fail, so that no wake-up is missed.
-    pub fn vacancy(&self) -> tokio::sync::futures::Notified<'_> {
-        self.shared.vacancy.notified()
+    /// Waits until every queued record is with NORM and NORM completed a
+    /// flush after the last of them: the sender has sent its
+    /// end-of-transmission commands (NORM's robust factor of them) with no
+    /// repair left to make, so every receiver had its chance to ask for
+    /// what it missed.
+    pub async fn flush(&self) {
+        self.shared.tx.flush().await;
     }
 
-    /// Enqueues unless the transmit queue is full; keeps the buffer until
-    /// the library purges the object.
-    fn try_send(&self, data: &Bytes, info: &[u8]) -> Option<ObjectHandle> {
-        let mut pending = self.shared.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        let object = ffi::data_enqueue(self.handle, data, info)?;
-        pending.insert(object, data.clone());
-        self.shared.flushes_at_last_send.store(self.shared.flushes.load(Ordering::Acquire), Ordering::Release);
-        self.shared.counters.sent.fetch_add(1, Ordering::Relaxed);
-        Some(object)
-    }
-
-    /// Waits until NORM completed a flush after the last message sent:
-    /// the sender has sent its end-of-transmission commands (NORM's robust
-    /// factor of them) with no repair left to make, so every receiver had
-    /// its chance to ask for what it missed.
-    pub async fn flush(&mut self) {
-        if self.last_sent.load(Ordering::Relaxed) == 0 {
-            return;
-        }
-        let covered = self.shared.flushes_at_last_send.load(Ordering::Acquire);
-        loop {
-            let flushed = self.shared.flushed.notified();
-            if self.shared.flushes.load(Ordering::Acquire) > covered {
-                return;
-            }
-            flushed.await;
-        }
+    /// Records and objects handed to NORM so far.
+    pub fn transmit_counters(&self) -> &TransmitCounters {
+        &self.shared.tx.counters
     }
 
     /// The next event; `None` when the session is closed.

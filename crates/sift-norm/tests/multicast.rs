@@ -77,12 +77,12 @@ async fn every_message_reaches_two_receivers_under_injected_loss() {
     let clean = Session::open(&options(2, port), false, true).expect("receiver");
     let lossy =
         Session::open(&SessionOptions { rx_loss_percent: 5.0, ..options(3, port) }, false, true).expect("receiver");
-    let mut sender =
+    let sender =
         Session::open(&SessionOptions { tx_loss_percent: 2.0, ..options(1, port) }, true, false).expect("sender");
     let receiving = tokio::spawn(async move { tokio::join!(collect(clean, MESSAGES), collect(lossy, MESSAGES)) });
     let messages: Vec<Bytes> = (0..MESSAGES).map(|index| Bytes::from(format!("{index:05}").repeat(700))).collect();
     for message in &messages {
-        sender.send(message.clone(), b"t").await.expect("sent");
+        sender.send(0, Bytes::from_static(b"t"), message.clone()).await;
     }
     sender.flush().await;
     let ((clean, _clean), (lossy, lossy_session)) = receiving.await.expect("receivers");

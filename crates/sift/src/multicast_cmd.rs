@@ -103,7 +103,9 @@ pub async fn publish(
     publisher.flush().await.map_err(|error| CliError::Usage(error.to_string()))?;
     let (seconds, cpu_ms) =
         (started.elapsed().as_secs_f64(), sift_client::cpu::process_cpu_ns().unwrap_or(0) as f64 / 1e6);
-    println!("sent {count} messages to {group} ({seconds:.3} s, {cpu_ms:.1} ms CPU)");
+    let user_ms = sift_client::cpu::process_user_cpu_ns().unwrap_or(0) as f64 / 1e6;
+    let objects = publisher.objects();
+    println!("sent {count} messages to {group} in {objects} objects ({seconds:.3} s, {cpu_ms:.1} ms CPU, {user_ms:.1} ms user)");
     let _ = std::io::stdout().flush();
     publisher.close().await.map_err(|error| CliError::Usage(error.to_string()))?;
     Ok(())

@@ -599,3 +599,23 @@ fn the_registry_lists_notifies_and_forgets_gateways() {
     let (_, body) = http(&address, "GET", "/gateways", "");
     assert_eq!(listing(&body).1, ["gw-b"]);
 }
+
+/// Runs `sift ARGS` to completion and returns its exit success and standard error.
+fn sift_fails_with(args: &[&str]) -> String {
+    let output = Command::new(SIFT).args(args).output().expect("sift runs");
+    assert!(!output.status.success(), "sift {args:?} fails");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn multicast_options_are_checked_before_anything_is_joined() {
+    let group = "239.66.0.1:7600";
+    let error = sift_fails_with(&["watch", "--multicast", group, "--iface", "no-such-if0"]);
+    assert!(error.contains("no network interface named \"no-such-if0\""), "{error}");
+    let error = sift_fails_with(&["sub", "--multicast", group, "--topic", "a", "--rx-buffer-kb", "0"]);
+    assert!(error.contains("--rx-buffer-kb must be from 1"), "{error}");
+    let error = sift_fails_with(&["sub", "--multicast", group, "--topic", "a", "--norm-rx-loss", "101"]);
+    assert!(error.contains("--norm-rx-loss is a percentage"), "{error}");
+    let error = sift_fails_with(&["pub", "--multicast", group, "--topic", "a", "--rate-mbit", "0"]);
+    assert!(error.contains("--rate-mbit must be above 0"), "{error}");
+}

@@ -4,7 +4,11 @@
 //! **The LAN.** A Linux bridge in a namespace of its own, a sender
 //! namespace and one namespace per receiver plugged into it (veth pairs,
 //! multicast snooping off), as hosts on one switch. Needs root and
-//! iproute2; everything is removed at the end.
+//! iproute2; everything is removed at the end. A software bridge forwards
+//! in the sending process's context: the kernel time of copying each
+//! packet to every port is charged to the sender, which a hardware switch
+//! would do instead. So the sender's user time (its own work, NORM's
+//! included) is reported beside its total.
 //!
 //! **A point.** N `sift sub --multicast --format none` receivers join, one
 //! `sift pub --multicast --mode reliable` sends M messages of one size as
@@ -60,6 +64,7 @@ struct Point {
     messages: u64,
     sender_seconds: f64,
     sender_cpu_ms: f64,
+    sender_user_ms: f64,
     receiver_seconds_max: f64,
     receiver_cpu_ms_mean: f64,
     received_min: u64,
@@ -99,6 +104,12 @@ impl Lan {
         lan.add_namespace(&switch)?;
         ip(&["-n", &switch, "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])?;
         ip(&["-n", &switch, "link", "set", "br0", "up"])?;
+        // A switch runs no firewall: keep the bridge's packets out of
+        // netfilter (per namespace; absent without br_netfilter, then moot).
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &switch, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0"])
+            .stderr(Stdio::null())
+            .status();
         let mut hosts = Vec::new();
         for index in 0..=receivers {
             let host = format!("{prefix}h{index}");
@@ -207,6 +218,7 @@ fn measure(
     let sender_seconds =
         number_before(&sent, " s,").ok_or_else(|| BenchError::Usage(format!("sender said {sent:?}")))?;
     let sender_cpu_ms = number_before(&sent, " ms CPU").unwrap_or(0.0);
+    let sender_user_ms = number_before(&sent, " ms user").unwrap_or(0.0);
     let (mut seconds_max, mut cpu_total, mut received_min) = (0.0f64, 0.0, u64::MAX);
     for (mut child, stderr) in subscribers {
         let status = wait_bounded(&mut child.0, started + RECEIVE_PATIENCE);
@@ -230,6 +242,7 @@ fn measure(
         messages,
         sender_seconds,
         sender_cpu_ms,
+        sender_user_ms,
         receiver_seconds_max: seconds_max,
         receiver_cpu_ms_mean: cpu_total / receivers as f64,
         received_min,
@@ -284,7 +297,7 @@ fn wait_bounded(child: &mut Child, deadline: Instant) -> bool {
     }
 }
 
-const COLUMNS: [(&str, &str); 12] = [
+const COLUMNS: [(&str, &str); 13] = [
     ("size", "B"),
     ("receivers", ""),
     ("loss", "%"),
@@ -292,6 +305,7 @@ const COLUMNS: [(&str, &str); 12] = [
     ("sender_mbit_per_s", "Mbit/s"),
     ("receiver_mbit_per_s", "Mbit/s"),
     ("sender_cpu_us_per_msg", "µs"),
+    ("sender_user_us_per_msg", "µs"),
     ("receiver_cpu_us_per_msg", "µs"),
     ("received_min", "msgs"),
     ("sender_seconds", "s"),
@@ -312,6 +326,7 @@ fn fill(report: &mut Report, points: &[Point]) -> Result<(), BenchError> {
             (bits / point.sender_seconds.max(1e-9) / 1e6).into(),
             (bits / point.receiver_seconds_max.max(1e-9) / 1e6).into(),
             (point.sender_cpu_ms * 1e3 / point.messages as f64).into(),
+            (point.sender_user_ms * 1e3 / point.messages as f64).into(),
             (point.receiver_cpu_ms_mean * 1e3 / point.messages as f64).into(),
             point.received_min.into(),
             point.sender_seconds.into(),

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 pub use gateway::{Gateway, GatewayCounters, GATEWAY_DELIVERIES_MAX, GATEWAY_PROPERTY, RECENT_IDS_MAX};
 pub use interest::LocalInterest;
-pub use order::{Ordered, Reorder, REORDER_HELD_MAX};
-pub use publisher::{MulticastPublisher, PUBLISH_QUEUE_MAX};
+pub use order::{Ordered, Reorder, REORDER_HELD_BYTES_MAX, REORDER_HELD_MAX};
+pub use publisher::MulticastPublisher;
 pub use subscriber::{MulticastEvent, MulticastSubscriber, SubscriberCounters};
 
 /// Version byte that starts a multicast object's data.
@@ -39,6 +39,11 @@ pub const MODE_BEST_EFFORT: u8 = 0;
 pub const MODE_RELIABLE: u8 = 1;
 /// Info mode byte: a subscriber's interest announcement ([`announce`]).
 pub const MODE_INTEREST: u8 = 2;
+
+/// Default time a receiver holds a publisher's later messages for a
+/// missing one that NORM neither delivered nor reported lost: repairs on a
+/// loaded LAN take seconds at worst.
+pub const REORDER_WAIT_DEFAULT: Duration = Duration::from_secs(5);
 
 /// Default time a publisher serves repairs after its flush.
 pub const LINGER_DEFAULT: Duration = Duration::from_secs(1);
@@ -89,7 +94,7 @@ impl MulticastOptions {
             rx_buffer_bytes: sift_norm::RX_BUFFER_BYTES_DEFAULT,
             rx_queue_bytes_max: sift_norm::SESSION_QUEUED_BYTES_MAX_DEFAULT,
             loopback: false,
-            reorder_wait: Duration::from_secs(2),
+            reorder_wait: REORDER_WAIT_DEFAULT,
             linger: LINGER_DEFAULT,
             tx_loss_percent: 0.0,
             rx_loss_percent: 0.0,

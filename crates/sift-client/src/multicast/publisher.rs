@@ -1,7 +1,7 @@
-//! The multicast publisher: messages numbered, encoded once, queued by
-//! priority, handed to NORM as its transmit buffer allows.
+//! The multicast publisher: messages numbered and encoded once, then
+//! queued by priority in the session's transmit queue, where those that
+//! wait together leave in one NORM object (`sift_norm::batch`).
 
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -11,38 +11,14 @@ use super::{
     MulticastError, MulticastOptions, MODE_BEST_EFFORT, MODE_RELIABLE, MULTICAST_MESSAGE_BYTES_MAX, WIRE_VERSION,
 };
 
-/// Messages queued ahead of NORM's transmit buffer; a publish beyond it
-/// waits for the buffer.
-pub const PUBLISH_QUEUE_MAX: usize = 1024;
-
-/// One queued message: higher priority first, then publish order.
-#[derive(Debug, PartialEq, Eq)]
-struct Queued {
-    priority: u8,
-    order: std::cmp::Reverse<u64>,
-    /// Sent with NORM info, from which receivers switch repair off.
-    best_effort: bool,
-    data: Bytes,
-}
-
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.priority, &self.order).cmp(&(other.priority, &other.order))
-    }
-}
-
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
+/// The info of a best-effort object, from which receivers switch repair off.
+const BEST_EFFORT_INFO: [u8; 2] = [WIRE_VERSION, MODE_BEST_EFFORT];
 
 /// Publishes to a multicast group with no broker.
 pub struct MulticastPublisher {
     session: sift_norm::Session,
     name: Arc<str>,
     sequence: u64,
-    queue: BinaryHeap<Queued>,
     linger: std::time::Duration,
 }
 
@@ -65,13 +41,7 @@ impl MulticastPublisher {
         receive: bool,
     ) -> Result<MulticastPublisher, MulticastError> {
         let session = sift_norm::Session::open(&options.session(), true, receive)?;
-        Ok(MulticastPublisher {
-            session,
-            name: name.into(),
-            sequence: 0,
-            queue: BinaryHeap::new(),
-            linger: options.linger,
-        })
+        Ok(MulticastPublisher { session, name: name.into(), sequence: 0, linger: options.linger })
     }
 
     /// Stamps, encodes and queues `message`, then sends what NORM's buffer
@@ -102,41 +72,19 @@ impl MulticastPublisher {
             let why = format!("{} bytes encoded, over {MULTICAST_MESSAGE_BYTES_MAX}", encoded.len());
             return Err(MulticastError::Encode(why));
         }
-        let queued = Queued {
-            priority: message.priority.level(),
-            order: std::cmp::Reverse(self.sequence),
-            best_effort: mode == MODE_BEST_EFFORT,
-            data: encoded.freeze(),
+        // Objects of a best-effort message carry info: receivers learn
+        // from it, before the data, not to ask for repairs.
+        let info = match mode {
+            MODE_BEST_EFFORT => Bytes::from_static(&BEST_EFFORT_INFO),
+            _ => Bytes::new(),
         };
-        self.queue.push(queued);
-        self.drain(PUBLISH_QUEUE_MAX).await
-    }
-
-    /// Hands NORM what its buffer takes, highest priority first, waiting
-    /// for room until at most `keep` messages remain queued.
-    async fn drain(&mut self, keep: usize) -> Result<(), MulticastError> {
-        loop {
-            let vacancy = self.session.vacancy();
-            let mut full = false;
-            while let Some(next) = self.queue.peek() {
-                let info: &[u8] = if next.best_effort { &next.data[..2] } else { &[] };
-                if !self.session.try_send_now(&next.data, info) {
-                    full = true;
-                    break;
-                }
-                self.queue.pop();
-            }
-            if !full || self.queue.len() <= keep {
-                return Ok(());
-            }
-            vacancy.await;
-        }
+        self.session.send(message.priority.level(), info, encoded.freeze()).await;
+        Ok(())
     }
 
     /// Sends everything queued and waits for NORM's flush after the last
     /// message: receivers have had their chance to ask for repairs.
     pub async fn flush(&mut self) -> Result<(), MulticastError> {
-        self.drain(0).await?;
         self.session.flush().await;
         Ok(())
     }
@@ -154,8 +102,13 @@ impl MulticastPublisher {
         self.session.next_event().await
     }
 
-    /// Messages sent to NORM so far.
+    /// Messages handed to NORM so far.
     pub fn sent(&self) -> u64 {
-        self.session.counters().sent.load(std::sync::atomic::Ordering::Relaxed)
+        self.session.transmit_counters().records.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// NORM objects those messages went out in (fewer when they batched).
+    pub fn objects(&self) -> u64 {
+        self.session.transmit_counters().objects.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

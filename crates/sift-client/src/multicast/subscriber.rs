@@ -108,15 +108,19 @@ impl MulticastSubscriber {
     /// Multicasts this subscriber's subscriptions for the LAN's gateway.
     async fn announce(&mut self) -> Result<(), MulticastError> {
         let data = super::object_data(MODE_INTEREST, &announce::encode(&self.announced));
-        self.session.send(data, &[]).await?;
+        // Ahead of any message this node publishes: announcements are small and steer gateways.
+        self.session.send(u8::MAX, bytes::Bytes::new(), data).await;
         self.next_announce = Some(Instant::now() + ANNOUNCE_INTERVAL);
         Ok(())
     }
 
     /// What the subscriber has seen.
     pub fn counters(&self) -> SubscriberCounters {
-        let overflowed = self.session.counters().overflowed.load(std::sync::atomic::Ordering::Relaxed);
-        SubscriberCounters { overflowed, ..self.counters }
+        let session = self.session.counters();
+        let overflowed = session.overflowed.load(std::sync::atomic::Ordering::Relaxed);
+        // Objects that were no sequence of frames never became messages: invalid too.
+        let invalid = self.counters.invalid + session.malformed.load(std::sync::atomic::Ordering::Relaxed);
+        SubscriberCounters { overflowed, invalid, ..self.counters }
     }
 
     /// The next matched message or missed range; `None` when the session ends.
@@ -172,7 +176,12 @@ impl MulticastSubscriber {
                 self.reorder.push(sender, Box::new(message), Instant::now(), &mut out);
                 self.release(out);
             }
-            sift_norm::Event::Lost { .. } => self.counters.lost += 1,
+            sift_norm::Event::Lost { sender } => {
+                self.counters.lost += 1;
+                let mut out = Vec::new();
+                self.reorder.lost(sender, Instant::now(), &mut out);
+                self.release(out);
+            }
             _ => {}
         }
     }

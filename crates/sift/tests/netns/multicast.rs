@@ -177,10 +177,10 @@ fn reliable_messages_are_repaired_under_injected_loss() {
     let totals = stop_watch(&mut lab, watch, watched);
     let senders = totals["senders"].as_object().expect("senders");
     let publisher = senders.values().max_by_key(|sender| sender["data"].as_u64()).expect("the publisher was seen");
-    // 300 messages of 3 000 bytes are 900 data packets; 3 % are dropped at
+    // 300 messages of 3 000 bytes are about 640 data packets; 3 % are dropped at
     // the sender (never on the wire, so skips in its sequence here) and 5 %
     // more at one receiver, and each comes back as a repair.
-    assert!(publisher["data"].as_u64() >= Some(600), "{totals}");
+    assert!(publisher["data"].as_u64() >= Some(500), "{totals}");
     assert!(publisher["unseen"].as_u64() > Some(0), "the sender's loss hook dropped packets: {totals}");
     assert!(publisher["repairs"].as_u64() > Some(0), "repairs were counted: {totals}");
     assert!(totals["nacks"].as_u64() > Some(0), "the receivers asked for them: {totals}");

@@ -14,6 +14,12 @@ use sift_core::Message;
 /// publisher goes on at its rate: at 10,000 messages a second, 4,096 would
 /// give a gap up after 0.4 s, before NORM has repaired it.
 pub const REORDER_HELD_MAX: usize = 65_536;
+/// A first message heard with a sequence above this is taken for a late
+/// join: what came before is reported missed at once. At or below it, the
+/// earlier messages are held for as any gap, since a receiver present from
+/// the start whose first packets were lost gets them repaired: NORM
+/// completes objects out of order.
+pub const JOIN_GAP_HELD_MAX: u64 = 64;
 /// Bytes of payload held per publisher while a gap is open.
 pub const REORDER_HELD_BYTES_MAX: usize = 64 * 1024 * 1024;
 
@@ -61,12 +67,14 @@ impl Reorder {
     pub fn push(&mut self, publisher: u32, message: Box<Message>, now: Instant, out: &mut Vec<Ordered>) {
         let sequence = message.sequence;
         let state = self.publishers.entry(publisher).or_insert_with(|| {
-            // The first message heard from a publisher: what came before
-            // it was sent before this receiver joined.
-            if sequence > 1 {
+            // The first message heard from a publisher: far into its
+            // sequence, what came before was sent before this receiver
+            // joined; near its start, it may be on its way (repaired).
+            if sequence > JOIN_GAP_HELD_MAX + 1 {
                 out.push(Ordered::Missed { publisher, first: 1, last: sequence - 1 });
+                return PublisherState { next: sequence, ..PublisherState::default() };
             }
-            PublisherState { next: sequence, ..PublisherState::default() }
+            PublisherState { next: 1, ..PublisherState::default() }
         });
         if sequence < state.next || state.held.contains_key(&sequence) {
             return; // A duplicate.
@@ -161,10 +169,27 @@ mod tests {
         let mut reorder = Reorder::new(Duration::from_secs(1));
         let now = Instant::now();
         let mut out = Vec::new();
-        for sequence in [5, 7, 6, 8] {
+        for sequence in [105, 107, 106, 108] {
             reorder.push(1, message(sequence), now, &mut out);
         }
-        assert_eq!(sequences(&out), ["missed 1-4", "5", "6", "7", "8"]);
+        assert_eq!(sequences(&out), ["missed 1-104", "105", "106", "107", "108"]);
+    }
+
+    #[test]
+    fn a_publishers_first_messages_repaired_late_are_waited_for() {
+        let wait = Duration::from_secs(1);
+        let mut reorder = Reorder::new(wait);
+        let now = Instant::now();
+        let mut out = Vec::new();
+        reorder.push(1, message(3), now, &mut out);
+        reorder.push(1, message(1), now, &mut out);
+        assert_eq!(sequences(&out), ["1"]);
+        reorder.push(1, message(2), now, &mut out);
+        assert_eq!(sequences(&out), ["1", "2", "3"]);
+        // Never repaired: given up after the wait, as any gap.
+        reorder.push(2, message(2), now, &mut out);
+        reorder.expire(now + wait, &mut out);
+        assert_eq!(sequences(&out), ["1", "2", "3", "missed 1-1", "2"]);
     }
 
     #[test]

@@ -434,8 +434,10 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
 }
 
 #[test]
-fn garbage_on_the_group_does_not_disturb_a_subscriber() {
-    let Some((mut lab, hosts)) = lan(&['a', 'b']) else { return };
+fn garbage_on_the_group_is_counted_and_does_not_disturb_a_subscriber() {
+    let Some((mut lab, hosts)) = lan(&['a', 'b', 'w']) else { return };
+    let watch = start_watch(&mut lab, &hosts[2]);
+    let watched = Output::of(&mut lab, watch);
     let subscriber = start_multicast_sub(&mut lab, &hosts[1], &["--topic", "g.>", "--count", "1"]);
     let output = Output::of(&mut lab, subscriber);
     let (group, port) = GROUP.split_once(':').expect("GROUP:PORT");
@@ -448,6 +450,10 @@ fn garbage_on_the_group_does_not_disturb_a_subscriber() {
     assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
     multicast_pub(&lab, &hosts[0], &["--topic", "g.after", "--payload", "still here", "--mode", "reliable"]);
     assert_eq!(payloads(&output.finished(&mut lab, subscriber)), ["still here"]);
+    // The watcher counted the garbage as not NORM (a random datagram reads
+    // as a NORM header about once in 40: version nibble 1 and a known type).
+    let totals = stop_watch(&mut lab, watch, watched);
+    assert!(totals["malformed"].as_u64() >= Some(150), "{totals}");
 }
 
 /// Standard error of process `index`, line by line as it comes.

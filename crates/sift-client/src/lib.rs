@@ -52,3 +52,12 @@ pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};
 pub use tds::{Release, TdsConfig, TdsCounters, TimeDifferential, TDS_ENTRIES_DEFAULT};
 pub use time::{system_now_ns, ClockSource, LocalTime, CLOCK_SYNC_BURST};
 pub use transport::{Endpoint, PipeOpener};
+
+/// Sleeps until `deadline`, or for ever without one: a `select!` branch
+/// for a timer that may not be set.
+pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

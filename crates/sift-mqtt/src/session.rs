@@ -449,7 +449,7 @@ impl Connection {
                 read = reader.read_buf(buf) => Wake::Read(read),
                 routed = self.state.buffer_out.recv(), if can_deliver => Wake::Deliver(routed),
                 confirmed = self.confirms.next(), if !self.confirms.is_empty() => Wake::Confirmed(confirmed),
-                _ = sleep_until(keep_alive), if keep_alive.is_some() => Wake::KeepAliveExpired,
+                _ = sift_client::sleep_until(keep_alive), if keep_alive.is_some() => Wake::KeepAliveExpired,
                 kick = kicked.recv() => Wake::Kicked(kick),
                 _ = closing.changed() => Wake::Shutdown,
             };
@@ -854,12 +854,5 @@ fn granted_qos(code: SubackReasonCode) -> u8 {
         SubackReasonCode::GrantedQos2 => 2,
         SubackReasonCode::GrantedQos1 => 1,
         _ => 0,
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }

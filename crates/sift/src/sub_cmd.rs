@@ -200,11 +200,11 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         let event = tokio::select! {
             event = inbox.next_event() => event,
             _ = tokio::signal::ctrl_c() => None,
-            () = sleep_until_some(wait_rule) => {
+            () = sift_client::sleep_until(wait_rule) => {
                 timed.poll()?;
                 continue;
             }
-            () = sleep_until_some(transfer_timeout) => {
+            () = sift_client::sleep_until(transfer_timeout) => {
                 if let Some(saver) = &mut saver {
                     saver.expire()?;
                 }
@@ -252,14 +252,6 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
 
 /// Most connections `--streams` may open.
 const STREAMS_MAX: usize = 64;
-
-/// Sleeps until `deadline`, or forever without one.
-async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
 
 /// Tells the user which stored messages will never come, and why.
 fn print_gap(gap: &Gap, json: bool) -> Result<(), CliError> {

@@ -118,13 +118,9 @@ impl MulticastOptions {
     }
 }
 
-/// Sleeps until `deadline`, or for ever without one (a `select!` branch
-/// for a timer that may not be set).
+/// Sleeps until a std `deadline`, or for ever without one.
 pub(crate) async fn sleep_until(deadline: Option<std::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
-        None => std::future::pending().await,
-    }
+    crate::sleep_until(deadline.map(tokio::time::Instant::from_std)).await;
 }
 
 /// A receiver asks for repairs of reliable messages only (the objects

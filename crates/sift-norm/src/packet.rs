@@ -265,19 +265,14 @@ impl Tally {
             return;
         };
         match packet.kind {
-            MessageKind::Nack | MessageKind::Ack => {
-                if packet.kind == MessageKind::Nack {
-                    self.nacks += 1;
-                } else {
-                    self.acks += 1;
-                }
+            MessageKind::Nack => {
+                self.nacks += 1;
                 let addressed_to = packet.addressed_to.unwrap_or(0);
-                if packet.kind == MessageKind::Nack {
-                    if let Some(sender) = self.senders.get_mut(&addressed_to) {
-                        sender.nacks += 1;
-                    }
+                if let Some(sender) = self.senders.get_mut(&addressed_to) {
+                    sender.nacks += 1;
                 }
             }
+            MessageKind::Ack => self.acks += 1,
             MessageKind::Report => {}
             _ => match self.sender(packet.source) {
                 Some(sender) => sender.record_sender_packet(&packet, datagram.len()),

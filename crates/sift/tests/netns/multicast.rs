@@ -26,16 +26,22 @@ fn lan(hosts: &[char]) -> Option<(Lab, Vec<(String, String)>)> {
     Some((lab, members))
 }
 
+/// Starts `sift ARGS` in `host` and waits until its first line of
+/// standard error starts with `ready` (it has joined the group).
+fn spawn_ready(lab: &mut Lab, host: &(String, String), args: &[&str], ready: &str) -> usize {
+    let index = lab.spawn(&host.0, SIFT, args, Stdio::piped());
+    let stderr = lab.process(index).stderr.take().expect("standard error is piped");
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line).expect("the process reports");
+    assert!(line.starts_with(ready), "{line}");
+    index
+}
+
 /// Starts `sift sub --multicast` in `host` and waits until it has joined.
 fn start_multicast_sub(lab: &mut Lab, host: &(String, String), extra: &[&str]) -> usize {
     let mut args = vec!["sub", "--multicast", GROUP, "--iface", &host.1, "--format", "json"];
     args.extend(extra);
-    let index = lab.spawn(&host.0, SIFT, &args, Stdio::piped());
-    let stderr = lab.process(index).stderr.take().expect("standard error is piped");
-    let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).expect("the subscriber reports");
-    assert!(line.starts_with("subscribed to"), "{line}");
-    index
+    spawn_ready(lab, host, &args, "subscribed to")
 }
 
 /// Runs `sift pub --multicast` in `host` to completion.
@@ -125,12 +131,7 @@ fn number_of(payload: &str) -> u64 {
 /// Starts `sift watch --json` in `host` and waits until it has joined.
 fn start_watch(lab: &mut Lab, host: &(String, String)) -> usize {
     let args = ["watch", "--multicast", GROUP, "--iface", &host.1, "--interval-ms", "0", "--json"];
-    let index = lab.spawn(&host.0, SIFT, &args, Stdio::piped());
-    let stderr = lab.process(index).stderr.take().expect("standard error is piped");
-    let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).expect("the watcher reports");
-    assert!(line.starts_with("watching"), "{line}");
-    index
+    spawn_ready(lab, host, &args, "watching")
 }
 
 /// Stops a watcher with SIGTERM and returns the totals it prints.
@@ -256,18 +257,22 @@ fn a_gateway_joins_the_lan_to_the_broker_network_both_ways() {
     assert_eq!(got, ["loud", "louder", "sentinel"], "exactly the matches, once each, in order");
 }
 
-/// Standard output of process `index`, line by line as it comes.
-fn lines_of(lab: &mut Lab, index: usize) -> std::sync::mpsc::Receiver<String> {
+/// The lines of `output`, as they come, read on a thread of their own.
+fn lines_from(output: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
     let (sender, receiver) = std::sync::mpsc::channel();
-    let stdout = lab.stdout(index);
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in BufReader::new(output).lines().map_while(Result::ok) {
             if sender.send(line).is_err() {
                 return;
             }
         }
     });
     receiver
+}
+
+/// Standard output of process `index`, line by line as it comes.
+fn lines_of(lab: &mut Lab, index: usize) -> std::sync::mpsc::Receiver<String> {
+    lines_from(lab.stdout(index))
 }
 
 /// Publishes probes from `host` until `lines` shows one: the path through
@@ -458,16 +463,7 @@ fn garbage_on_the_group_is_counted_and_does_not_disturb_a_subscriber() {
 
 /// Standard error of process `index`, line by line as it comes.
 fn error_lines_of(lab: &mut Lab, index: usize) -> std::sync::mpsc::Receiver<String> {
-    let stderr = lab.process(index).stderr.take().expect("standard error is piped");
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    receiver
+    lines_from(lab.process(index).stderr.take().expect("standard error is piped"))
 }
 
 /// The first line of `lines` that starts with `prefix`, within the patience.

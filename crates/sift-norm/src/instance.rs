@@ -141,22 +141,21 @@ impl SessionShared {
             self.counters.undelivered.fetch_add(1, Relaxed);
             return;
         };
+        // The bytes are counted before the send, so that the owner's
+        // `next_event` never subtracts what was not yet added.
         let bytes = event.queued_bytes();
-        if self.queued_bytes.fetch_add(bytes, Relaxed) + bytes > self.queued_bytes_max && bytes > 0 {
+        let queued = self.queued_bytes.fetch_add(bytes, Relaxed) + bytes;
+        let refused = match bytes > 0 && queued > self.queued_bytes_max {
+            true => Some(&self.counters.overflowed),
+            false => match sender.try_send(event) {
+                Ok(()) => None,
+                Err(mpsc::error::TrySendError::Full(_)) => Some(&self.counters.overflowed),
+                Err(mpsc::error::TrySendError::Closed(_)) => Some(&self.counters.undelivered),
+            },
+        };
+        if let Some(counter) = refused {
             self.queued_bytes.fetch_sub(bytes, Relaxed);
-            self.counters.overflowed.fetch_add(1, Relaxed);
-            return;
-        }
-        match sender.try_send(event) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.queued_bytes.fetch_sub(bytes, Relaxed);
-                self.counters.overflowed.fetch_add(1, Relaxed);
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.queued_bytes.fetch_sub(bytes, Relaxed);
-                self.counters.undelivered.fetch_add(1, Relaxed);
-            }
+            counter.fetch_add(1, Relaxed);
         }
     }
 }

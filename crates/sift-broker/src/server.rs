@@ -46,6 +46,9 @@ pub enum BrokerError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// Another process holds the data directory.
+    #[error(transparent)]
+    DataDirInUse(crate::store::LockError),
     /// The streams or durable subscriptions could not be opened.
     #[error("cannot open storage in {}: {source}", data_dir.display())]
     Storage {
@@ -241,9 +244,15 @@ impl RunningBroker {
             }
             None => (None, None),
         };
-        let storage = Storage::open(&config.data_dir, &config.storage, &config.streams).map_err(|source| {
-            BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) }
-        })?;
+        // Every listener is bound before this line: a broker that cannot
+        // start leaves the data directory as it found it.
+        let storage =
+            Storage::open(&config.data_dir, &config.storage, &config.streams).map_err(|source| match source {
+                crate::store::StorageError::Lock(error @ crate::store::LockError::InUse { .. }) => {
+                    BrokerError::DataDirInUse(error)
+                }
+                source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
+            })?;
         let (shared, in_process_queue) = BrokerShared::new(config, storage);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);
@@ -341,6 +350,7 @@ impl RunningBroker {
         let _ = self.accept_task.await;
         let _ = self.link_task.await;
         self.shared.storage.sync_positions();
+        self.shared.storage.release();
         let stats = self.shared.stats.snapshot();
         if self.shared.config.remove_data_dir_on_shutdown {
             // Consumers still hold their logs open; unlinking is fine.

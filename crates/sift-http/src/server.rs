@@ -57,6 +57,18 @@ impl HttpFrontEnd {
     pub async fn start(config: HttpConfig, connector: InProcessConnector) -> Result<HttpFrontEnd, HttpError> {
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| HttpError::Bind { address, source })?;
+        Self::start_on(listener, config, connector).await
+    }
+
+    /// Serves the broker behind `connector` on a listener already bound
+    /// (to `config.listen`): a broker binds every door before it opens
+    /// its data directory.
+    pub async fn start_on(
+        listener: TcpListener,
+        config: HttpConfig,
+        connector: InProcessConnector,
+    ) -> Result<HttpFrontEnd, HttpError> {
+        let address = config.listen;
         let local_addr = listener.local_addr().map_err(|source| HttpError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
         let (stop, stopped) = watch::channel(false);

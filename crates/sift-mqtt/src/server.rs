@@ -160,6 +160,19 @@ impl MqttFrontEnd {
     ) -> Result<MqttFrontEnd, MqttError> {
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| MqttError::Bind { address, source })?;
+        Self::start_on(listener, config, data_dir, connector).await
+    }
+
+    /// As [`MqttFrontEnd::start`], on a listener already bound (to
+    /// `config.listen`): a broker binds every door before it opens its
+    /// data directory.
+    pub async fn start_on(
+        listener: TcpListener,
+        config: MqttConfig,
+        data_dir: &std::path::Path,
+        connector: InProcessConnector,
+    ) -> Result<MqttFrontEnd, MqttError> {
+        let address = config.listen;
         let local_addr = listener.local_addr().map_err(|source| MqttError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
         let retained = Mutex::new(RetainedStore::new(config.max_retained, config.max_retained_bytes));

@@ -42,20 +42,24 @@ pub struct Destination {
     pub topic: String,
     /// The queue group, for `/queue/...`.
     pub queue_group: Option<String>,
+    /// The prefix the destination was written with: `/topic/`, `/queue/`
+    /// or none.
+    pub prefix: &'static str,
 }
 
 impl Destination {
     /// Parses a destination header.
     pub fn parse(text: &str) -> Result<Destination, String> {
-        let (topic, queue) = match (text.strip_prefix("/topic/"), text.strip_prefix("/queue/")) {
-            (Some(topic), _) => (topic, false),
-            (_, Some(queue)) => (queue, true),
-            _ => (text, false),
+        let (topic, prefix) = match (text.strip_prefix("/topic/"), text.strip_prefix("/queue/")) {
+            (Some(topic), _) => (topic, "/topic/"),
+            (_, Some(queue)) => (queue, "/queue/"),
+            _ => (text, ""),
         };
         if topic.is_empty() {
             return Err(format!("destination {text:?} names no topic"));
         }
-        Ok(Destination { topic: topic.to_string(), queue_group: queue.then(|| topic.to_string()) })
+        let queue_group = (prefix == "/queue/").then(|| topic.to_string());
+        Ok(Destination { topic: topic.to_string(), queue_group, prefix })
     }
 }
 
@@ -104,15 +108,21 @@ fn header_text(value: &Value) -> String {
     }
 }
 
-/// The MESSAGE frame of a delivery to subscription `subscription_id`.
-/// `ack` is the value a client acknowledges it with (STOMP 1.2's `ack`
-/// header), when it needs one.
-pub fn message_frame(delivery: &Delivery, subscription_id: &str, destination: &str, ack: Option<String>) -> Frame {
+/// The MESSAGE frame of a delivery to subscription `subscription_id`,
+/// whose destination was written with `prefix` (`/topic/`, `/queue/` or
+/// none). `ack` is the value a client acknowledges it with (STOMP 1.2's
+/// `ack` header), when it needs one.
+///
+/// The frame's `destination` is the message's own topic under that prefix,
+/// not the subscription's: STOMP 1.2 gives MESSAGE the destination the
+/// message was sent to, and a subscriber to `/topic/quotes.>` must be able
+/// to tell `/topic/quotes.nyse` from `/topic/quotes.lse`.
+pub fn message_frame(delivery: &Delivery, subscription_id: &str, prefix: &str, ack: Option<String>) -> Frame {
     let message = &delivery.message;
     let mut frame = Frame::new(Command::Message)
         .header("subscription", subscription_id)
         .header("message-id", message.id.to_string())
-        .header("destination", destination)
+        .header("destination", format!("{prefix}{}", message.topic.as_str()))
         .header("priority", message.priority.level().to_string())
         .header("timestamp", (message.timestamp_ns / 1_000_000).to_string())
         .header("expires", (message.expiry_ns / 1_000_000).to_string());

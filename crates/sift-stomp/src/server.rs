@@ -87,6 +87,18 @@ impl StompFrontEnd {
     pub async fn start(config: StompConfig, connector: InProcessConnector) -> Result<StompFrontEnd, StompError> {
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| StompError::Bind { address, source })?;
+        Self::start_on(listener, config, connector).await
+    }
+
+    /// Serves the broker behind `connector` on a listener already bound
+    /// (to `config.listen`): a broker binds every door before it opens
+    /// its data directory.
+    pub async fn start_on(
+        listener: TcpListener,
+        config: StompConfig,
+        connector: InProcessConnector,
+    ) -> Result<StompFrontEnd, StompError> {
+        let address = config.listen;
         let local_addr = listener.local_addr().map_err(|source| StompError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
         let shared = Arc::new(Shared { config, connector, counters: StompCounters::default() });

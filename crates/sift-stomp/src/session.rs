@@ -491,7 +491,7 @@ impl Session {
         let outstanding = Arc::new(Mutex::new(VecDeque::new()));
         let forwarder = Forwarder {
             id: id.clone(),
-            destination: destination_text.to_string(),
+            destination_prefix: destination.prefix,
             mode,
             outstanding: outstanding.clone(),
             out: self.out.clone(),
@@ -624,7 +624,9 @@ fn take_acknowledged(subscribed: &Subscribed, tag: u64, positive: bool) -> Vec<u
 /// Turns one subscription's deliveries into MESSAGE frames.
 struct Forwarder {
     id: String,
-    destination: String,
+    /// How the subscription wrote its destination (`/topic/`, `/queue/`
+    /// or none): each MESSAGE names its own topic the same way.
+    destination_prefix: &'static str,
     mode: AckMode,
     outstanding: Arc<Mutex<VecDeque<u64>>>,
     out: mpsc::Sender<Outgoing>,
@@ -661,7 +663,7 @@ impl Forwarder {
                     Some(format!("t{tag}"))
                 }
             };
-            let mut frame = message_frame(&delivery, &self.id, &self.destination, ack.clone());
+            let mut frame = message_frame(&delivery, &self.id, self.destination_prefix, ack.clone());
             if let Some(ack) = ack {
                 // 1.0 and 1.1 clients acknowledge by message-id.
                 frame.headers.retain(|(name, _)| name != "message-id");

@@ -7,6 +7,7 @@ use clap::Args;
 use sift_broker::config::{HttpConfig, LinkTarget, MqttConfig, RoutingMode, StompConfig};
 use sift_broker::{Config, RunningBroker};
 
+use crate::broker_doors::{BoundDoors, DoorPlan};
 use crate::CliError;
 
 /// Arguments of `sift broker`.
@@ -117,18 +118,20 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     if let Some(mqtt) = args.mqtt {
         mqtt.apply(&mut config.mqtt.enabled, &mut config.mqtt.listen);
     }
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|source| CliError::File { path: config.data_dir.display().to_string(), source })?;
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
+    // Every door is bound before the broker opens (and locks) its data
+    // directory, so that a failed start leaves it untouched.
+    let plan = DoorPlan::of(&config);
+    let doors = BoundDoors::bind(&config, &plan).await?;
     let front_end_configs = (config.http.clone(), config.stomp.clone(), config.mqtt.clone(), config.data_dir.clone());
-    let broker = RunningBroker::start(config).await?;
+    let broker = RunningBroker::start(config).await.map_err(|error| plan.broker_error(error))?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
         say(&format!("sift broker accepting links on {link_addr}"));
     }
-    let front_ends = match FrontEnds::start(&broker, front_end_configs).await {
+    let front_ends = match FrontEnds::start(&broker, doors, front_end_configs).await {
         Ok(front_ends) => front_ends,
         Err(error) => {
             broker.shutdown().await;
@@ -153,14 +156,15 @@ struct FrontEnds {
 }
 
 impl FrontEnds {
-    /// Starts the enabled front-ends and prints where each listens; when
-    /// one fails, stops those already started.
+    /// Starts the front-ends whose listeners are bound and prints where
+    /// each listens; when one fails, stops those already started.
     async fn start(
         broker: &RunningBroker,
+        doors: BoundDoors,
         (http, stomp, mqtt, data_dir): (HttpConfig, StompConfig, MqttConfig, PathBuf),
     ) -> Result<FrontEnds, CliError> {
         let mut started = FrontEnds::default();
-        if let Err(error) = started.start_each(broker, http, stomp, mqtt, &data_dir).await {
+        if let Err(error) = started.start_each(broker, doors, http, stomp, mqtt, &data_dir).await {
             started.shutdown().await;
             return Err(error);
         }
@@ -170,23 +174,24 @@ impl FrontEnds {
     async fn start_each(
         &mut self,
         broker: &RunningBroker,
+        doors: BoundDoors,
         http: HttpConfig,
         stomp: StompConfig,
         mqtt: MqttConfig,
         data_dir: &std::path::Path,
     ) -> Result<(), CliError> {
-        if http.enabled {
-            let front_end = sift_http::HttpFrontEnd::start(http, broker.connector()).await?;
+        if let Some(listener) = doors.http {
+            let front_end = sift_http::HttpFrontEnd::start_on(listener, http, broker.connector()).await?;
             say(&format!("sift broker serving HTTP on http://{}", front_end.local_addr()));
             self.http = Some(front_end);
         }
-        if stomp.enabled {
-            let front_end = sift_stomp::StompFrontEnd::start(stomp, broker.connector()).await?;
+        if let Some(listener) = doors.stomp {
+            let front_end = sift_stomp::StompFrontEnd::start_on(listener, stomp, broker.connector()).await?;
             say(&format!("sift broker serving STOMP on {}", front_end.local_addr()));
             self.stomp = Some(front_end);
         }
-        if mqtt.enabled {
-            let front_end = sift_mqtt::MqttFrontEnd::start(mqtt, data_dir, broker.connector()).await?;
+        if let Some(listener) = doors.mqtt {
+            let front_end = sift_mqtt::MqttFrontEnd::start_on(listener, mqtt, data_dir, broker.connector()).await?;
             say(&format!("sift broker serving MQTT on {}", front_end.local_addr()));
             self.mqtt = Some(front_end);
         }

@@ -5,6 +5,7 @@ mod admin_cmd;
 mod admin_table;
 mod bench;
 mod broker_cmd;
+mod broker_doors;
 mod gateway_cmd;
 mod gateway_registry;
 mod multicast_cmd;

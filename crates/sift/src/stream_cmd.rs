@@ -101,8 +101,8 @@ struct StreamAddArgs {
 struct VerifyArgs {
     /// The stream's name.
     name: String,
-    /// The broker's data directory.
-    #[arg(long, default_value = sift_broker::config::DEFAULT_DATA_DIR)]
+    /// The broker's data directory (as `sift broker --data`).
+    #[arg(long = "data", visible_alias = "data-dir", value_name = "DIR", default_value = sift_broker::config::DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
     /// Print the report as JSON.
     #[arg(long)]
@@ -259,6 +259,16 @@ fn run_verify(args: VerifyArgs) -> Result<(), CliError> {
     let dir = args.data_dir.join("streams").join(&args.name);
     if !dir.is_dir() {
         return Err(CliError::Usage(format!("no stream {} in {}", args.name, args.data_dir.display())));
+    }
+    // Verifying only reads, so a running broker is no reason to refuse;
+    // but what it is writing now may look like a torn tail, so say so.
+    let lock = sift_broker::store::DataDirLock::state(&args.data_dir)
+        .map_err(|error| CliError::Usage(format!("{}: {error}", args.data_dir.display())))?;
+    if let sift_broker::store::LockState::Held { .. } = lock {
+        eprintln!(
+            "note: {} is {lock}; verifying read-only, and records it is writing now may show as a torn tail",
+            args.data_dir.display()
+        );
     }
     let report = sift_store::verify(&dir).map_err(|error| CliError::Usage(format!("{}: {error}", dir.display())))?;
     let damaged = !report.damaged.is_empty() || report.torn_tail.is_some();

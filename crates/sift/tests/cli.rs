@@ -322,7 +322,7 @@ fn streams_durables_queries_and_verify_as_a_user_runs_them() {
     let durables = sift_ok(&[&["durable", "ls"][..], &server].concat());
     assert!(durables.contains("big stream=orders"), "{durables}");
     drop(broker);
-    let verified = sift_ok(&["stream", "verify", "orders", "--data-dir", data.to_str().expect("utf-8 path")]);
+    let verified = sift_ok(&["stream", "verify", "orders", "--data", data.to_str().expect("utf-8 path")]);
     assert!(verified.contains("3 records"), "{verified}");
     let _ = std::fs::remove_dir_all(&data);
 }
@@ -618,4 +618,70 @@ fn multicast_options_are_checked_before_anything_is_joined() {
     assert!(error.contains("--norm-rx-loss is a percentage"), "{error}");
     let error = sift_fails_with(&["pub", "--multicast", group, "--topic", "a", "--rate-mbit", "0"]);
     assert!(error.contains("--rate-mbit must be above 0"), "{error}");
+}
+
+/// Publishes `payload` persistently on `topic` and returns the confirm line.
+fn publish_persistent(address: &str, topic: &str, payload: &str) -> String {
+    let printed =
+        sift_ok(&["pub", "--server", address, "--topic", topic, "--mode", "persistent", "--payload", payload]);
+    assert!(printed.contains("stored in default #"), "{printed}");
+    printed
+}
+
+#[test]
+fn a_data_directory_has_one_broker_and_keeps_its_confirmed_messages_through_kill_9() {
+    let data = temp_dir("one-owner");
+    let (mut first, address) = start_broker(&data);
+    for payload in ["first-1", "first-2", "first-3"] {
+        publish_persistent(&address, "jobs.new", payload);
+    }
+    // A second broker with other ports but the same directory is refused,
+    // naming the directory and the holder, and changes nothing.
+    let data_text = data.to_str().expect("utf-8 path");
+    let refused = sift_fails_with(&[
+        "broker",
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "off",
+        "--stomp",
+        "off",
+        "--mqtt",
+        "off",
+        "--data",
+        data_text,
+    ]);
+    let holder = format!("{data_text} is in use by broker pid {}", first.0.id());
+    assert!(refused.contains(&holder) && refused.contains("--data DIR"), "{refused}");
+    // Verifying reads, so it runs beside the broker, and says so.
+    let verify = Command::new(SIFT).args(["stream", "verify", "default", "--data", data_text]).output().expect("runs");
+    let note = String::from_utf8_lossy(&verify.stderr);
+    assert!(verify.status.success() && note.contains(&holder) && note.contains("read-only"), "{note}");
+    first.0.kill().expect("SIGKILL");
+    first.0.wait().expect("reaped");
+    let (_restarted, address) = start_broker(&data);
+    let queried = sift_ok(&["query", "--stream", "default", "--server", &address]);
+    for payload in ["first-1", "first-2", "first-3"] {
+        assert!(queried.contains(payload), "{payload} lost: {queried}");
+    }
+    assert!(queried.ends_with("3 matched (3 scanned, 0 unreadable)\n"), "{queried}");
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn a_taken_address_refuses_the_start_naming_the_flag_and_leaves_no_data_behind() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken_address = taken.local_addr().expect("address").to_string();
+    let data = temp_dir("taken-address");
+    let data_text = data.to_str().expect("utf-8 path");
+    for flag in ["--listen", "--http", "--stomp", "--mqtt"] {
+        let mut args = vec!["broker", "--data", data_text];
+        for other in ["--listen", "--http", "--stomp", "--mqtt"] {
+            args.extend([other, if other == flag { taken_address.as_str() } else { "127.0.0.1:0" }]);
+        }
+        let refused = sift_fails_with(&args);
+        let what = format!("cannot listen on {taken_address} ({flag})");
+        assert!(refused.contains(&what) && refused.contains("another broker running"), "{refused}");
+        assert!(!data.exists(), "a refused start made {}", data.display());
+    }
 }

@@ -11,12 +11,14 @@
 //!
 //! On disk, under `data_dir`: `streams/NAME/` (a `stream.json` definition and
 //! the segment files, `docs/STORAGE.md`) and `durables/NAME/` (a
-//! `durable.json` definition and a position log).
+//! `durable.json` definition and a position log), and `broker.lock`, held
+//! by the one broker that owns the directory ([`lock`]).
 
 pub mod consumer;
 pub mod cursor;
 pub mod durable;
 pub mod gate;
+pub mod lock;
 pub mod manage;
 pub mod query;
 mod ranges;
@@ -28,6 +30,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use lock::{DataDirLock, LockError, LockState};
 pub use registry::Storage;
 pub use stream::{StreamDefinition, DEFAULT_STREAM};
 
@@ -45,6 +48,9 @@ pub enum StorageError {
         /// Why.
         source: sift_store::StoreError,
     },
+    /// Another broker holds the data directory, or it could not be locked.
+    #[error(transparent)]
+    Lock(#[from] LockError),
     /// The message log failed.
     #[error(transparent)]
     Store(#[from] sift_store::StoreError),

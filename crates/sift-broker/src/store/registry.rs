@@ -14,7 +14,7 @@ use super::consumer::Consumer;
 use super::cursor::{Cursor, StoredPosition};
 use super::durable::{DurableDefinition, DurableRecord};
 use super::stream::{check_name, Stream, StreamDefinition, DEFAULT_STREAM};
-use super::{StorageConfig, StorageError};
+use super::{DataDirLock, StorageConfig, StorageError};
 use crate::subscription::SubRef;
 
 /// A refusal to send back to a client: its code and what, where, why.
@@ -39,6 +39,9 @@ pub struct Storage {
     any_named: AtomicBool,
     default: Arc<Stream>,
     durables: Mutex<BTreeMap<String, Arc<Consumer>>>,
+    /// The data directory's lock, held from before anything under it is
+    /// opened until [`Storage::release`].
+    lock: Mutex<Option<DataDirLock>>,
 }
 
 /// A durable subscription opened for a subscriber.
@@ -94,6 +97,7 @@ impl Storage {
         configured: &[StreamDefinition],
     ) -> Result<Storage, StorageError> {
         config.validate().map_err(StorageError::Invalid)?;
+        let lock = DataDirLock::acquire(data_dir)?;
         let root = data_dir.to_path_buf();
         for dir in [STREAMS_DIR, DURABLES_DIR] {
             let path = root.join(dir);
@@ -119,11 +123,20 @@ impl Storage {
             named: RwLock::new(named),
             default,
             durables: Mutex::new(BTreeMap::new()),
+            lock: Mutex::new(Some(lock)),
             config: config.clone(),
             root,
         };
         storage.load_durables()?;
         Ok(storage)
+    }
+
+    /// Gives up the data directory's lock, once the broker that owns this
+    /// storage has stopped: another broker may then open the directory
+    /// while tasks of this one still hold references to it.
+    pub fn release(&self) {
+        let lock = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        drop(lock);
     }
 
     fn load_durables(&self) -> Result<(), StorageError> {

@@ -2,10 +2,11 @@
 
 Two linked brokers, `a` and `b`, get a known workload over HTTP: filtered
 subscriptions, a steady trickle of publishes, subscriptions that nobody
-reads and that drop by their policy, and interest on `b` that `a` routes
-to. Chromium (Debian's, `$SIFT_CHROMIUM`) opens `a`'s dashboard and the test
-waits for each panel to show what the workload produced, then drives the
-live tail.
+reads and that drop by their policy, a stream with a durable subscription
+that nobody reads, and interest on `b` that `a` routes to; native clients
+with an empty name and with the same name connect to `a`. Chromium
+(Debian's, `$SIFT_CHROMIUM`) opens `a`'s dashboard and the test waits for
+each panel to show what the workload produced, then drives the live tail.
 
 With `SIFT_UPDATE_SCREENSHOTS=1` the test saves screenshots to
 `docs/dashboard/`.
@@ -13,6 +14,7 @@ With `SIFT_UPDATE_SCREENSHOTS=1` the test saves screenshots to
 
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -22,11 +24,20 @@ import urllib.request
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
+from sift.codec import encode_hello
 
 from conftest import REPOSITORY, sift_binary, start_broker
 
 SCREENSHOTS = REPOSITORY / "docs" / "dashboard"
 TIMEOUT_MS = 15_000
+# The page takes its second snapshot a quarter of a second after its first,
+# so the charts have a line well within a second of the first snapshot.
+FIRST_LINE_MS = 1_000
+# Drop rates are averaged over 10 s: a drop row calms down after that.
+DROP_CALM_MS = 30_000
+STREAM = "dash"
+DURABLE = "dash-reader"
+PERSISTENT_PUBLISHES = 3
 
 
 # --------------------------------------------------------------------------
@@ -104,20 +115,49 @@ def network():
             broker.stop()
 
 
+def connection_subscribed_to(broker, topic):
+    """The admin report's connection with a subscription to `topic`, or None."""
+    for connection in admin(broker, "subscriptions")["connections"]:
+        if any(subscription["topic"] == topic for subscription in connection["subscriptions"]):
+            return connection
+    return None
+
+
 @pytest.fixture
 def native_subscriber(network):
-    """A native `sift sub` client on `a`, so that a non-HTTP client shows."""
+    """A native `sift sub` client on `a`, so that a non-HTTP client shows;
+    yields its entry in the admin report. The test does not assume which
+    name the command gives its connection."""
     a, _ = network
     process = subprocess.Popen(
         [sift_binary(), "sub", "--server", a.native, "--topic", "native.>", "--tags", "n>1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: any(c["client"] == "sift-sub" and c["subscriptions"]
-                               for c in admin(a, "subscriptions")["connections"]), "the native subscriber")
-        yield process
+        yield wait_until(lambda: connection_subscribed_to(a, "native.>"), "the native subscriber")
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+BARE_CLIENT_NAMES = ("", "twin", "twin")
+
+
+@pytest.fixture
+def bare_clients(network):
+    """Native connections to `a` that name themselves badly: one gives an
+    empty name, two give the same one. They only say HELLO."""
+    a, _ = network
+    sockets = []
+    try:
+        for name in BARE_CLIENT_NAMES:
+            sockets.append(socket.create_connection((a.host, a.port), timeout=10))
+            sockets[-1].sendall(encode_hello(name))
+        wait_until(lambda: len([c for c in admin(a, "subscriptions")["connections"] if c["client"] in BARE_CLIENT_NAMES])
+                   == len(BARE_CLIENT_NAMES), "the bare clients")
+        yield sockets
+    finally:
+        for connection in sockets:
+            connection.close()
 
 
 @pytest.fixture
@@ -172,17 +212,42 @@ def wait_value(page, test_id, comparison):
         }}""")
 
 
+def wait_cell(page, selector, comparison):
+    """As `wait_value`, for the first element matching a CSS selector."""
+    page.wait_for_function(
+        f"""(selector) => {{
+            const node = document.querySelector(selector);
+            return node !== null && node.dataset.value !== "" && Number(node.dataset.value) {comparison};
+        }}""", arg=selector)
+
+
 def by_id(page, name):
     return page.get_by_test_id(name)
+
+
+def chart_points(series):
+    """JavaScript: how many points a chart series' line has."""
+    return f"""document.querySelector('polyline[data-series="{series}"]').getAttribute('points').split(' ')
+               .filter((point) => point !== '').length"""
+
+
+# The byte chart's axis labels: a number and a binary unit per second.
+BYTE_AXIS_LABEL = re.compile(r"^\d+(\.\d)? (B|KiB|MiB|GiB|TiB)/s$")
 
 
 # --------------------------------------------------------------------------
 # The test
 
 
-def test_dashboard_shows_the_workload(network, native_subscriber, page, trickle):
+def test_dashboard_shows_the_workload(network, native_subscriber, bare_clients, page, trickle):
     a, b = network
     expect.set_options(timeout=TIMEOUT_MS)
+
+    # A stream and a durable subscription on it that nobody reads: what is
+    # stored for it stays pending.
+    status, body = request(f"{a.http_url}/v1/streams", {"name": STREAM, "topics": [f"{STREAM}.>"], "fsync": "always"})
+    assert status == 201, body
+    subscribe(a, topic=f"{STREAM}.>", durable=DURABLE, stream=STREAM)
 
     # Subscriptions on `a` that nobody reads. Reliable messages stay unacked
     # (max_unacked 1), so the second one waits in the queue (capacity 1)
@@ -197,8 +262,16 @@ def test_dashboard_shows_the_workload(network, native_subscriber, page, trickle)
 
     page.goto(a.http_url + "/")
     page.wait_for_function("() => Number(document.body.dataset.refreshes || 0) >= 1")
+    # The charts draw a line from their first snapshot on, not a refresh
+    # later, and mark its newest point.
+    page.wait_for_function(f"() => {chart_points('published')} >= 2 && {chart_points('bytesIn')} >= 2",
+                           timeout=FIRST_LINE_MS)
+    for chart in ("chart-messages", "chart-bytes"):
+        expect(by_id(page, chart).locator("circle.dot")).to_have_count(2)
     expect(by_id(page, "broker-name")).to_have_text("a")
     trickle.start()
+    for index in range(PERSISTENT_PUBLISHES):
+        publish(a, f"{STREAM}.x", {"index": index}, "stored", mode="persistent")
 
     # Drops, after the page has its first snapshot, so that their rate shows.
     for _ in range(5):
@@ -214,11 +287,19 @@ def test_dashboard_shows_the_workload(network, native_subscriber, page, trickle)
     page.wait_for_function(
         """() => document.querySelector('[data-testid="chart-messages"] polyline[data-series="published"]')
                  .getAttribute('points').split(' ').length >= 2""")
+    byte_labels = by_id(page, "chart-bytes").locator("text.axis").all_text_contents()
+    unit_labels = [label for label in byte_labels if not re.fullmatch(r"-\dm|now", label)]
+    assert len(unit_labels) == 3 and all(BYTE_AXIS_LABEL.match(label) for label in unit_labels), byte_labels
 
-    # 2. Connections: the native client and the HTTP sessions.
-    wait_value(page, "connections-count", ">= 3")
-    expect(page.locator('[data-testid="connection-row"][data-client="sift-sub"]')).to_have_count(1)
-    expect(page.locator('[data-testid="connection-row"][data-client^="http-sub-"]')).to_have_count(3)
+    # 2. Connections: the native client, the bare ones and the HTTP sessions,
+    # each under a label of its own.
+    wait_value(page, "connections-count", f">= {3 + len(BARE_CLIENT_NAMES)}")
+    native = page.locator(f'[data-testid="connection-row"][data-connection="{native_subscriber["connection"]}"]')
+    expect(native).to_contain_text(native_subscriber["client"])
+    expect(page.locator('[data-testid="connection-row"][data-client^="http-sub-"]')).to_have_count(4)
+    expect(page.locator('[data-testid="connection-row"][data-client="twin"]')).to_have_count(2)
+    labels = page.locator('[data-testid="connection-row"]').evaluate_all("rows => rows.map((row) => row.dataset.label)")
+    assert len(set(labels)) == len(labels) and all(label.strip() for label in labels), labels
 
     # 3. Subscriptions with their filters.
     quotes = page.locator('[data-testid="subscription-row"][data-topic="quotes.*"]')
@@ -236,6 +317,19 @@ def test_dashboard_shows_the_workload(network, native_subscriber, page, trickle)
     wait_value(page, "drop-dropped_queue_full", ">= 3")
     wait_value(page, "drop-dropped_keep_last", ">= 2")
     wait_value(page, "drop-rate-dropped_queue_full", "> 0")
+    queue_full = page.locator('[data-testid="drop-row"][data-counter="dropped_queue_full"]')
+    expect(queue_full).to_have_attribute("data-dropping", "yes")
+    expect(queue_full).to_have_class("alert")
+
+    # Streams: the stream's stored messages and its durable's pending count.
+    stream_row = f'[data-testid="stream-row"][data-stream="{STREAM}"]'
+    wait_cell(page, f'{stream_row} [data-testid="stream-messages"]', f"== {PERSISTENT_PUBLISHES}")
+    wait_cell(page, f'{stream_row} [data-testid="stream-bytes"]', "> 0")
+    expect(page.locator(f'{stream_row} [data-testid="stream-fsync"]')).to_have_text("always")
+    durable_row = f'[data-testid="durable-row"][data-durable="{DURABLE}"]'
+    expect(page.locator(durable_row)).to_contain_text(STREAM)
+    wait_cell(page, f'{durable_row} [data-testid="durable-pending"]', f"== {PERSISTENT_PUBLISHES}")
+    expect(by_id(page, "streams-error")).to_be_hidden()
 
     # 5. The network: both brokers, the link with its rate, and interest.
     node_a = by_id(page, "node-a")
@@ -278,8 +372,11 @@ def test_dashboard_shows_the_workload(network, native_subscriber, page, trickle)
     # The page marks its own subscription's session among the connections.
     expect(page.locator(f'[data-testid="connection-row"][data-client="http-{first}"]')).to_contain_text("tail")
 
-    # Nothing overflows the window sideways at this width.
+    # Nothing overflows the window sideways at this width, and the latency
+    # table fits its panel.
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    latency_box = by_id(page, "latency").locator(".scroll")
+    assert latency_box.evaluate("(box) => box.scrollWidth <= box.clientWidth"), "the latency table overflows"
 
     if os.environ.get("SIFT_UPDATE_SCREENSHOTS") == "1":
         # Some history first, so that the charts show lines rather than dots.
@@ -307,3 +404,8 @@ def test_dashboard_shows_the_workload(network, native_subscriber, page, trickle)
     expect(status).to_have_text("Stopped.")
     wait_until(lambda: second not in [s["id"] for s in request(f"{a.http_url}/v1/subscriptions")[1]["subscriptions"]],
                "the second tail subscription to be deleted")
+
+    # A drop row calms down once its counter stops rising; the total stays.
+    expect(queue_full).to_have_attribute("data-dropping", "no", timeout=DROP_CALM_MS)
+    expect(queue_full).not_to_have_class("alert")
+    wait_value(page, "drop-dropped_queue_full", ">= 3")

@@ -81,9 +81,11 @@ class Mqtt:
         self.subacks = queue.Queue()
         self.disconnects = queue.Queue()
         self.connack_properties = None
+        self.suback_properties = None
         self.finished = False
         self.paho.on_connect = lambda _c, _u, flags, reason, props: self.connacks.put((flags.session_present, reason, props))
-        self.paho.on_subscribe = lambda _c, _u, mid, reasons, _p: self.subacks.put((mid, [reason.value for reason in reasons]))
+        self.paho.on_subscribe = lambda _c, _u, mid, reasons, props: self.subacks.put(
+            (mid, [reason.value for reason in reasons], props))
         self.paho.on_message = lambda _c, _u, message: self.messages.put(message)
         self.paho.on_disconnect = lambda _c, _u, _f, reason, props: self.disconnects.put((reason, props))
 
@@ -114,7 +116,7 @@ class Mqtt:
         entry = (topic_filter, SubscribeOptions(qos=qos, **options)) if self.version == V5 else (topic_filter, qos)
         result, mid = self.paho.subscribe([entry], properties=subscribe_properties)
         assert result == mqtt.MQTT_ERR_SUCCESS, result
-        acked, codes = self.subacks.get(timeout=TIMEOUT)
+        acked, codes, self.suback_properties = self.subacks.get(timeout=TIMEOUT)
         assert acked == mid
         return codes[0]
 
@@ -1023,6 +1025,9 @@ def test_tags_and_regex_filters_and_a_bad_selector_is_refused_by_its_suback(clie
         return properties(PacketTypes.SUBSCRIBE, user=[(language, expression)])
 
     assert subscriber.subscribe("bad/+", subscribe_properties=filtered("sift-sql", "price >")) == 0x83
+    # MQTT 5's reason string says why, with the position in the selector.
+    reason = subscriber.suback_properties.ReasonString
+    assert reason.startswith("bad/+: ") and "sql: at byte 7: expected an operand" in reason, reason
 
     assert subscriber.subscribe("tags/+", subscribe_properties=filtered("sift-tags", 'sym="IBM",price>100')) == 1
     for number, quote in enumerate(QUOTES):

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 pub struct CommonArgs {
     /// Broker to measure; without it the bench starts its own, embedded in
     /// this process.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "SIFT_SERVER")]
     pub server: Option<String>,
     /// Directory for the result files, used as is (created if missing);
     /// default `bench-results/SCENARIO-YYYYMMDDTHHMMSSZ/`.

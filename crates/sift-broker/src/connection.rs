@@ -258,7 +258,7 @@ where
     let hello = match handshake(&mut reader, &mut buf, &mut decoder, &shared).await {
         Ok(hello) => hello,
         Err((error, reply)) => {
-            tracing::debug!(connection = id, %peer, %error, "handshake failed");
+            tracing::debug!(connection = id, %peer, %error, "connection refused at its handshake");
             if let Some(reply) = reply {
                 bump(&shared.stats.errors_sent);
                 let mut bytes = BytesMut::new();
@@ -276,14 +276,16 @@ where
         shared.config.limits.max_pending_bytes_per_connection,
     );
     shared.register(conn.clone());
+    tracing::debug!(connection = id, %peer, client = %hello.client_name, "connection opened");
     conn.send_control(&Frame::Welcome(welcome(&shared, id)));
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), writer, shared.clone()));
     let timer_task = tokio::spawn(crate::writer::redelivery_timer(conn.clone(), shared.clone()));
     let mut session = Session::new(conn.clone(), shared.clone());
     decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
     let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder).await;
-    if let Err(error) = &outcome {
-        tracing::debug!(connection = id, %peer, %error, "connection ended");
+    match &outcome {
+        Err(error) => tracing::debug!(connection = id, %peer, %error, "connection closed"),
+        Ok(()) => tracing::debug!(connection = id, %peer, "connection closed"),
     }
     conn.close(None);
     if conn.overflowed.load(Ordering::Acquire) {
@@ -548,6 +550,7 @@ impl Session {
                 Ok(None) => return Ok(true),
                 Err(error) => {
                     bump(&self.shared.stats.errors_sent);
+                    tracing::debug!(connection = self.conn.id, %error, "frame refused");
                     let fatal = error.is_fatal();
                     let reply = error_frame(error.code(), error.reference(), fatal, error.to_string());
                     if fatal {
@@ -636,6 +639,7 @@ impl Session {
 /// Sends `conn` a non-fatal `ERROR` about the request `reference`.
 pub(crate) fn send_refusal(shared: &BrokerShared, conn: &ConnShared, code: ErrorCode, reference: u64, message: String) {
     bump(&shared.stats.errors_sent);
+    tracing::debug!(connection = conn.id, %code, reference, "request refused: {message}");
     conn.send_control(&error_frame(code, reference, false, message));
 }
 

@@ -430,6 +430,7 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
     // tasks too so that a burst of handshakes cannot exceed the limit.
     let limit = u64::from(shared.config.limits.max_connections);
     if open.max(tasks.len() as u64) >= limit {
+        tracing::warn!(connection = id, limit, "connection refused: the broker already serves max_connections");
         bump(&shared.stats.connections_refused);
         bump(&shared.stats.errors_sent);
         match accepted {

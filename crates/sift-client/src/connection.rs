@@ -76,6 +76,9 @@ struct Inner {
     writer_wake: Notify,
     space: Notify,
     window: Arc<Semaphore>,
+    /// True while connected: watched by applications that report a lost
+    /// and a regained broker ([`Client::connection_changes`]).
+    connected_watch: tokio::sync::watch::Sender<bool>,
 }
 
 /// A connection to a Sift broker. Cheap to clone; clones share the connection.
@@ -116,6 +119,7 @@ impl Client {
             writer_wake: Notify::new(),
             space: Notify::new(),
             window,
+            connected_watch: tokio::sync::watch::Sender::new(false),
         });
         let client = Client { inner };
         client.lock().welcome = Some(welcome);
@@ -193,6 +197,13 @@ impl Client {
     /// True while connected.
     pub fn is_connected(&self) -> bool {
         self.lock().connected
+    }
+
+    /// A receiver that sees each change between connected (`true`) and
+    /// disconnected (`false`): the client reconnects by itself, and an
+    /// application may tell its user when the broker is lost and back.
+    pub fn connection_changes(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.connected_watch.subscribe()
     }
 
     /// Appends an encoded frame and wakes the writer.
@@ -663,6 +674,7 @@ impl Client {
         state.out = prefix;
         state.connected = true;
         drop(state);
+        self.inner.connected_watch.send_replace(true);
         self.inner.writer_wake.notify_one();
     }
 
@@ -692,6 +704,7 @@ impl Client {
             let _ = close_ack.send(());
         }
         drop(state);
+        self.inner.connected_watch.send_replace(false);
         self.inner.space.notify_waiters();
     }
 

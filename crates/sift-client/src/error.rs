@@ -44,3 +44,35 @@ pub enum ClientError {
     #[error("cannot encode request: {0}")]
     Encode(String),
 }
+
+impl ClientError {
+    /// The byte position a refusal names (`... at byte 12: ...`), as the
+    /// broker writes positions in filters, topics and XML; `None` when it
+    /// names none. Lets a front-end or the command line point at the spot.
+    pub fn position(&self) -> Option<usize> {
+        match self {
+            ClientError::Refused { message, .. } => byte_position_in(message),
+            _ => None,
+        }
+    }
+}
+
+/// The byte position a broker message names (`... at byte 12: ...`), if any.
+pub fn byte_position_in(message: &str) -> Option<usize> {
+    let (_, after) = message.split_once("at byte ")?;
+    let digits_end = after.find(|character: char| !character.is_ascii_digit()).unwrap_or(after.len());
+    after[..digits_end].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_read_from_broker_messages() {
+        assert_eq!(byte_position_in("content filter: sql: at byte 6: expected a value, found end"), Some(6));
+        assert_eq!(byte_position_in("XML: at byte 10: element `a` is not closed"), Some(10));
+        assert_eq!(byte_position_in("no position here"), None);
+        assert_eq!(byte_position_in("at byte x"), None);
+    }
+}

@@ -28,7 +28,7 @@
 mod admin;
 mod connection;
 pub mod cpu;
-mod error;
+pub mod error;
 pub mod json;
 pub mod multicast;
 mod options;

@@ -1,10 +1,11 @@
 // The Sift dashboard (see index.html).
 //
-// Once a second the page reads the four admin reports, keeps a short
-// history of counter snapshots, and redraws every panel from them. Rates
-// are differences between snapshots divided by the time between them, so
-// a late or skipped refresh gives a right rate rather than a spike. The
-// live tail is one HTTP subscription read through an EventSource.
+// Once a second the page reads the four admin reports and the streams and
+// durable subscriptions, keeps a short history of counter snapshots, and
+// redraws every panel from them. Rates are differences between snapshots
+// divided by the time between them, so a late or skipped refresh gives a
+// right rate rather than a spike. The live tail is one HTTP subscription
+// read through an EventSource.
 //
 // No framework and no build step: the file is served as written, embedded
 // in the broker, and must work offline.
@@ -16,6 +17,11 @@
   // Settings
 
   const REFRESH_MS = 1000;
+  /**
+   * The second refresh comes this soon after the first: a rate needs two
+   * snapshots, and the charts should not stay empty for a whole interval.
+   */
+  const FIRST_RATE_MS = 250;
   /** How much history the charts show. */
   const HISTORY_MS = 180 * 1000;
   /** Snapshots are kept this long: the latency panel's window. */
@@ -138,15 +144,33 @@
 
   const BINARY = ["B", "KiB", "MiB", "GiB", "TiB"];
 
-  function formatBytes(value) {
-    if (!Number.isFinite(value)) return "–";
+  /** [value in its binary unit, index of the unit in BINARY]. */
+  function scaleBytes(value) {
     let scaled = value;
     let unit = 0;
     while (scaled >= 1024 && unit < BINARY.length - 1) {
       scaled /= 1024;
       unit += 1;
     }
+    return [scaled, unit];
+  }
+
+  /** 12 B, 3.4 KiB: whole bytes, else one decimal. */
+  function formatBytes(value) {
+    if (!Number.isFinite(value)) return "–";
+    const [scaled, unit] = scaleBytes(value);
     return `${unit === 0 ? Math.round(scaled) : scaled.toFixed(1)} ${BINARY[unit]}`;
+  }
+
+  /**
+   * 512 B/s, 2 KiB/s, 1.5 MiB/s: an axis label, so no decimal on round
+   * values, which the byte axis has (see niceByteCeiling).
+   */
+  function formatByteRate(value) {
+    if (!Number.isFinite(value)) return "–";
+    const [scaled, unit] = scaleBytes(value);
+    const digits = Number.isInteger(scaled) ? 0 : 1;
+    return `${scaled.toFixed(digits)} ${BINARY[unit]}/s`;
   }
 
   function formatCount(value) {
@@ -183,14 +207,24 @@
     return response.json();
   }
 
+  /**
+   * GETs a report that only one panel needs: a failure becomes `{error}`
+   * for that panel to show, rather than failing the whole refresh.
+   */
+  function getOptionalJSON(path) {
+    return getJSON(path).catch((error) => ({ error: error.message }));
+  }
+
   async function fetchReports() {
-    const [stats, subscriptions, links, routes] = await Promise.all([
+    const [stats, subscriptions, links, routes, streams, durables] = await Promise.all([
       getJSON("/v1/admin/stats"),
       getJSON("/v1/admin/subscriptions"),
       getJSON("/v1/admin/links"),
       getJSON("/v1/admin/routes"),
+      getOptionalJSON("/v1/streams"),
+      getOptionalJSON("/v1/durables"),
     ]);
-    return { stats, subscriptions, links, routes };
+    return { stats, subscriptions, links, routes, streams, durables };
   }
 
   // ---------------------------------------------------------------------
@@ -234,26 +268,37 @@
     return rateBetween(older, newer, (snapshot) => snapshot.counters[name]);
   }
 
-  /** Records a snapshot and the chart point it makes with the previous one. */
+  /** The charted rates between two snapshots; all null without an older one. */
+  function chartRates(older, newer) {
+    return {
+      published: counterRate(older, newer, "messages_published"),
+      delivered: counterRate(older, newer, "messages_delivered"),
+      bytesIn: counterRate(older, newer, "bytes_received"),
+      bytesOut: counterRate(older, newer, "bytes_sent"),
+    };
+  }
+
+  /**
+   * Records a snapshot and its chart point. The first snapshot seeds the
+   * charts with a point whose rates are not known yet; the next snapshot
+   * gives it the rate of the interval that starts there, so that two
+   * snapshots already draw a line rather than a lone point.
+   */
   function record(snapshot) {
     const previous = snapshots[snapshots.length - 1];
     snapshots.push(snapshot);
     while (snapshots.length > 2 && snapshot.time - snapshots[0].time > SNAPSHOT_KEEP_MS) snapshots.shift();
-    if (!previous) return;
-    history.push({
-      time: snapshot.time,
-      published: counterRate(previous, snapshot, "messages_published"),
-      delivered: counterRate(previous, snapshot, "messages_delivered"),
-      bytesIn: counterRate(previous, snapshot, "bytes_received"),
-      bytesOut: counterRate(previous, snapshot, "bytes_sent"),
-    });
+    const rates = chartRates(previous, snapshot);
+    const seed = history[history.length - 1];
+    if (seed && seed.awaitingRates) Object.assign(seed, rates, { awaitingRates: false });
+    history.push({ time: snapshot.time, awaitingRates: !previous, ...rates });
     while (history.length && snapshot.time - history[0].time > HISTORY_MS) history.shift();
   }
 
   // ---------------------------------------------------------------------
   // Panel 1: throughput charts
 
-  const CHART = { width: 640, height: 180, left: 58, right: 10, top: 10, bottom: 22 };
+  const CHART = { width: 640, height: 180, left: 70, right: 10, top: 10, bottom: 22 };
 
   /** A round number at or above `value`, for the top of an axis. */
   function niceCeiling(value) {
@@ -267,17 +312,33 @@
   }
 
   /**
-   * Draws a line chart of `keys` (one series each) from `history` into an
-   * SVG, time running from HISTORY_MS ago (left) to now (right).
+   * A round number of bytes at or above `value`: a round number of B, KiB,
+   * MiB… so that the axis reads 2 KiB/s rather than 2048 or 1.95 KiB/s.
+   * Above half a unit the next unit is used: 1 KiB rather than 600 B.
    */
-  function drawChart(node, keys, format) {
+  function niceByteCeiling(value) {
+    let unit = 1;
+    while (value > 512 * unit && unit < 1024 ** 4) unit *= 1024;
+    return niceCeiling(value / unit) * unit;
+  }
+
+  /** The two chart scales: how to round the top of the axis and label it. */
+  const MESSAGE_AXIS = { ceiling: niceCeiling, format: formatRate };
+  const BYTE_AXIS = { ceiling: niceByteCeiling, format: formatByteRate };
+
+  /**
+   * Draws a line chart of `keys` (one series each) from `history` into an
+   * SVG, time running from HISTORY_MS ago (left) to now (right), with the
+   * vertical scale of `axis`.
+   */
+  function drawChart(node, keys, axis) {
     const { width, height, left, right, top, bottom } = CHART;
     const plotWidth = width - left - right;
     const plotHeight = height - top - bottom;
     const now = history.length ? history[history.length - 1].time : performance.now();
     let highest = 0;
     for (const point of history) for (const key of keys) highest = Math.max(highest, point[key] || 0);
-    const ceiling = niceCeiling(highest);
+    const ceiling = axis.ceiling(highest);
     const x = (time) => left + plotWidth * (1 - (now - time) / HISTORY_MS);
     const y = (value) => top + plotHeight * (1 - value / ceiling);
 
@@ -286,31 +347,42 @@
     for (const fraction of [0, 0.5, 1]) {
       const level = y(ceiling * fraction);
       parts.push(svg("line", { class: "grid", x1: left, x2: width - right, y1: level, y2: level }));
-      parts.push(svg("text", { class: "axis", x: left - 6, y: level + 4, "text-anchor": "end" }, format(ceiling * fraction)));
+      parts.push(svg("text", { class: "axis", x: left - 6, y: level + 4, "text-anchor": "end" }, axis.format(ceiling * fraction)));
     }
     for (const minutes of [3, 2, 1, 0]) {
       const at = x(now - minutes * 60000);
       parts.push(svg("text", { class: "axis", x: at, y: height - 6, "text-anchor": minutes === 3 ? "start" : minutes === 0 ? "end" : "middle" },
         minutes === 0 ? "now" : `-${minutes}m`));
     }
-    keys.forEach((key, index) => {
-      const points = history.filter((point) => point[key] !== null)
-        .map((point) => `${x(point.time).toFixed(1)},${y(point[key]).toFixed(1)}`);
-      parts.push(svg("polyline", { class: `line series-${index}`, "data-series": key, points: points.join(" ") }));
-    });
+    keys.forEach((key, index) => parts.push(drawSeries(key, index, x, y)));
     node.replaceChildren(...parts);
+  }
+
+  /**
+   * One series: a line through its known points, and a dot on the newest.
+   * The first seconds' points are a pixel apart on a three-minute axis, so
+   * without the dot a new page would show next to nothing.
+   */
+  function drawSeries(key, index, x, y) {
+    const points = history.filter((point) => point[key] !== null).map((point) => [x(point.time), y(point[key])]);
+    const group = svg("g", { "data-series": key },
+      svg("polyline", { class: `line series-${index}`, "data-series": key,
+        points: points.map(([px, py]) => `${px.toFixed(1)},${py.toFixed(1)}`).join(" ") }));
+    const newest = points[points.length - 1];
+    if (newest) group.append(svg("circle", { class: `dot series-${index}`, "data-series": key, cx: newest[0], cy: newest[1], r: 3 }));
+    return group;
   }
 
   function renderRates() {
     const last = history[history.length - 1];
-    if (last) {
+    if (last && !last.awaitingRates) {
       showValue("rate-published", last.published, formatRate(last.published));
       showValue("rate-delivered", last.delivered, formatRate(last.delivered));
       showValue("rate-bytes-in", last.bytesIn, `${formatBytes(last.bytesIn)}/s`);
       showValue("rate-bytes-out", last.bytesOut, `${formatBytes(last.bytesOut)}/s`);
     }
-    drawChart(byTestId("chart-messages"), ["published", "delivered"], formatNumber);
-    drawChart(byTestId("chart-bytes"), ["bytesIn", "bytesOut"], formatBytes);
+    drawChart(byTestId("chart-messages"), ["published", "delivered"], MESSAGE_AXIS);
+    drawChart(byTestId("chart-bytes"), ["bytesIn", "bytesOut"], BYTE_AXIS);
   }
 
   // ---------------------------------------------------------------------
@@ -326,23 +398,60 @@
       `${formatCount(http.websockets_current || 0)} WebSockets`;
 
     const connections = [...(reports.subscriptions.connections || [])].sort((a, b) => a.connection - b.connection);
-    const rows = connections.map((connection) => row([
-      [String(connection.connection), "num dim"],
-      clientLabel(connection.client),
-      [formatCount(connection.subscriptions.length), "num"],
-      [formatBytes(connection.pending_bytes), "num"],
-      [formatCount(connection.unacked), "num"],
-    ], { "data-testid": "connection-row", "data-client": connection.client }));
+    const nameCounts = countNames(connections);
+    const rows = connections.map((connection) => {
+      const identity = connectionIdentity(connection, nameCounts);
+      return row([
+        [String(connection.connection), "num dim"],
+        [clientLabel(connection, identity), "client"],
+        [formatCount(connection.subscriptions.length), "num"],
+        [formatBytes(connection.pending_bytes), "num"],
+        [formatCount(connection.unacked), "num"],
+      ], {
+        "data-testid": "connection-row",
+        "data-client": connection.client,
+        "data-connection": connection.connection,
+        "data-label": identity.detail ? `${identity.name} ${identity.detail}` : identity.name,
+      });
+    });
     fillRows(byTestId("connections-rows"), rows, "No client connections.");
   }
 
-  /** A client's name, marked when it is this page's own live tail session. */
-  function clientLabel(client) {
+  /**
+   * Client names that say which program connected but not which instance
+   * of it: the command-line tools' bare names (`sift-sub`) and placeholders.
+   */
+  const GENERIC_CLIENT_NAME = /^(sift(-[a-z]+)?|client|default|anonymous|unknown)$/i;
+
+  /** How many connections carry each client name. */
+  function countNames(connections) {
+    const counts = new Map();
+    for (const connection of connections) counts.set(connection.client, (counts.get(connection.client) || 0) + 1);
+    return counts;
+  }
+
+  /**
+   * What tells a connection apart from the others: the name its client
+   * gave, and, when that name is empty, generic or carried by another
+   * connection too, its peer address (when the broker reports one) or else
+   * its connection id. Returns {name, detail}; detail is null when the name
+   * is enough on its own.
+   */
+  function connectionIdentity(connection, nameCounts) {
+    const name = (connection.client || "").trim();
+    if (name && !GENERIC_CLIENT_NAME.test(name) && nameCounts.get(connection.client) === 1) return { name, detail: null };
+    return { name: name || "unnamed client", detail: connection.peer || `#${connection.connection}` };
+  }
+
+  /** A connection's name cell, marked when it is this page's own live tail session. */
+  function clientLabel(connection, identity) {
+    const parts = [el("span", { title: connection.client, text: identity.name })];
+    if (identity.detail) parts.push(" ", el("span", { class: "dim", text: identity.detail }));
     // An HTTP subscription `sub-N` is served by the session `http-sub-N`.
-    if (tail.id && client === `http-${tail.id}`) {
-      return el("span", null, client, " ", el("span", { class: "badge", text: "this page's tail" }));
+    if (tail.id && connection.client === `http-${tail.id}`) {
+      parts.push(" ", el("span", { class: "badge", text: "this page's tail" }));
     }
-    return client;
+    return el("span", null, parts);
   }
 
   // ---------------------------------------------------------------------
@@ -357,8 +466,9 @@
     return result;
   }
 
+  /** `client#connection/subscription`, as the broker names a subscription in its answers. */
   function subscriptionName(connection, subscription) {
-    return `${connection.client}#${connection.connection}/${subscription.sub_id}`;
+    return `${connection.client || "unnamed"}#${connection.connection}/${subscription.sub_id}`;
   }
 
   function filterCell(content) {
@@ -394,6 +504,75 @@
   }
 
   // ---------------------------------------------------------------------
+  // Panel: streams and durable subscriptions
+  //
+  // From /v1/streams and /v1/durables. A field the broker does not report
+  // shows as a dash, so that the page works with brokers old and new.
+
+  function renderStreams(reports) {
+    const failure = reports.streams.error || reports.durables.error;
+    const error = byTestId("streams-error");
+    error.hidden = !failure;
+    error.textContent = failure ? `Cannot read the streams: ${failure}` : "";
+    const streams = reports.streams.streams || [];
+    showValue("streams-count", streams.length, formatCount(streams.length));
+    fillRows(byTestId("stream-rows"), streams.map(streamRow), reports.streams.error ? "Unknown." : "No streams.");
+    const durables = reports.durables.durables || [];
+    fillRows(byTestId("durable-rows"), durables.map(durableRow), reports.durables.error ? "Unknown." : "No durable subscriptions.");
+  }
+
+  /** A count cell that tests can read: text formatted, `data-value` raw. */
+  function countCell(testId, value, format) {
+    if (value === undefined || value === null) return [dash(), "num"];
+    return [el("span", { "data-testid": testId, "data-value": value, text: format(value) }), "num"];
+  }
+
+  function streamRow(stream) {
+    const refusing = stream.writable === false;
+    return row([
+      [el("span", null, stream.name, refusing ? [" ", el("span", { class: "badge alert-badge", text: "refuses writes" })] : null), "nowrap"],
+      streamTopics(stream),
+      stream.fsync ? [el("span", { "data-testid": "stream-fsync", text: stream.fsync }), "nowrap"] : dash(),
+      countCell("stream-messages", stream.messages, formatCount),
+      countCell("stream-bytes", stream.bytes, formatBytes),
+      [sequenceRange(stream), "num"],
+    ], { "data-testid": "stream-row", "data-stream": stream.name, class: refusing ? "alert" : null });
+  }
+
+  /** A stream's topic filters; the default stream has none and takes what no other stream does. */
+  function streamTopics(stream) {
+    const topics = stream.topics || [];
+    if (topics.length === 0) return el("span", { class: "dim", text: "persistent messages no other stream holds" });
+    return el("code", { text: topics.join(" ") });
+  }
+
+  /** `first–last` of the stored sequences, or a dash for an empty stream. */
+  function sequenceRange(stream) {
+    if (!stream.messages || stream.first_seq === undefined) return dash();
+    return `${formatCount(stream.first_seq)}–${formatCount(stream.last_seq)}`;
+  }
+
+  function durableRow(durable) {
+    // The JSON allows a null name (a consumer with no durable record): it is listed all the same.
+    const name = durable.name || "unnamed";
+    return row([
+      [el("span", null, name, durable.shared ? [" ", el("span", { class: "badge", text: "shared" })] : null), "nowrap"],
+      durable.stream || dash(),
+      durableFilter(durable),
+      countCell("durable-consumers", durable.consumers, formatCount),
+      countCell("durable-in-flight", durable.in_flight, formatCount),
+      countCell("durable-pending", durable.pending, formatCount),
+    ], { "data-testid": "durable-row", "data-durable": name });
+  }
+
+  /** The topic filter, then the content filter when there is one. */
+  function durableFilter(durable) {
+    const topic = el("code", { text: durable.topic_filter || "" });
+    if (!durable.filter) return topic;
+    return el("span", null, topic, " ", filterCell({ language: durable.filter_kind || "filter", filter: durable.filter }));
+  }
+
+  // ---------------------------------------------------------------------
   // Panel 4: queue depths and drops
 
   function renderQueues(reports, now) {
@@ -413,16 +592,22 @@
     fillRows(byTestId("queue-rows"), queueRows, "Every queue is empty.");
 
     const older = snapshotBefore(now, DROP_WINDOW_MS);
-    const dropRows = DROP_COUNTERS.map(([name, label]) => {
-      const total = now.counters[name] || 0;
-      const rate = counterRate(older, now, name);
-      return row([
-        label,
-        [el("span", { "data-testid": `drop-${name}`, "data-value": total, text: formatCount(total) }), "num"],
-        [el("span", { "data-testid": `drop-rate-${name}`, "data-value": rate ?? 0, text: rate === null ? "–" : formatRate(rate) }), "num"],
-      ], { class: total > 0 ? "alert" : null });
-    });
-    fillRows(byTestId("drop-rows"), dropRows, "");
+    fillRows(byTestId("drop-rows"), DROP_COUNTERS.map(([name, label]) => dropRow(name, label, older, now)), "");
+  }
+
+  /**
+   * A drop counter's row, highlighted while the counter rises: drops that
+   * stopped more than DROP_WINDOW_MS ago remain in the total only.
+   */
+  function dropRow(name, label, older, now) {
+    const total = now.counters[name] || 0;
+    const rate = counterRate(older, now, name);
+    const dropping = rate !== null && rate > 0;
+    return row([
+      label,
+      [el("span", { "data-testid": `drop-${name}`, "data-value": total, text: formatCount(total) }), "num"],
+      [el("span", { "data-testid": `drop-rate-${name}`, "data-value": rate ?? 0, text: rate === null ? "–" : formatRate(rate) }), "num"],
+    ], { class: dropping ? "alert" : null, "data-testid": "drop-row", "data-counter": name, "data-dropping": dropping ? "yes" : "no" });
   }
 
   // ---------------------------------------------------------------------
@@ -464,28 +649,37 @@
     };
   }
 
-  /** One table row: a histogram (or the part of it in a window) summarised. */
-  function latencyRow(label, window, bounds, part, testId) {
+  /**
+   * One table row: a histogram (or the part of it in a window) summarised.
+   * The count is short (12.3k) so that the table fits a narrow panel; the
+   * exact count is its tooltip.
+   */
+  function latencyRow(window, bounds, part, testId) {
     const mean = part.count ? part.sum_ns / part.count / 1000 : null;
     const p50 = formatMicros(quantile(bounds, part.counts, 0.5));
     return row([
-      label,
       [window, "dim nowrap"],
-      [formatCount(part.count), "num"],
+      [el("span", { title: formatCount(part.count), text: formatNumber(part.count) }), "num"],
       [formatMicros(mean), "num"],
       [el("span", { "data-testid": testId, text: p50 }), "num"],
       [formatMicros(quantile(bounds, part.counts, 0.99)), "num"],
     ]);
   }
 
+  /** A heading row across the table that names the histogram of the rows below it. */
+  function latencyGroup(label) {
+    return el("tr", { class: "group" }, el("th", { colspan: 5, scope: "rowgroup", text: label }));
+  }
+
   function renderLatency(now) {
     const older = snapshotBefore(now, LATENCY_WINDOW_MS);
     const rows = [];
-    for (const [name, label] of [["deliver_latency", "deliver"], ["fsync_latency", "fsync"]]) {
+    for (const [name, label] of [["deliver_latency", "Deliver"], ["fsync_latency", "Fsync"]]) {
       const histogram = now.histograms[name];
       if (!histogram) continue;
-      rows.push(latencyRow(label, "60 s", histogram.bounds_us, histogramBetween(older, now, name), `${name}-recent-p50`));
-      rows.push(latencyRow("", "all", histogram.bounds_us, histogram, `${name}-p50`));
+      rows.push(latencyGroup(label));
+      rows.push(latencyRow("last 60 s", histogram.bounds_us, histogramBetween(older, now, name), `${name}-recent-p50`));
+      rows.push(latencyRow("since start", histogram.bounds_us, histogram, `${name}-p50`));
     }
     fillRows(byTestId("latency-rows"), rows, "The broker reports no histograms.");
     drawHistogram(byTestId("latency-histogram"), now.histograms.deliver_latency);
@@ -696,6 +890,7 @@
       () => renderRates(),
       () => renderConnections(reports),
       () => renderSubscriptions(reports),
+      () => renderStreams(reports),
       () => renderQueues(reports, now),
       () => renderLatency(now),
       () => renderNetwork(reports, now, previous),
@@ -911,6 +1106,6 @@
   // Start
 
   setUpTail();
-  refresh();
+  refresh().then(() => setTimeout(refresh, FIRST_RATE_MS));
   setInterval(refresh, REFRESH_MS);
 })();

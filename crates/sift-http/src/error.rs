@@ -55,6 +55,19 @@ impl ApiError {
     }
 }
 
+/// 404 `unknown_path`: no endpoint has this path. A JSON body like every
+/// other error, so that a client that reads `error` never meets an empty one.
+pub(crate) async fn unknown_path(uri: axum::http::Uri) -> ApiError {
+    let message = format!("no endpoint at {}; docs/HTTP.md and GET /v1/openapi.yaml list them", uri.path());
+    ApiError::new(StatusCode::NOT_FOUND, "unknown_path", message)
+}
+
+/// 405 `method_not_allowed`: the path exists, but not with this method.
+pub(crate) async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    let message = format!("{} does not take {method}; docs/HTTP.md lists the methods of each endpoint", uri.path());
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", message)
+}
+
 /// The HTTP status that fits a native error code.
 pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
     match code {
@@ -83,18 +96,13 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
     }
 }
 
-/// The byte position a broker message names (`... at byte 12: ...`), if any.
-pub(crate) fn position_in(message: &str) -> Option<u64> {
-    let (_, after) = message.split_once("at byte ")?;
-    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 impl ApiError {
     /// The JSON body: `error`, `message` and, when named, `position`.
     pub(crate) fn body(&self) -> serde_json::Value {
         let mut body = serde_json::json!({ "error": self.code, "message": self.message });
-        if let (Some(position), serde_json::Value::Object(fields)) = (position_in(&self.message), &mut body) {
+        if let (Some(position), serde_json::Value::Object(fields)) =
+            (sift_client::error::byte_position_in(&self.message), &mut body)
+        {
             fields.insert("position".into(), position.into());
         }
         body
@@ -111,13 +119,6 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn positions_are_read_from_broker_messages() {
-        assert_eq!(position_in("content filter: sql: at byte 6: expected a value, found end"), Some(6));
-        assert_eq!(position_in("XML: at byte 10: element `a` is not closed"), Some(10));
-        assert_eq!(position_in("no position here"), None);
-    }
 
     #[test]
     fn limits_map_to_413_and_429_and_unknowns_to_404() {

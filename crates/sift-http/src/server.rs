@@ -118,6 +118,8 @@ fn routes(state: Arc<AppState>) -> Router {
         .route("/v1/openapi.yaml", get(openapi))
         .route("/", get(crate::dashboard::index))
         .route("/assets/{name}", get(crate::dashboard::named))
+        .fallback(crate::error::unknown_path)
+        .method_not_allowed_fallback(crate::error::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_responses))
         .with_state(state)
 }

@@ -411,9 +411,20 @@ pub fn connack(
     Ok(v5_0::Connack::builder().session_present(session_present).reason_code(code).props(props).build()?.into())
 }
 
+/// Longest reason string a SUBACK carries: a client's Maximum Packet
+/// Size must still hold the SUBACK, and a reason is for people to read.
+pub const SUBACK_REASON_BYTES_MAX: usize = 256;
+
 /// A SUBACK with one reason code per entry (granted QoS 0-2, or a
-/// failure code; 3.1.1 clients see any failure as 0x80).
-pub fn suback(version: Version, packet_id: u16, codes: &[SubackReasonCode]) -> Result<Packet, BuildError> {
+/// failure code; 3.1.1 clients see any failure as 0x80), and for MQTT 5 a
+/// reason string saying why entries were refused (cut to
+/// [`SUBACK_REASON_BYTES_MAX`]).
+pub fn suback(
+    version: Version,
+    packet_id: u16,
+    codes: &[SubackReasonCode],
+    reason: Option<&str>,
+) -> Result<Packet, BuildError> {
     if version == Version::V3 {
         let return_codes = codes
             .iter()
@@ -426,7 +437,23 @@ pub fn suback(version: Version, packet_id: u16, codes: &[SubackReasonCode]) -> R
             .collect();
         return Ok(v3_1_1::GenericSuback::builder().packet_id(packet_id).return_codes(return_codes).build()?.into());
     }
-    Ok(v5_0::GenericSuback::builder().packet_id(packet_id).reason_codes(codes.to_vec()).build()?.into())
+    let builder = v5_0::GenericSuback::builder().packet_id(packet_id).reason_codes(codes.to_vec());
+    Ok(match reason {
+        Some(reason) => builder.props(vec![ReasonString::new(cut_at_char(reason, SUBACK_REASON_BYTES_MAX))?.into()]),
+        None => builder,
+    }
+    .build()?
+    .into())
+}
+
+/// The longest prefix of `text` of at most `bytes_max` bytes that ends on a
+/// character boundary.
+fn cut_at_char(text: &str, bytes_max: usize) -> &str {
+    let mut end = text.len().min(bytes_max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// An UNSUBACK (reason codes for MQTT 5 only).

@@ -696,9 +696,16 @@ impl Connection {
 
     async fn on_subscribe(&mut self, request: SubscribeRequest) {
         let mut codes = Vec::with_capacity(request.entries.len());
+        let mut reasons = Vec::new();
         let mut retained = Vec::new();
         for entry in &request.entries {
-            let (code, filter, is_new) = self.subscribe_entry(entry, &request).await;
+            let (code, filter, is_new) = match self.subscribe_entry(entry, &request).await {
+                Ok(granted) => granted,
+                Err((code, reason)) => {
+                    reasons.push(format!("{}: {reason}", entry.filter));
+                    (code, None, false)
+                }
+            };
             codes.push(code);
             let wants_retained = match entry.retain_handling {
                 0 => true,
@@ -709,7 +716,8 @@ impl Connection {
                 retained.push((filter, granted_qos(code), request.subscription_id));
             }
         }
-        self.wire.send(codec::suback(self.version, request.packet_id, &codes));
+        let reason = (!reasons.is_empty()).then(|| reasons.join("; "));
+        self.wire.send(codec::suback(self.version, request.packet_id, &codes, reason.as_deref()));
         self.journal();
         for (filter, qos, subscription_id) in retained {
             let now = now_ns();
@@ -727,21 +735,23 @@ impl Connection {
     }
 
     /// Subscribes one SUBSCRIBE entry: its SUBACK code, its filter, and
-    /// whether the subscription is new (not a replacement).
+    /// whether the subscription is new (not a replacement); or the failure
+    /// code and why, for the SUBACK's reason string.
     async fn subscribe_entry(
         &mut self,
         entry: &SubscribeEntry,
         request: &SubscribeRequest,
-    ) -> (SubackReasonCode, Option<Filter>, bool) {
-        let Ok(filter) = Filter::parse(&entry.filter) else {
-            return (SubackReasonCode::TopicFilterInvalid, None, false);
-        };
+    ) -> Result<(SubackReasonCode, Option<Filter>, bool), (SubackReasonCode, String)> {
+        let filter =
+            Filter::parse(&entry.filter).map_err(|error| (SubackReasonCode::TopicFilterInvalid, error.to_string()))?;
         if filter.share_group.is_some() && entry.no_local {
-            return (SubackReasonCode::TopicFilterInvalid, None, false);
+            let reason = "a shared subscription cannot be no-local".to_string();
+            return Err((SubackReasonCode::TopicFilterInvalid, reason));
         }
         let replaces = self.state.subscriptions.contains_key(&filter.text);
         if !replaces && self.state.subscriptions.len() >= self.shared.config.max_subscriptions {
-            return (SubackReasonCode::QuotaExceeded, None, false);
+            let reason = format!("at most {} subscriptions per session", self.shared.config.max_subscriptions);
+            return Err((SubackReasonCode::QuotaExceeded, reason));
         }
         let content_filter = FILTER_PROPERTIES.iter().find_map(|(name, _)| {
             request.user.iter().find(|(key, _)| key == name).map(|(key, text)| (key.clone(), text.clone()))
@@ -761,11 +771,11 @@ impl Connection {
                     1 => SubackReasonCode::GrantedQos1,
                     _ => SubackReasonCode::GrantedQos2,
                 };
-                (code, Some(filter), is_new)
+                Ok((code, Some(filter), is_new))
             }
             Err(error) => {
-                tracing::debug!(filter = %filter.text, "mqtt subscribe refused: {error}");
-                (SubackReasonCode::ImplementationSpecificError, None, false)
+                tracing::info!(client = %self.state.client_id, filter = %filter.text, "MQTT subscription refused: {error}");
+                Err((SubackReasonCode::ImplementationSpecificError, error.to_string()))
             }
         }
     }

@@ -17,7 +17,7 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Args)]
 pub struct AdminArgs {
     /// Broker address (its client listener).
-    #[arg(long, default_value = "127.0.0.1:7400")]
+    #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
     /// What to show: the broker's links, its routes and interest, or its counters.
     #[arg(value_enum)]
@@ -55,7 +55,11 @@ impl From<QueryArg> for AdminQuery {
 pub async fn run(args: AdminArgs) -> Result<(), CliError> {
     let query = AdminQuery::from(args.query);
     // One question, one answer: a reconnect would only hide the failure.
-    let options = ClientOptions { name: "sift-admin".into(), reconnect: false, ..ClientOptions::default() };
+    let options = ClientOptions {
+        name: crate::guidance::client_name("admin", None),
+        reconnect: false,
+        ..ClientOptions::default()
+    };
     let client = Client::connect(args.server.as_str(), options).await?;
     let reply = tokio::time::timeout(REPLY_TIMEOUT, client.admin(query)).await;
     client.close().await;

@@ -2,6 +2,7 @@
 //! Each scenario is one variant here, with its arguments from its module.
 
 use clap::{Args, Subcommand};
+use sift_bench::options::CommonArgs;
 use sift_bench::scenarios::{dds, fjm2, ges, http, jbi, nb, persist, pubsub, stomp};
 
 use crate::CliError;
@@ -35,8 +36,45 @@ enum Scenario {
     Stomp(stomp::StompArgs),
 }
 
+impl Scenario {
+    /// The options every scenario shares.
+    fn common(&self) -> &CommonArgs {
+        match self {
+            Scenario::Pubsub(args) => &args.common,
+            Scenario::Fjm2(args) => &args.common,
+            Scenario::Dds(args) => &args.common,
+            Scenario::Jbi(args) => &args.common,
+            Scenario::Ges(args) => &args.common,
+            Scenario::Nb(args) => &args.common,
+            Scenario::Persist(args) => &args.common,
+            Scenario::Http(args) => &args.common,
+            Scenario::Stomp(args) => &args.common,
+        }
+    }
+}
+
+/// What a run measures, on standard error before it starts: a figure
+/// means little without knowing whether it came from a broker in this
+/// process or one at `--server`, and from which build.
+fn target_line(common: &CommonArgs) -> String {
+    let build = if cfg!(debug_assertions) {
+        "a debug build: figures are far below a release build's (cargo run --release)"
+    } else {
+        "a release build"
+    };
+    match &common.server {
+        Some(address) => {
+            format!("sift bench: measuring the broker at {address} (--server or SIFT_SERVER), from {build}")
+        }
+        None => format!(
+            "sift bench: measuring brokers embedded in this process, {build}; --server ADDR measures a running one"
+        ),
+    }
+}
+
 /// Runs the chosen scenario.
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+    eprintln!("{}", target_line(args.scenario.common()));
     match args.scenario {
         Scenario::Pubsub(args) => pubsub::run(args).await?,
         Scenario::Fjm2(args) => fjm2::run(args).await?,

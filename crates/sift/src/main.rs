@@ -8,6 +8,7 @@ mod broker_cmd;
 mod broker_doors;
 mod gateway_cmd;
 mod gateway_registry;
+mod guidance;
 mod multicast_cmd;
 mod pub_cmd;
 mod query_cmd;
@@ -29,7 +30,15 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Sift: a content-based publish/subscribe broker.
 #[derive(Debug, Parser)]
-#[command(name = "sift", version, about, propagate_version = true)]
+#[command(
+    name = "sift",
+    version,
+    about = "Sift: a content-based publish/subscribe broker, and the commands that use it",
+    after_help = "The broker address comes from --server, else the SIFT_SERVER environment variable, else \
+                  127.0.0.1:7400. SIFT_LOG=debug (error, warn, info, debug, trace) logs more; a broker \
+                  then shows each connection and each request it refuses.",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,16 +72,41 @@ enum Command {
     Watch(watch_cmd::WatchArgs),
 }
 
+/// The environment variable that sets the log level (`error`, `warn`,
+/// `info`, `debug`, `trace`). `debug` shows the broker's connections and
+/// every request it refuses.
+const LOG_LEVEL_VARIABLE: &str = "SIFT_LOG";
+
+impl Command {
+    /// The log level when `SIFT_LOG` is not set: the servers say what they
+    /// do (`info`); a client command prints only its own output and
+    /// problems (`warn`), so that an embedded broker's start-up lines (its
+    /// streams recovered, say) stay out of `stream add` or `bench` output.
+    fn default_log_level(&self) -> tracing::Level {
+        match self {
+            Command::Broker(_) | Command::Gateway(_) | Command::Registry(_) => tracing::Level::INFO,
+            _ => tracing::Level::WARN,
+        }
+    }
+}
+
+/// The log level `SIFT_LOG` names, or `default`.
+fn log_level(default: tracing::Level) -> tracing::Level {
+    match std::env::var(LOG_LEVEL_VARIABLE).map(|text| text.to_ascii_lowercase()).as_deref() {
+        Ok("error") => tracing::Level::ERROR,
+        Ok("warn") => tracing::Level::WARN,
+        Ok("info") => tracing::Level::INFO,
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("trace") => tracing::Level::TRACE,
+        _ => default,
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_max_level(match std::env::var("SIFT_LOG").as_deref() {
-            Ok("debug") => tracing::Level::DEBUG,
-            Ok("trace") => tracing::Level::TRACE,
-            Ok("warn") => tracing::Level::WARN,
-            _ => tracing::Level::INFO,
-        })
+        .with_max_level(log_level(cli.command.default_log_level()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

@@ -15,7 +15,7 @@ use crate::CliError;
 #[derive(Debug, Args)]
 pub struct PubArgs {
     /// Broker address.
-    #[arg(long, default_value = "127.0.0.1:7400")]
+    #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
     /// Topic to publish on.
     #[arg(long)]
@@ -31,8 +31,19 @@ pub struct PubArgs {
     #[arg(long)]
     metadata_file: Option<PathBuf>,
     /// Payload text.
-    #[arg(long, conflicts_with_all = ["payload_file", "size"])]
+    #[arg(long, conflicts_with_all = ["payload_file", "size", "stdin", "stdin_lines"])]
     payload: Option<String>,
+    /// Read the payload from standard input: all of it, as one message.
+    #[arg(long, conflicts_with_all = ["payload_file", "size", "stdin_lines", "file"])]
+    stdin: bool,
+    /// Read payloads from standard input, one message per line (without its
+    /// line end), until the input ends; --count does not apply.
+    #[arg(long, conflicts_with_all = ["payload_file", "size", "file", "count", "multicast"])]
+    stdin_lines: bool,
+    /// The name this publisher gives the broker (admin reports, the
+    /// dashboard) [default: sift-pub-PID].
+    #[arg(long)]
+    name: Option<String>,
     /// File holding the payload.
     #[arg(long, conflicts_with = "size")]
     payload_file: Option<PathBuf>,
@@ -100,12 +111,23 @@ fn read_file(path: &PathBuf) -> Result<Bytes, CliError> {
     std::fs::read(path).map(Bytes::from).map_err(|source| CliError::File { path: path.display().to_string(), source })
 }
 
+fn read_stdin() -> Result<Bytes, CliError> {
+    use std::io::Read;
+    let mut payload = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut payload)
+        .map_err(|source| CliError::File { path: "standard input".into(), source })?;
+    Ok(Bytes::from(payload))
+}
+
 fn build_message(args: &PubArgs) -> Result<Message, CliError> {
+    crate::guidance::warn_about_topic("--topic", &args.topic);
     let topic = TopicName::new(args.topic.as_str()).map_err(|error| CliError::Usage(format!("--topic: {error}")))?;
     let payload = match (&args.payload, &args.payload_file, args.size) {
         (Some(text), _, _) => Bytes::from(text.clone()),
         (_, Some(path), _) => read_file(path)?,
         (_, _, Some(size)) => Bytes::from(vec![b'x'; size]),
+        _ if args.stdin => read_stdin()?,
         _ => Bytes::new(),
     };
     let mut message = Message::new(topic, payload);
@@ -133,7 +155,7 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
     };
     let options = PublishOptions { await_delivered, await_timeout: args.await_timeout_ms.map(Duration::from_millis) };
     let client_options = ClientOptions {
-        name: "sift-pub".into(),
+        name: crate::guidance::client_name("pub", args.name.as_deref()),
         reconnect: false,
         publisher_time: args.publisher_time,
         ..ClientOptions::default()
@@ -146,6 +168,21 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
         return crate::multicast_cmd::publish(&args.multicast, group, messages, args.rate).await;
     }
     let client = Client::connect(args.server.as_str(), client_options).await?;
+    let published = match args.stdin_lines {
+        true => publish_lines(&args, &client, &message, options).await,
+        false => publish_count(&args, &client, &message, options).await,
+    };
+    client.close().await;
+    published
+}
+
+/// Publishes `--count` messages at `--rate`, printing each confirm.
+async fn publish_count(
+    args: &PubArgs,
+    client: &Client,
+    message: &Message,
+    options: PublishOptions,
+) -> Result<(), CliError> {
     let interval = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let started = Instant::now();
     for index in 0..args.count {
@@ -153,28 +190,54 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
             let due = started + interval.mul_f64(index as f64);
             tokio::time::sleep_until(due.into()).await;
         }
-        let confirm = client.publish_confirmed(nth_message(&args, &message, index), options).await?;
-        let stored = match confirm.stream_seq {
-            0 => String::new(),
-            seq => format!(", stored in {} #{seq}", confirm.stream),
-        };
-        match confirm.status {
-            ConfirmStatus::NoSubscribers => println!("{}: no subscribers", index + 1),
-            ConfirmStatus::Accepted => println!("{}: matched {}{stored}", index + 1, confirm.matched),
-            ConfirmStatus::Delivered => {
-                println!("{}: delivered to {} of {} matched{stored}", index + 1, confirm.acked, confirm.matched)
-            }
-            ConfirmStatus::Incomplete => println!(
-                "{}: incomplete: {} of {} matched acknowledged; not acknowledged: {}",
-                index + 1,
-                confirm.acked,
-                confirm.matched,
-                confirm.pending.join(", ")
-            ),
-        }
+        let confirm = client.publish_confirmed(nth_message(args, message, index), options).await?;
+        print_confirm(index + 1, &confirm);
     }
-    client.close().await;
     Ok(())
+}
+
+/// Publishes one message per line of standard input (its line end
+/// removed), printing each confirm, until the input ends.
+async fn publish_lines(
+    args: &PubArgs,
+    client: &Client,
+    template: &Message,
+    options: PublishOptions,
+) -> Result<(), CliError> {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut index = 0u64;
+    while let Some(line) =
+        lines.next_line().await.map_err(|source| CliError::File { path: "standard input".into(), source })?
+    {
+        let mut message = nth_message(args, template, index);
+        message.payload = Bytes::from(line);
+        index += 1;
+        print_confirm(index, &client.publish_confirmed(message, options).await?);
+    }
+    Ok(())
+}
+
+/// Prints the confirm of the `number`th message: how many subscriptions it
+/// matched, `no subscribers`, or with `--await delivered` who acknowledged.
+fn print_confirm(number: u64, confirm: &sift_client::Confirm) {
+    let stored = match confirm.stream_seq {
+        0 => String::new(),
+        seq => format!(", stored in {} #{seq}", confirm.stream),
+    };
+    match confirm.status {
+        ConfirmStatus::NoSubscribers => println!("{number}: no subscribers"),
+        ConfirmStatus::Accepted => println!("{number}: matched {}{stored}", confirm.matched),
+        ConfirmStatus::Delivered => {
+            println!("{number}: delivered to {} of {} matched{stored}", confirm.acked, confirm.matched)
+        }
+        ConfirmStatus::Incomplete => println!(
+            "{number}: incomplete: {} of {} matched acknowledged; not acknowledged: {}",
+            confirm.acked,
+            confirm.matched,
+            confirm.pending.join(", ")
+        ),
+    }
 }
 
 /// Message `index` of the run: `template`, numbered (`--number-from`) and

@@ -13,7 +13,7 @@ use crate::CliError;
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// Broker address.
-    #[arg(long, default_value = "127.0.0.1:7400")]
+    #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
     /// The stream to search.
     #[arg(long)]
@@ -78,7 +78,11 @@ pub async fn run(args: QueryArgs) -> Result<(), CliError> {
         until_ns: args.until.as_deref().map(|text| parse_time("--until", text)).transpose()?.unwrap_or(0),
         limit: args.limit.unwrap_or(0),
     };
-    let client_options = ClientOptions { name: "sift-query".into(), reconnect: false, ..ClientOptions::default() };
+    let client_options = ClientOptions {
+        name: crate::guidance::client_name("query", None),
+        reconnect: false,
+        ..ClientOptions::default()
+    };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let mut results = client.query(options)?;
     let json = args.format == "json";
@@ -100,7 +104,7 @@ pub async fn run(args: QueryArgs) -> Result<(), CliError> {
                 let mut out = stdout.lock();
                 break writeln!(out, "{summary}").map_err(CliError::Output);
             }
-            QueryEvent::Failed(error) => break Err(CliError::Client(error)),
+            QueryEvent::Failed(error) => break Err(crate::guidance::with_caret(error, args.content_filter().as_ref())),
         };
         let mut out = stdout.lock();
         if let Err(error) = writeln!(out, "{line}") {

@@ -58,7 +58,7 @@ enum DurableCommand {
 #[derive(Debug, Args)]
 struct ServerArgs {
     /// Broker address.
-    #[arg(long, default_value = "127.0.0.1:7400")]
+    #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
     /// Print the broker's JSON reply.
     #[arg(long)]
@@ -203,7 +203,11 @@ fn usage(option: &'static str) -> impl Fn(String) -> CliError {
 }
 
 async fn manage(server: &ServerArgs, op: ManageOp, body: Value) -> Result<Value, CliError> {
-    let options = ClientOptions { name: "sift-manage".into(), reconnect: false, ..ClientOptions::default() };
+    let options = ClientOptions {
+        name: crate::guidance::client_name("manage", None),
+        reconnect: false,
+        ..ClientOptions::default()
+    };
     let client = Client::connect(server.server.as_str(), options).await?;
     let reply = tokio::time::timeout(REPLY_TIMEOUT, client.manage(op, body)).await;
     client.close().await;

@@ -18,11 +18,16 @@ use crate::CliError;
 #[derive(Debug, Args)]
 pub struct SubArgs {
     /// Broker address.
-    #[arg(long, default_value = "127.0.0.1:7400")]
+    #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
-    /// Topic filter: `*` matches one token, `>` the rest.
+    /// Topic filter: `*` matches one token, `>` the rest. Optional with
+    /// --stream, which then reads every topic of the stream.
     #[arg(long)]
-    topic: String,
+    topic: Option<String>,
+    /// The name this subscriber gives the broker (admin reports, the
+    /// dashboard) [default: sift-sub-PID].
+    #[arg(long)]
+    name: Option<String>,
     /// Queue group: each message goes to one member of the group.
     #[arg(long)]
     queue: Option<String>,
@@ -130,11 +135,26 @@ fn stream_source(args: &SubArgs) -> Result<Option<(String, String, StartPosition
 }
 
 /// Subscribes and prints each delivery until `--count` or SIGINT.
+/// The topic filter: `--topic`, or with `--stream` alone every topic
+/// of the stream (as `sift query` reads it).
+fn topic_filter(args: &SubArgs) -> Result<String, CliError> {
+    match (&args.topic, &args.stream) {
+        (Some(topic), _) => {
+            crate::guidance::warn_about_topic("--topic", topic);
+            Ok(topic.clone())
+        }
+        (None, Some(_)) if args.multicast.multicast.is_none() => Ok(">".to_string()),
+        (None, _) => Err(CliError::Usage(
+            "--topic is needed: a topic filter such as 'quotes.>' (or --stream NAME to read a whole stream)".into(),
+        )),
+    }
+}
+
 pub async fn run(args: SubArgs) -> Result<(), CliError> {
+    let topic = topic_filter(&args)?;
     if let Some(group) = args.multicast.multicast {
         let (content, count) = (args.content_filter(), args.count);
-        return crate::multicast_cmd::subscribe(&args.multicast, group, &args.topic, content, count, &args.format)
-            .await;
+        return crate::multicast_cmd::subscribe(&args.multicast, group, &topic, content, count, &args.format).await;
     }
     let policy = match &args.policy {
         Some(text) => {
@@ -156,7 +176,7 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         ));
     }
     let mut options =
-        SubscribeOptions::new(args.topic.as_str()).ack(if manual { AckPolicy::Manual } else { AckPolicy::Auto });
+        SubscribeOptions::new(topic.as_str()).ack(if manual { AckPolicy::Manual } else { AckPolicy::Auto });
     options.policy = policy;
     options.queue_group = args.queue.clone();
     options.queue_capacity = args.queue_capacity;
@@ -169,7 +189,8 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     if args.shared {
         options = options.shared();
     }
-    let client_options = ClientOptions { name: "sift-sub".into(), ..ClientOptions::default() };
+    let name = crate::guidance::client_name("sub", args.name.as_deref());
+    let client_options = ClientOptions { name, ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let json = args.format == "json";
     let mut timed = TimedOutput::start(&client, order, tds, json).await?;
@@ -180,9 +201,16 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         Some(dir) => Some(Saver::new(dir.clone(), args.streams, args.transfer_timeout_ms, json)?),
         None => None,
     };
-    let mut inbox = Inbox::open(&client, &args.server, options, args.streams).await?;
+    let filter = options.filter.clone();
+    let mut inbox = match Inbox::open(&client, &args.server, options, args.streams).await {
+        Ok(inbox) => inbox,
+        Err(CliError::Client(error)) => return Err(crate::guidance::with_caret(error, filter.as_ref())),
+        Err(error) => return Err(error),
+    };
     // Tells scripts and tests that the subscription is live.
-    eprintln!("subscribed to {}", args.topic);
+    eprintln!("subscribed to {topic}");
+    let mut connection = client.connection_changes();
+    connection.mark_unchanged();
     let mut received = 0u64;
     let stdout = std::io::stdout();
     loop {
@@ -200,6 +228,10 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         let event = tokio::select! {
             event = inbox.next_event() => event,
             _ = tokio::signal::ctrl_c() => None,
+            Ok(()) = connection.changed() => {
+                say_connection(*connection.borrow_and_update(), &args.server);
+                continue;
+            }
             () = sift_client::sleep_until(wait_rule) => {
                 timed.poll()?;
                 continue;
@@ -252,6 +284,15 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
 
 /// Most connections `--streams` may open.
 const STREAMS_MAX: usize = 64;
+
+/// Tells the user, on standard error, that the broker was lost (the
+/// client reconnects by itself, and the subscription resumes) or is back.
+fn say_connection(connected: bool, server: &str) {
+    match connected {
+        false => eprintln!("lost the broker at {server}; reconnecting"),
+        true => eprintln!("reconnected to {server}; subscription resumed"),
+    }
+}
 
 /// Tells the user which stored messages will never come, and why.
 fn print_gap(gap: &Gap, json: bool) -> Result<(), CliError> {

@@ -45,7 +45,10 @@ impl Inbox {
             let connection = match stream {
                 0 => client.clone(),
                 _ => {
-                    let options = ClientOptions { name: format!("sift-sub-{stream}"), ..ClientOptions::default() };
+                    let options = ClientOptions {
+                        name: format!("{}-{stream}", crate::guidance::client_name("sub", None)),
+                        ..ClientOptions::default()
+                    };
                     Client::connect(server, options).await?
                 }
             };

@@ -13,7 +13,7 @@ use crate::CliError;
 #[derive(Debug, Args)]
 pub struct TimeArgs {
     /// Broker address (its client listener).
-    #[arg(long, default_value = "127.0.0.1:7400")]
+    #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
     /// Exchanges per estimate; the one with the shortest round trip wins.
     #[arg(long, default_value_t = 8)]
@@ -39,7 +39,7 @@ pub async fn run(args: TimeArgs) -> Result<(), CliError> {
     }
     let clock = ClockSource::shifted(args.clock_shift_ms.saturating_mul(1_000_000));
     let options = ClientOptions {
-        name: "sift-time".into(),
+        name: crate::guidance::client_name("time", None),
         reconnect: false,
         clock,
         clock_sync_interval: None,

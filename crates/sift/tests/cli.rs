@@ -19,11 +19,16 @@ impl Drop for Running {
 
 /// Starts `sift broker` on an ephemeral port and returns it with its address.
 fn start_broker(data: &std::path::Path) -> (Running, String) {
+    start_broker_at(data, "127.0.0.1:0")
+}
+
+/// Starts `sift broker` listening on `listen` and returns it with its address.
+fn start_broker_at(data: &std::path::Path, listen: &str) -> (Running, String) {
     let mut child = Command::new(SIFT)
         .args([
             "broker",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--http",
             "127.0.0.1:0",
             "--stomp",
@@ -202,6 +207,11 @@ fn bench_pubsub_runs_embedded_and_prints_json() {
     assert_eq!(figure("delivered"), 4000);
     assert!(figure("latency_us_p99").as_f64().expect("number") > 0.0);
     assert!(out.join("results.json").is_file());
+    // It says what it measured, and the embedded broker's start-up log
+    // lines (streams recovered) stay out of a client command's output.
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("sift bench: measuring brokers embedded in this process"), "{said}");
+    assert!(!said.contains(" INFO "), "{said}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -375,16 +385,7 @@ fn time_offsets_ordering_and_spacing_from_the_command_line() {
 
     let (ok, out) = wait_output(ordered);
     assert!(ok);
-    let payloads: Vec<String> = out
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<serde_json::Value>(line).expect("json")["payload"]
-                .as_str()
-                .expect("text")
-                .to_string()
-        })
-        .collect();
-    assert_eq!(payloads, ["0", "1", "2", "3"], "released in publisher-time order");
+    assert_eq!(json_payloads(&out), ["0", "1", "2", "3"], "released in publisher-time order");
 
     let (ok, out) = wait_output(spaced);
     assert!(ok);
@@ -684,4 +685,94 @@ fn a_taken_address_refuses_the_start_naming_the_flag_and_leaves_no_data_behind()
         assert!(refused.contains(&what) && refused.contains("another broker running"), "{refused}");
         assert!(!data.exists(), "a refused start made {}", data.display());
     }
+}
+
+/// The text payload of each line of `sift sub --format json` output.
+fn json_payloads(output: &str) -> Vec<String> {
+    let payload = |line: &str| {
+        let delivery: serde_json::Value = serde_json::from_str(line).expect("json");
+        delivery["payload"].as_str().expect("text").to_string()
+    };
+    output.lines().map(payload).collect()
+}
+
+/// Reads lines from `reader` until one contains `wanted`; fails when the
+/// stream ends first. Returns the lines read.
+fn read_until(reader: &mut impl BufRead, wanted: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = reader.read_line(&mut line).expect("readable");
+        assert!(read > 0, "ended before {wanted:?}; saw: {seen}");
+        seen.push_str(&line);
+        if line.contains(wanted) {
+            return seen;
+        }
+    }
+}
+
+#[test]
+fn sub_says_when_it_loses_and_regains_the_broker_and_keeps_receiving() {
+    let data = temp_dir("regain");
+    let (mut broker, address) = start_broker(&data);
+    let mut sub = Command::new(SIFT)
+        .args(["sub", "--topic", "alerts.>", "--count", "1"])
+        .env("SIFT_SERVER", &address)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sub starts");
+    let mut errors = BufReader::new(sub.stderr.take().expect("stderr"));
+    let sub = Running(sub);
+    read_until(&mut errors, "subscribed to alerts.>");
+    broker.0.kill().expect("SIGKILL");
+    broker.0.wait().expect("reaped");
+    read_until(&mut errors, &format!("lost the broker at {address}; reconnecting"));
+    let (_restarted, again) = start_broker_at(&data, &address);
+    assert_eq!(again, address);
+    read_until(&mut errors, &format!("reconnected to {address}"));
+    let confirm = sift_ok(&["pub", "--server", &address, "--topic", "alerts.disk", "--payload", "after"]);
+    assert!(confirm.contains("matched 1"), "{confirm}");
+    let (finished, out) = wait_output(sub);
+    assert!(finished && out.contains("after"), "{out}");
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn pub_reads_standard_input_and_sub_reads_a_whole_stream_without_a_topic() {
+    use std::io::Write;
+    let data = temp_dir("stdin");
+    let (_broker, address) = start_broker(&data);
+    let mut publisher = Command::new(SIFT)
+        .args(["pub", "--topic", "logs.app", "--mode", "persistent", "--stdin-lines"])
+        .env("SIFT_SERVER", &address)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("pub starts");
+    publisher.stdin.take().expect("stdin").write_all(b"first line\nsecond line\n").expect("written");
+    let printed = publisher.wait_with_output().expect("pub ends");
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        printed.contains("1: matched 0, stored in default #1")
+            && printed.contains("2: matched 0, stored in default #2"),
+        "{printed}"
+    );
+    let mut whole = Command::new(SIFT)
+        .args(["pub", "--server", &address, "--topic", "logs.db", "--mode", "persistent", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("pub starts");
+    whole.stdin.take().expect("stdin").write_all(b"one\ntwo\n").expect("written");
+    assert!(whole.wait_with_output().expect("pub ends").status.success());
+    let read = sift_ok(&[
+        "sub", "--server", &address, "--stream", "default", "--from", "first", "--count", "3", "--format", "json",
+    ]);
+    assert_eq!(json_payloads(&read), ["first line", "second line", "one\ntwo\n"]);
+    let refused = sift_fails_with(&["sub", "--server", &address]);
+    assert!(refused.contains("--topic is needed"), "{refused}");
+    let warned = sift_fails_with(&["sub", "--server", "127.0.0.1:1", "--topic", "logs/#"]);
+    assert!(warned.contains("did you mean \"logs.>\""), "{warned}");
+    let _ = std::fs::remove_dir_all(&data);
 }

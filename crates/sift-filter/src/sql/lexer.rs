@@ -255,26 +255,32 @@ impl Lexer<'_> {
 
     fn symbol(&mut self, character: char) -> Result<TokenKind, FilterError> {
         let next = self.peek_at(self.position + 1);
-        let (kind, length) = match (character, next) {
-            ('(', _) => (TokenKind::LeftParen, 1),
-            (')', _) => (TokenKind::RightParen, 1),
-            (',', _) => (TokenKind::Comma, 1),
-            ('+', _) => (TokenKind::Plus, 1),
-            ('-', _) => (TokenKind::Minus, 1),
-            ('*', _) => (TokenKind::Star, 1),
-            ('/', _) => (TokenKind::Slash, 1),
-            ('=', _) => (TokenKind::Compare(ComparisonOp::Equal), 1),
-            ('<', Some('>')) => (TokenKind::Compare(ComparisonOp::NotEqual), 2),
-            ('<', Some('=')) => (TokenKind::Compare(ComparisonOp::LessOrEqual), 2),
-            ('<', _) => (TokenKind::Compare(ComparisonOp::Less), 1),
-            ('>', Some('=')) => (TokenKind::Compare(ComparisonOp::GreaterOrEqual), 2),
-            ('>', _) => (TokenKind::Compare(ComparisonOp::Greater), 1),
-            _ => {
-                return Err(
-                    self.unexpected_at(self.position, "an operand, an operator or a parenthesis (not-equal is `<>`)")
-                )
-            }
-        };
+        let (kind, length) =
+            match (character, next) {
+                ('(', _) => (TokenKind::LeftParen, 1),
+                (')', _) => (TokenKind::RightParen, 1),
+                (',', _) => (TokenKind::Comma, 1),
+                ('+', _) => (TokenKind::Plus, 1),
+                ('-', _) => (TokenKind::Minus, 1),
+                ('*', _) => (TokenKind::Star, 1),
+                ('/', _) => (TokenKind::Slash, 1),
+                ('=', _) => (TokenKind::Compare(ComparisonOp::Equal), 1),
+                ('<', Some('>')) => (TokenKind::Compare(ComparisonOp::NotEqual), 2),
+                ('<', Some('=')) => (TokenKind::Compare(ComparisonOp::LessOrEqual), 2),
+                ('<', _) => (TokenKind::Compare(ComparisonOp::Less), 1),
+                ('>', Some('=')) => (TokenKind::Compare(ComparisonOp::GreaterOrEqual), 2),
+                ('>', _) => (TokenKind::Compare(ComparisonOp::Greater), 1),
+                // A user who writes `sym = "IBM"` means a string: say how SQL
+                // writes one rather than only that `"` is unexpected.
+                ('"', _) => {
+                    return Err(self
+                        .unexpected_at(self.position, "an operand (strings take single quotes: 'IBM', not \"IBM\")"))
+                }
+                _ => {
+                    return Err(self
+                        .unexpected_at(self.position, "an operand, an operator or a parenthesis (not-equal is `<>`)"))
+                }
+            };
         self.position += length;
         Ok(kind)
     }
@@ -391,6 +397,8 @@ mod tests {
         let bang = error("a != 1");
         assert_eq!(bang.position(), 2);
         assert!(bang.to_string().contains("found character `!`"), "{bang}");
+        let quoted = error("sym = \"IBM\"");
+        assert!(quoted.to_string().contains("strings take single quotes: 'IBM'"), "{quoted}");
     }
 
     #[test]

@@ -147,6 +147,7 @@ fn subscriptions_report(shared: &BrokerShared) -> Map<String, Value> {
             json!({
                 "connection": conn.id,
                 "client": &*conn.name,
+                "peer": &*conn.peer,
                 "pending_bytes": pending_bytes,
                 "unacked": unacked,
                 "subscriptions": conn.listed_subscriptions(),

@@ -54,6 +54,9 @@ pub struct ConnShared {
     pub id: u64,
     /// Client name from `HELLO`.
     pub name: Arc<str>,
+    /// Where the connection comes from: the client's `ip:port`, or
+    /// `in-process` for a front-end's session.
+    pub peer: Arc<str>,
     outbox: Mutex<Outbox>,
     /// Wakes the writer when the outbox gains something to write.
     pub writer_wake: Notify,
@@ -70,11 +73,12 @@ pub struct ConnShared {
 
 impl ConnShared {
     /// Connection state with an empty outbox.
-    pub fn new(id: u64, name: Arc<str>, max_pending_bytes: u64) -> Arc<ConnShared> {
+    pub fn new(id: u64, name: Arc<str>, peer: Arc<str>, max_pending_bytes: u64) -> Arc<ConnShared> {
         let (close_signal, _) = watch::channel(false);
         Arc::new(ConnShared {
             id,
             name,
+            peer,
             outbox: Mutex::new(Outbox::new(max_pending_bytes)),
             writer_wake: Notify::new(),
             space: Notify::new(),
@@ -273,6 +277,7 @@ where
     let conn = ConnShared::new(
         id,
         Arc::from(hello.client_name.as_str()),
+        Arc::from(peer.as_str()),
         shared.config.limits.max_pending_bytes_per_connection,
     );
     shared.register(conn.clone());

@@ -34,7 +34,7 @@ pub use session::{
 pub use transmit::{
     TransmitCounters, BATCH_BYTES_MAX_DEFAULT, OBJECTS_AHEAD_MAX_DEFAULT, TX_QUEUE_RECORDS_MAX_DEFAULT,
 };
-pub use watch::{Watcher, WATCH_DATAGRAM_BYTES_MAX, WATCH_SOCKET_BUFFER_BYTES};
+pub use watch::{interface_index, Watcher, WATCH_DATAGRAM_BYTES_MAX, WATCH_SOCKET_BUFFER_BYTES};
 
 /// Why NORM could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

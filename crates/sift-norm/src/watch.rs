@@ -59,8 +59,9 @@ impl Watcher {
     }
 }
 
-/// The kernel's index of interface `name`, from sysfs (no C call needed).
-fn interface_index(name: &str) -> Result<u32, NormError> {
+/// The kernel's index of interface `name`, from sysfs (no C call needed);
+/// an error naming it when there is no such interface.
+pub fn interface_index(name: &str) -> Result<u32, NormError> {
     let unknown = || NormError::Session(format!("no network interface named {name:?}"));
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(unknown());

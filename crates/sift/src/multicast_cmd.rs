@@ -65,6 +65,11 @@ impl MulticastArgs {
         if self.rx_queue_kb == 0 || self.rx_queue_kb > u64::MAX / 1024 {
             return Err(CliError::Usage("--rx-queue-kb must be above 0".into()));
         }
+        // NORM would only say that it cannot send or receive on the group.
+        if let Some(name) = &self.iface {
+            sift_norm::interface_index(name)
+                .map_err(|_| CliError::Usage(format!("--iface: no network interface named {name:?}")))?;
+        }
         Ok(MulticastOptions {
             interface: self.iface.clone(),
             tx_buffer_bytes: kib(self.tx_buffer_kb, "--tx-buffer-kb")?,

@@ -613,6 +613,10 @@ fn multicast_options_are_checked_before_anything_is_joined() {
     let group = "239.66.0.1:7600";
     let error = sift_fails_with(&["watch", "--multicast", group, "--iface", "no-such-if0"]);
     assert!(error.contains("no network interface named \"no-such-if0\""), "{error}");
+    for command in ["sub", "pub"] {
+        let error = sift_fails_with(&[command, "--multicast", group, "--topic", "a", "--iface", "no-such-if0"]);
+        assert!(error.contains("--iface: no network interface named \"no-such-if0\""), "{error}");
+    }
     let error = sift_fails_with(&["sub", "--multicast", group, "--topic", "a", "--rx-buffer-kb", "0"]);
     assert!(error.contains("--rx-buffer-kb must be from 1"), "{error}");
     let error = sift_fails_with(&["sub", "--multicast", group, "--topic", "a", "--norm-rx-loss", "101"]);

@@ -121,6 +121,7 @@ fn stats_report(shared: &BrokerShared) -> Map<String, Value> {
         ("counters".to_string(), Value::Object(counters)),
         ("streams".to_string(), Value::Array(streams)),
         ("histograms".to_string(), histograms),
+        ("doors".to_string(), Value::Object(shared.doors.report())),
     ])
 }
 
@@ -147,6 +148,7 @@ fn subscriptions_report(shared: &BrokerShared) -> Map<String, Value> {
             json!({
                 "connection": conn.id,
                 "client": &*conn.name,
+                "door": conn.door.name(),
                 "peer": &*conn.peer,
                 "pending_bytes": pending_bytes,
                 "unacked": unacked,

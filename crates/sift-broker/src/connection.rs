@@ -9,6 +9,7 @@
 //! batches. The redelivery timer requeues reliable deliveries whose ack is
 //! late. All three stop when the connection closes.
 
+use crate::door::{Door, Origin};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -54,8 +55,10 @@ pub struct ConnShared {
     pub id: u64,
     /// Client name from `HELLO`.
     pub name: Arc<str>,
-    /// Where the connection comes from: the client's `ip:port`, or
-    /// `in-process` for a front-end's session.
+    /// The protocol it came in by.
+    pub door: Door,
+    /// Where the connection comes from: the client's `ip:port` (the
+    /// protocol client's, for a front-end's session), or `in-process`.
     pub peer: Arc<str>,
     outbox: Mutex<Outbox>,
     /// Wakes the writer when the outbox gains something to write.
@@ -73,11 +76,12 @@ pub struct ConnShared {
 
 impl ConnShared {
     /// Connection state with an empty outbox.
-    pub fn new(id: u64, name: Arc<str>, peer: Arc<str>, max_pending_bytes: u64) -> Arc<ConnShared> {
+    pub fn new(id: u64, name: Arc<str>, door: Door, peer: Arc<str>, max_pending_bytes: u64) -> Arc<ConnShared> {
         let (close_signal, _) = watch::channel(false);
         Arc::new(ConnShared {
             id,
             name,
+            door,
             peer,
             outbox: Mutex::new(Outbox::new(max_pending_bytes)),
             writer_wake: Notify::new(),
@@ -239,20 +243,20 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map_or_else(|_| "unknown".to_string(), |address| address.to_string());
     let (reader, writer) = stream.into_split();
-    serve_halves(reader, writer, shared, id, peer).await;
+    serve_halves(reader, writer, shared, id, Door::Native, peer).await;
 }
 
 /// Serves one in-process connection (see
 /// [`crate::server::BrokerShared::connect_in_process`]) until it closes:
 /// the same session as a socket's, over an in-memory pipe.
-pub async fn serve_in_process(stream: tokio::io::DuplexStream, shared: Arc<BrokerShared>, id: u64) {
+pub async fn serve_in_process(stream: tokio::io::DuplexStream, origin: Origin, shared: Arc<BrokerShared>, id: u64) {
     let (reader, writer) = tokio::io::split(stream);
-    serve_halves(reader, writer, shared, id, "in-process".to_string()).await;
+    serve_halves(reader, writer, shared, id, origin.door, origin.peer_text()).await;
 }
 
 /// Serves a connection given as its two halves: the handshake, then the
 /// reader loop here and the writer and redelivery tasks beside it.
-async fn serve_halves<R, W>(mut reader: R, mut writer: W, shared: Arc<BrokerShared>, id: u64, peer: String)
+async fn serve_halves<R, W>(mut reader: R, mut writer: W, shared: Arc<BrokerShared>, id: u64, door: Door, peer: String)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -277,11 +281,12 @@ where
     let conn = ConnShared::new(
         id,
         Arc::from(hello.client_name.as_str()),
+        door,
         Arc::from(peer.as_str()),
         shared.config.limits.max_pending_bytes_per_connection,
     );
     shared.register(conn.clone());
-    tracing::debug!(connection = id, %peer, client = %hello.client_name, "connection opened");
+    tracing::debug!(connection = id, %door, %peer, client = %hello.client_name, "connection opened");
     conn.send_control(&Frame::Welcome(welcome(&shared, id)));
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), writer, shared.clone()));
     let timer_task = tokio::spawn(crate::writer::redelivery_timer(conn.clone(), shared.clone()));

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod config;
 pub mod connection;
 pub mod delivery;
+pub mod door;
 pub mod front_end;
 mod http_config;
 pub mod link;

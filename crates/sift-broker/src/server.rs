@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 
 use crate::config::Config;
 use crate::connection::{error_frame, serve, serve_in_process, ConnShared};
+use crate::door::Origin;
 use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
 use crate::router::Router;
 use crate::stats::{bump, Stats, StatsSnapshot};
@@ -62,6 +63,9 @@ pub enum BrokerError {
 /// In-process connections waiting for the accept loop to admit them.
 pub const IN_PROCESS_BACKLOG: usize = 1024;
 
+/// The accept loop's end of the in-process connections' queue.
+type InProcessQueue = tokio::sync::mpsc::Receiver<(DuplexStream, Origin)>;
+
 /// Why an in-process connection could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum InProcessError {
@@ -95,12 +99,14 @@ pub struct BrokerShared {
     pub deliver_latency: sift_core::LatencyHistogram,
     connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
     shutdown: watch::Sender<bool>,
+    /// The counters each protocol front-end registered.
+    pub doors: crate::door::DoorRegistry,
     /// In-process connections on their way to the accept loop.
-    in_process: tokio::sync::mpsc::Sender<DuplexStream>,
+    in_process: tokio::sync::mpsc::Sender<(DuplexStream, Origin)>,
 }
 
 impl BrokerShared {
-    fn new(config: Config, storage: Storage) -> (Arc<BrokerShared>, tokio::sync::mpsc::Receiver<DuplexStream>) {
+    fn new(config: Config, storage: Storage) -> (Arc<BrokerShared>, InProcessQueue) {
         let (shutdown, _) = watch::channel(false);
         let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         let first_id = crate::publish::now_ns();
@@ -115,6 +121,7 @@ impl BrokerShared {
             deliver_latency: sift_core::LatencyHistogram::default(),
             connections: Mutex::new(HashMap::new()),
             shutdown,
+            doors: crate::door::DoorRegistry::default(),
             in_process,
             config,
         });
@@ -128,12 +135,12 @@ impl BrokerShared {
     /// that translate another protocol (HTTP, WebSocket) use it, so that
     /// their messages are matched, queued and acknowledged by the same
     /// session code as native clients'.
-    pub fn connect_in_process(&self) -> Result<DuplexStream, InProcessError> {
+    pub fn connect_in_process(&self, origin: Origin) -> Result<DuplexStream, InProcessError> {
         if self.is_shutting_down() {
             return Err(InProcessError::ShuttingDown);
         }
         let (client_end, broker_end) = tokio::io::duplex(self.config.delivery.in_process_pipe_bytes);
-        self.in_process.try_send(broker_end).map_err(|error| match error {
+        self.in_process.try_send((broker_end, origin)).map_err(|error| match error {
             tokio::sync::mpsc::error::TrySendError::Full(_) => InProcessError::Backlog,
             tokio::sync::mpsc::error::TrySendError::Closed(_) => InProcessError::ShuttingDown,
         })?;
@@ -190,9 +197,22 @@ pub struct InProcessConnector {
 }
 
 impl InProcessConnector {
-    /// A new connection's client end; see [`BrokerShared::connect_in_process`].
+    /// A new connection's client end, for an embedding application; see
+    /// [`BrokerShared::connect_in_process`].
     pub fn connect(&self) -> Result<DuplexStream, InProcessError> {
-        self.shared.connect_in_process()
+        self.shared.connect_in_process(Origin::EMBEDDED)
+    }
+
+    /// A new connection's client end for a session that serves a protocol
+    /// client: reports show it with `origin`'s door and peer.
+    pub fn connect_from(&self, origin: Origin) -> Result<DuplexStream, InProcessError> {
+        self.shared.connect_in_process(origin)
+    }
+
+    /// Registers a front-end's counters: the broker's `stats` report
+    /// carries them under `doors`, by door name.
+    pub fn register_door(&self, door: crate::door::Door, counters: Arc<dyn crate::door::DoorCounters>) {
+        self.shared.doors.register(door, counters);
     }
 
     /// A receiver that turns true when the broker starts shutting down.
@@ -204,8 +224,13 @@ impl InProcessConnector {
     /// refusals as I/O errors: the form a client that reconnects takes
     /// (`sift_client::Client::connect_in_process`).
     pub fn opener(&self) -> Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync> {
+        self.opener_from(Origin::EMBEDDED)
+    }
+
+    /// As [`InProcessConnector::opener`], for sessions from `origin`.
+    pub fn opener_from(&self, origin: Origin) -> Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync> {
         let connector = self.clone();
-        Arc::new(move || connector.connect().map_err(std::io::Error::other))
+        Arc::new(move || connector.connect_from(origin).map_err(std::io::Error::other))
     }
 }
 
@@ -371,11 +396,7 @@ async fn bind_links(address: SocketAddr) -> Result<(TcpListener, SocketAddr), Br
 
 /// Accepts socket and in-process connections, admits each under
 /// `max_connections`, and on shutdown closes them all.
-async fn accept_loop(
-    listener: TcpListener,
-    mut in_process: tokio::sync::mpsc::Receiver<DuplexStream>,
-    shared: Arc<BrokerShared>,
-) {
+async fn accept_loop(listener: TcpListener, mut in_process: InProcessQueue, shared: Arc<BrokerShared>) {
     let mut tasks = JoinSet::new();
     let mut shutdown = shared.shutdown_watch();
     let mut next_id: u64 = 1;
@@ -394,11 +415,11 @@ async fn accept_loop(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            Some(pipe) = in_process.recv() => {
+            Some((pipe, origin)) = in_process.recv() => {
                 let id = next_id;
                 next_id += 1;
                 bump(&shared.stats.connections_in_process);
-                admit(Accepted::InProcess(pipe), id, &shared, &mut tasks);
+                admit(Accepted::InProcess(pipe, origin), id, &shared, &mut tasks);
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = shutdown.changed() => break,
@@ -421,7 +442,7 @@ async fn accept_loop(
 /// [`BrokerShared::connect_in_process`].
 enum Accepted {
     Socket(TcpStream),
-    InProcess(DuplexStream),
+    InProcess(DuplexStream, Origin),
 }
 
 fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut JoinSet<()>) {
@@ -435,14 +456,14 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
         bump(&shared.stats.errors_sent);
         match accepted {
             Accepted::Socket(stream) => tasks.spawn(refuse(stream, limit)),
-            Accepted::InProcess(pipe) => tasks.spawn(refuse(pipe, limit)),
+            Accepted::InProcess(pipe, _) => tasks.spawn(refuse(pipe, limit)),
         };
         return;
     }
     bump(&shared.stats.connections_accepted);
     match accepted {
         Accepted::Socket(stream) => tasks.spawn(serve(stream, shared.clone(), id)),
-        Accepted::InProcess(pipe) => tasks.spawn(serve_in_process(pipe, shared.clone(), id)),
+        Accepted::InProcess(pipe, origin) => tasks.spawn(serve_in_process(pipe, origin, shared.clone(), id)),
     };
 }
 

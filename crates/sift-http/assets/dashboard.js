@@ -390,12 +390,14 @@
 
   function renderConnections(reports) {
     const counters = reports.stats.counters || {};
-    const http = reports.stats.http || {};
+    const doors = reports.stats.doors || {};
+    const http = doors.http || {};
     showValue("connections-count", counters.connections_current || 0, formatCount(counters.connections_current || 0));
     byTestId("http-summary").textContent =
       `HTTP front-end: ${formatCount(http.connections_current || 0)} connections, ` +
       `${formatCount(http.event_streams_current || 0)} event streams, ` +
       `${formatCount(http.websockets_current || 0)} WebSockets`;
+    byTestId("doors-summary").textContent = doorsSummary(doors);
 
     const connections = [...(reports.subscriptions.connections || [])].sort((a, b) => a.connection - b.connection);
     const nameCounts = countNames(connections);
@@ -403,6 +405,7 @@
       const identity = connectionIdentity(connection, nameCounts);
       return row([
         [String(connection.connection), "num dim"],
+        [connection.door || "native", "dim"],
         [clientLabel(connection, identity), "client"],
         [formatCount(connection.subscriptions.length), "num"],
         [formatBytes(connection.pending_bytes), "num"],
@@ -410,11 +413,32 @@
       ], {
         "data-testid": "connection-row",
         "data-client": connection.client,
+        "data-door": connection.door || "native",
         "data-connection": connection.connection,
         "data-label": identity.detail ? `${identity.name} ${identity.detail}` : identity.name,
       });
     });
     fillRows(byTestId("connections-rows"), rows, "No client connections.");
+  }
+
+  /**
+   * The STOMP and MQTT front-ends' traffic in one line, from the counters
+   * each door registers with the broker (`stats.doors`); a door that is
+   * off is left out.
+   */
+  function doorsSummary(doors) {
+    const parts = [];
+    if (doors.stomp) {
+      const stomp = doors.stomp;
+      parts.push(`STOMP: ${formatCount(stomp.connections_accepted || 0)} connections accepted, ` +
+        `${formatCount(stomp.messages_sent || 0)} SENDs, ${formatCount(stomp.messages_delivered || 0)} MESSAGEs`);
+    }
+    if (doors.mqtt) {
+      const mqtt = doors.mqtt;
+      parts.push(`MQTT: ${formatCount(mqtt.connections_accepted || 0)} connections accepted, ` +
+        `${formatCount(mqtt.messages_received || 0)} publishes in, ${formatCount(mqtt.messages_delivered || 0)} out`);
+    }
+    return parts.join(" · ");
   }
 
   /**

@@ -1,6 +1,6 @@
 //! `GET /v1/admin/{stats|links|routes|subscriptions}`: the broker's `ADMIN`
-//! reports as JSON, the same documents `sift admin --json` prints; `stats`
-//! adds this front-end's counters under `http`.
+//! reports as JSON, the same documents `sift admin --json` prints (the
+//! `stats` report carries every front-end's counters under `doors`).
 
 use std::sync::Arc;
 
@@ -19,11 +19,6 @@ pub(crate) async fn admin(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let query: AdminQuery =
         query.parse().map_err(|error: String| ApiError::new(StatusCode::NOT_FOUND, "not_found", error))?;
-    let mut report = state.publisher().admin(query).await.map_err(ApiError::from_client)?;
-    if let (AdminQuery::Stats, serde_json::Value::Object(fields)) = (query, &mut report) {
-        let http: serde_json::Map<String, serde_json::Value> =
-            state.counters.entries().into_iter().map(|(name, value)| (name.to_string(), value.into())).collect();
-        fields.insert("http".into(), serde_json::Value::Object(http));
-    }
+    let report = state.publisher().admin(query).await.map_err(ApiError::from_client)?;
     Ok(Json(report))
 }

@@ -14,9 +14,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use sift_broker::door::Door;
 use sift_client::AdminQuery;
 
-use crate::counters::HttpCounters;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -36,6 +36,9 @@ const BROKER_GAUGES: [&str; 10] = [
     "streams",
     "durables",
 ];
+
+/// The doors, as connection labels.
+const DOORS: [Door; 4] = [Door::Native, Door::Http, Door::Stomp, Door::Mqtt];
 
 /// The filter languages, as subscription labels.
 const FILTER_LANGUAGES: [&str; 5] = ["none", "tags", "sql", "xpath", "regex"];
@@ -61,17 +64,11 @@ impl Exporter {
     }
 
     /// Sets every value from the broker's reports and renders the text.
-    fn render(&self, stats: &serde_json::Value, subscriptions: &serde_json::Value, http: &HttpCounters) -> String {
+    fn render(&self, stats: &serde_json::Value, subscriptions: &serde_json::Value) -> String {
         metrics::with_local_recorder(&self.recorder, || {
             set_broker_counters(stats);
             set_subscription_gauges(subscriptions);
-            for (name, value) in http.entries() {
-                match HttpCounters::is_gauge(name) {
-                    true => metrics::gauge!(format!("sift_http_{name}")).set(value as f64),
-                    false => metrics::counter!(format!("sift_http_{}_total", name.trim_end_matches("_total")))
-                        .absolute(value),
-                }
-            }
+            set_door_counters(stats);
         });
         let mut text = self.handle.render();
         for (name, metric) in
@@ -120,13 +117,32 @@ fn set_broker_counters(stats: &serde_json::Value) {
     }
 }
 
+/// Each front-end's counters from the `stats` report's `doors`, as
+/// `sift_DOOR_NAME_total` (or `sift_DOOR_NAME` for a level).
+fn set_door_counters(stats: &serde_json::Value) {
+    for (door, counters) in stats["doors"].as_object().into_iter().flatten() {
+        for (name, value) in counters.as_object().into_iter().flatten() {
+            let Some(value) = value.as_u64() else { continue };
+            match sift_broker::door::is_gauge(name) {
+                true => metrics::gauge!(format!("sift_{door}_{name}")).set(value as f64),
+                false => {
+                    metrics::counter!(format!("sift_{door}_{}_total", name.trim_end_matches("_total"))).absolute(value)
+                }
+            }
+        }
+    }
+}
+
 /// Subscriptions by filter language, queued deliveries, queued bytes and
 /// unacknowledged deliveries, from the `subscriptions` report.
 fn set_subscription_gauges(report: &serde_json::Value) {
     let mut by_language = [0u64; FILTER_LANGUAGES.len()];
-    let (mut queued, mut queued_max, mut pending_bytes, mut unacked, mut connections) = (0, 0, 0, 0, 0);
+    let (mut queued, mut queued_max, mut pending_bytes, mut unacked) = (0, 0, 0, 0);
+    let mut by_door = [0u64; DOORS.len()];
     for connection in report["connections"].as_array().into_iter().flatten() {
-        connections += 1;
+        if let Some(index) = DOORS.iter().position(|door| connection["door"].as_str() == Some(door.name())) {
+            by_door[index] += 1;
+        }
         pending_bytes += connection["pending_bytes"].as_u64().unwrap_or(0);
         unacked += connection["unacked"].as_u64().unwrap_or(0);
         for subscription in connection["subscriptions"].as_array().into_iter().flatten() {
@@ -142,7 +158,9 @@ fn set_subscription_gauges(report: &serde_json::Value) {
     for (language, count) in FILTER_LANGUAGES.iter().zip(by_language) {
         metrics::gauge!("sift_subscriptions", "filter" => *language).set(count as f64);
     }
-    metrics::gauge!("sift_client_connections").set(connections as f64);
+    for (door, count) in DOORS.iter().zip(by_door) {
+        metrics::gauge!("sift_client_connections", "door" => door.name()).set(count as f64);
+    }
     metrics::gauge!("sift_queued_deliveries").set(queued as f64);
     metrics::gauge!("sift_queued_deliveries_max").set(queued_max as f64);
     metrics::gauge!("sift_pending_bytes").set(pending_bytes as f64);
@@ -154,6 +172,6 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Result<Respon
     let client = state.publisher();
     let stats = client.admin(AdminQuery::Stats).await.map_err(ApiError::from_client)?;
     let subscriptions = client.admin(AdminQuery::Subscriptions).await.map_err(ApiError::from_client)?;
-    let text = state.metrics.render(&stats, &subscriptions, &state.counters);
+    let text = state.metrics.render(&stats, &subscriptions);
     Ok(([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response())
 }

@@ -14,7 +14,7 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use sift_broker::config::HttpConfig;
-use sift_broker::front_end::accept_connections;
+use sift_broker::front_end::Listening;
 use sift_broker::InProcessConnector;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -22,9 +22,6 @@ use tokio::task::JoinSet;
 
 use crate::counters::HttpCounters;
 use crate::state::AppState;
-
-/// How long shutdown waits for open requests to finish.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Why the HTTP front-end could not start.
 #[derive(Debug, thiserror::Error)]
@@ -46,10 +43,8 @@ pub enum HttpError {
 /// the broker, so that its sessions close cleanly.
 #[derive(Debug)]
 pub struct HttpFrontEnd {
-    local_addr: SocketAddr,
+    listening: Listening,
     state: Arc<AppState>,
-    stop: watch::Sender<bool>,
-    accept_task: tokio::task::JoinHandle<()>,
 }
 
 impl HttpFrontEnd {
@@ -69,18 +64,22 @@ impl HttpFrontEnd {
         connector: InProcessConnector,
     ) -> Result<HttpFrontEnd, HttpError> {
         let address = config.listen;
-        let local_addr = listener.local_addr().map_err(|source| HttpError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
         let (stop, stopped) = watch::channel(false);
         let state = Arc::new(AppState::open(config, connector, stopped.clone()).await?);
-        tokio::spawn(crate::subscriptions::reap_idle(state.clone(), stopped.clone()));
-        let accept_task = tokio::spawn(accept_loop(listener, state.clone(), stopped, broker_stopping));
-        Ok(HttpFrontEnd { local_addr, state, stop, accept_task })
+        tokio::spawn(crate::subscriptions::reap_idle(state.clone(), stopped));
+        let router = routes(state.clone());
+        let admitting = state.clone();
+        let listening = Listening::serve("HTTP", listener, stop, broker_stopping, move |accepted| {
+            admit(accepted.stream, &admitting, &router, accepted.closing, accepted.tasks)
+        })
+        .map_err(|source| HttpError::Bind { address, source })?;
+        Ok(HttpFrontEnd { listening, state })
     }
 
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listening.local_addr()
     }
 
     /// The front-end's counters.
@@ -91,11 +90,11 @@ impl HttpFrontEnd {
     /// Stops accepting, lets open requests finish (within a grace period)
     /// and closes the broker sessions.
     pub async fn shutdown(self) {
-        self.stop.send_replace(true);
+        self.listening.stop_accepting();
         // Event streams end when their subscriptions close; publishes in
         // flight finish on the publishing sessions, closed last.
         self.state.subscriptions.close_all().await;
-        let _ = self.accept_task.await;
+        self.listening.join().await;
         self.state.close().await;
     }
 }
@@ -143,20 +142,6 @@ async fn count_responses(State(state): State<Arc<AppState>>, request: Request, n
         HttpCounters::bump(&counters.responses_server_error);
     }
     response
-}
-
-/// Accepts and serves connections until the front-end or the broker stops.
-async fn accept_loop(
-    listener: TcpListener,
-    state: Arc<AppState>,
-    stopped: watch::Receiver<bool>,
-    broker_stopping: watch::Receiver<bool>,
-) {
-    let router = routes(state.clone());
-    accept_connections("HTTP", listener, stopped, broker_stopping, SHUTDOWN_GRACE, |accepted| {
-        admit(accepted.stream, &state, &router, accepted.closing, accepted.tasks)
-    })
-    .await;
 }
 
 /// Serves `stream`, or closes it at once when `http.max_connections` are open.

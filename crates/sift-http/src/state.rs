@@ -2,6 +2,7 @@
 //! the publishing sessions and the counters.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use sift_broker::config::HttpConfig;
 use sift_broker::InProcessConnector;
@@ -20,7 +21,7 @@ pub(crate) struct AppState {
     publishers: Vec<Client>,
     next_publisher: AtomicUsize,
     /// This front-end's counters.
-    pub counters: HttpCounters,
+    pub counters: Arc<HttpCounters>,
     /// The Prometheus exposition of `GET /metrics`.
     pub metrics: crate::metrics::Exporter,
     /// HTTP subscriptions, by id.
@@ -36,6 +37,8 @@ impl AppState {
         connector: InProcessConnector,
         stopping: tokio::sync::watch::Receiver<bool>,
     ) -> Result<AppState, ClientError> {
+        let counters = Arc::new(HttpCounters::default());
+        connector.register_door(sift_broker::door::Door::Http, counters.clone());
         let mut publishers = Vec::with_capacity(config.publish_sessions as usize);
         for index in 0..config.publish_sessions {
             publishers.push(session(&connector, format!("http-publish-{index}")).await?);
@@ -45,7 +48,7 @@ impl AppState {
             connector,
             publishers,
             next_publisher: AtomicUsize::new(0),
-            counters: HttpCounters::default(),
+            counters,
             metrics: crate::metrics::Exporter::new(),
             subscriptions: crate::subscriptions::Registry::default(),
             stopping,
@@ -72,5 +75,6 @@ impl AppState {
 /// closes it (for a limit), as a native client would.
 pub(crate) async fn session(connector: &InProcessConnector, name: String) -> Result<Client, ClientError> {
     let options = ClientOptions { name, reconnect: true, clock_sync_interval: None, ..ClientOptions::default() };
-    Client::connect_in_process(connector.opener(), options).await
+    let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Http, peer: None };
+    Client::connect_in_process(connector.opener_from(origin), options).await
 }

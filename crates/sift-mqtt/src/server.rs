@@ -2,12 +2,10 @@
 //! serves each with a [`crate::session`], and stops with the broker.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use sift_broker::config::MqttConfig;
-use sift_broker::front_end::accept_connections;
+use sift_broker::front_end::{Accepted, Listening};
 use sift_broker::InProcessConnector;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -16,9 +14,6 @@ use crate::journal::{Journal, JournalError, Kind, Recovered};
 use crate::retained::RetainedStore;
 use crate::sessions::{Registry, SessionDescription, SessionState};
 use crate::topic::Filter;
-
-/// How long shutdown waits for sessions to close.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Why the MQTT front-end could not start.
 #[derive(Debug, thiserror::Error)]
@@ -36,63 +31,37 @@ pub enum MqttError {
     Journal(#[from] JournalError),
 }
 
-/// Counters of the MQTT front-end.
-#[derive(Debug, Default)]
-pub struct MqttCounters {
-    /// Connections accepted.
-    pub connections_accepted: AtomicU64,
-    /// Connections refused by `mqtt.max_connections`.
-    pub connections_refused: AtomicU64,
-    /// Connections closed for a protocol error, a bad packet or a limit.
-    pub protocol_errors: AtomicU64,
-    /// Connections closed because the keep-alive passed in silence.
-    pub keep_alive_timeouts: AtomicU64,
-    /// PUBLISH packets taken from clients.
-    pub messages_received: AtomicU64,
-    /// PUBLISH packets refused (bad topic or property).
-    pub messages_refused: AtomicU64,
-    /// PUBLISH packets sent to clients.
-    pub messages_delivered: AtomicU64,
-    /// Sessions resumed by a returning client.
-    pub sessions_resumed: AtomicU64,
-    /// Sessions taken over by a second connection with the same client id.
-    pub sessions_taken_over: AtomicU64,
-    /// Parked sessions that expired.
-    pub sessions_expired: AtomicU64,
-    /// Wills published.
-    pub wills_published: AtomicU64,
-    /// Retained messages not kept: over `mqtt.max_retained(_bytes)`.
-    pub retained_refused: AtomicU64,
-    /// Journal writes that failed (the change is kept in memory only).
-    pub journal_errors: AtomicU64,
-    /// Sessions restored from the journal at start.
-    pub sessions_restored: AtomicU64,
-}
-
-impl MqttCounters {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Name and value of every counter.
-    pub fn entries(&self) -> Vec<(&'static str, u64)> {
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        vec![
-            ("connections_accepted", load(&self.connections_accepted)),
-            ("connections_refused", load(&self.connections_refused)),
-            ("protocol_errors", load(&self.protocol_errors)),
-            ("keep_alive_timeouts", load(&self.keep_alive_timeouts)),
-            ("messages_received", load(&self.messages_received)),
-            ("messages_refused", load(&self.messages_refused)),
-            ("messages_delivered", load(&self.messages_delivered)),
-            ("sessions_resumed", load(&self.sessions_resumed)),
-            ("sessions_taken_over", load(&self.sessions_taken_over)),
-            ("sessions_expired", load(&self.sessions_expired)),
-            ("wills_published", load(&self.wills_published)),
-            ("retained_refused", load(&self.retained_refused)),
-            ("journal_errors", load(&self.journal_errors)),
-            ("sessions_restored", load(&self.sessions_restored)),
-        ]
+sift_broker::door_counters! {
+    /// Counters of the MQTT front-end.
+    MqttCounters {
+        /// Connections accepted.
+        connections_accepted,
+        /// Connections refused by `mqtt.max_connections`.
+        connections_refused,
+        /// Connections closed for a protocol error, a bad packet or a limit.
+        protocol_errors,
+        /// Connections closed because the keep-alive passed in silence.
+        keep_alive_timeouts,
+        /// PUBLISH packets taken from clients.
+        messages_received,
+        /// PUBLISH packets refused (bad topic or property).
+        messages_refused,
+        /// PUBLISH packets sent to clients.
+        messages_delivered,
+        /// Sessions resumed by a returning client.
+        sessions_resumed,
+        /// Sessions taken over by a second connection with the same client id.
+        sessions_taken_over,
+        /// Parked sessions that expired.
+        sessions_expired,
+        /// Wills published.
+        wills_published,
+        /// Retained messages not kept: over `mqtt.max_retained(_bytes)`.
+        retained_refused,
+        /// Journal writes that failed (the change is kept in memory only).
+        journal_errors,
+        /// Sessions restored from the journal at start.
+        sessions_restored,
     }
 }
 
@@ -101,7 +70,7 @@ impl MqttCounters {
 pub(crate) struct Shared {
     pub config: MqttConfig,
     pub connector: InProcessConnector,
-    pub counters: MqttCounters,
+    pub counters: Arc<MqttCounters>,
     pub registry: Registry,
     pub retained: Mutex<RetainedStore>,
     /// Retained messages and persistent sessions on disk (`mqtt.persistence`).
@@ -143,10 +112,8 @@ impl Shared {
 /// A running MQTT front-end.
 #[derive(Debug)]
 pub struct MqttFrontEnd {
-    local_addr: SocketAddr,
+    listening: Listening,
     shared: Arc<Shared>,
-    stop: watch::Sender<bool>,
-    accept_task: tokio::task::JoinHandle<()>,
 }
 
 impl MqttFrontEnd {
@@ -173,7 +140,6 @@ impl MqttFrontEnd {
         connector: InProcessConnector,
     ) -> Result<MqttFrontEnd, MqttError> {
         let address = config.listen;
-        let local_addr = listener.local_addr().map_err(|source| MqttError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
         let retained = Mutex::new(RetainedStore::new(config.max_retained, config.max_retained_bytes));
         let (journal, recovered) = match config.persistence {
@@ -184,23 +150,21 @@ impl MqttFrontEnd {
             }
             false => (None, Recovered::default()),
         };
-        let shared = Arc::new(Shared {
-            config,
-            connector,
-            counters: MqttCounters::default(),
-            registry: Registry::default(),
-            retained,
-            journal,
-        });
+        let counters = Arc::new(MqttCounters::default());
+        connector.register_door(sift_broker::door::Door::Mqtt, counters.clone());
+        let shared = Arc::new(Shared { config, connector, counters, registry: Registry::default(), retained, journal });
         restore(&shared, recovered).await;
-        let (stop, stopped) = watch::channel(false);
-        let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), stopped, broker_stopping));
-        Ok(MqttFrontEnd { local_addr, shared, stop, accept_task })
+        let admitting = shared.clone();
+        let (stop, _) = watch::channel(false);
+        let listening =
+            Listening::serve("MQTT", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))
+                .map_err(|source| MqttError::Bind { address, source })?;
+        Ok(MqttFrontEnd { listening, shared })
     }
 
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listening.local_addr()
     }
 
     /// The front-end's counters.
@@ -210,8 +174,7 @@ impl MqttFrontEnd {
 
     /// Stops accepting, closes every connection, then every parked session.
     pub async fn shutdown(self) {
-        self.stop.send_replace(true);
-        let _ = self.accept_task.await;
+        self.listening.stop().await;
         self.shared.registry.close_all(&self.shared).await;
     }
 }
@@ -238,7 +201,7 @@ async fn restore(shared: &Arc<Shared>, recovered: Recovered) {
                 continue;
             }
         };
-        let mut state = match SessionState::open(shared, &client_id).await {
+        let mut state = match SessionState::open(shared, &client_id, None).await {
             Ok(state) => state,
             Err(error) => {
                 tracing::warn!("MQTT session {client_id:?} not restored: {error}");
@@ -261,21 +224,13 @@ async fn restore(shared: &Arc<Shared>, recovered: Recovered) {
     }
 }
 
-/// Accepts and serves connections until the front-end or the broker stops.
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    stopped: watch::Receiver<bool>,
-    broker_stopping: watch::Receiver<bool>,
-) {
-    accept_connections("MQTT", listener, stopped, broker_stopping, SHUTDOWN_GRACE, |accepted| {
-        let refused = accepted.tasks.len() >= shared.config.max_connections as usize;
-        let counter =
-            if refused { &shared.counters.connections_refused } else { &shared.counters.connections_accepted };
-        MqttCounters::bump(counter);
-        let _ = accepted.stream.set_nodelay(true);
-        let session = crate::session::serve(accepted.stream, shared.clone(), accepted.closing.clone(), refused);
-        accepted.tasks.spawn(session);
-    })
-    .await;
+/// Serves an accepted connection; past `mqtt.max_connections` its session
+/// refuses it with a CONNACK that says why.
+fn admit(accepted: Accepted<'_>, shared: &Arc<Shared>) {
+    let refused = accepted.tasks.len() >= shared.config.max_connections as usize;
+    let counter = if refused { &shared.counters.connections_refused } else { &shared.counters.connections_accepted };
+    MqttCounters::bump(counter);
+    let _ = accepted.stream.set_nodelay(true);
+    let session = crate::session::serve(accepted.stream, shared.clone(), accepted.closing.clone(), refused);
+    accepted.tasks.spawn(session);
 }

@@ -192,7 +192,8 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
     let client_id = assigned.clone().unwrap_or_else(|| connect.client_id.clone());
     let (kick, kicked) = mpsc::channel(1);
     let previous = shared.registry.claim(&shared.counters, &client_id, generation, kick).await;
-    let (state, session_present) = match settle_session(&shared, &client_id, previous, connect.clean_start).await {
+    let (state, session_present) = match settle_session(&shared, &client_id, previous, connect.clean_start, peer).await
+    {
         Ok(settled) => settled,
         Err(reason) => {
             shared.registry.release(&client_id, generation);
@@ -328,6 +329,7 @@ async fn settle_session(
     client_id: &str,
     previous: Option<SessionState>,
     clean_start: bool,
+    peer: Option<std::net::SocketAddr>,
 ) -> Result<(SessionState, bool), String> {
     match previous {
         Some(state) if !clean_start => {
@@ -338,7 +340,7 @@ async fn settle_session(
             if let Some(state) = previous {
                 state.close(shared, true).await;
             }
-            let state = SessionState::open(shared, client_id).await.map_err(|error| error.to_string())?;
+            let state = SessionState::open(shared, client_id, peer).await.map_err(|error| error.to_string())?;
             Ok((state, false))
         }
     }

@@ -70,7 +70,13 @@ pub(crate) struct SessionState {
 
 impl SessionState {
     /// Opens the native session of a new MQTT session.
-    pub async fn open(shared: &Shared, client_id: &str) -> Result<SessionState, sift_client::ClientError> {
+    /// `peer` is the connecting client's address (`None` for a session
+    /// restored from the journal), shown in the broker's reports.
+    pub async fn open(
+        shared: &Shared,
+        client_id: &str,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<SessionState, sift_client::ClientError> {
         let name = format!("mqtt-{client_id}");
         let options = ClientOptions {
             name: name.clone(),
@@ -78,7 +84,8 @@ impl SessionState {
             clock_sync_interval: None,
             ..ClientOptions::default()
         };
-        let client = Client::connect_in_process(shared.connector.opener(), options).await?;
+        let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Mqtt, peer };
+        let client = Client::connect_in_process(shared.connector.opener_from(origin), options).await?;
         let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
         Ok(SessionState {
             client_id: client_id.to_string(),

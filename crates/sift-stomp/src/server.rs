@@ -2,22 +2,18 @@
 //! and serves each with a [`crate::session`], and stops with the broker.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use sift_broker::config::StompConfig;
-use sift_broker::front_end::accept_connections;
+use sift_broker::front_end::{Accepted, Listening};
 use sift_broker::InProcessConnector;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::frame::{Command, Frame};
-
-/// How long shutdown waits for sessions to close.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Why the STOMP front-end could not start.
 #[derive(Debug, thiserror::Error)]
@@ -32,36 +28,19 @@ pub enum StompError {
     },
 }
 
-/// Counters of the STOMP front-end.
-#[derive(Debug, Default)]
-pub struct StompCounters {
-    /// Connections accepted.
-    pub connections_accepted: AtomicU64,
-    /// Connections refused by `stomp.max_connections`.
-    pub connections_refused: AtomicU64,
-    /// ERROR frames sent (each closes its connection).
-    pub errors_sent: AtomicU64,
-    /// SEND frames taken.
-    pub messages_sent: AtomicU64,
-    /// MESSAGE frames written.
-    pub messages_delivered: AtomicU64,
-}
-
-impl StompCounters {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Name and value of every counter.
-    pub fn entries(&self) -> Vec<(&'static str, u64)> {
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        vec![
-            ("connections_accepted", load(&self.connections_accepted)),
-            ("connections_refused", load(&self.connections_refused)),
-            ("errors_sent", load(&self.errors_sent)),
-            ("messages_sent", load(&self.messages_sent)),
-            ("messages_delivered", load(&self.messages_delivered)),
-        ]
+sift_broker::door_counters! {
+    /// Counters of the STOMP front-end.
+    StompCounters {
+        /// Connections accepted.
+        connections_accepted,
+        /// Connections refused by `stomp.max_connections`.
+        connections_refused,
+        /// ERROR frames sent (each closes its connection).
+        errors_sent,
+        /// SEND frames taken.
+        messages_sent,
+        /// MESSAGE frames written.
+        messages_delivered,
     }
 }
 
@@ -70,16 +49,14 @@ impl StompCounters {
 pub(crate) struct Shared {
     pub config: StompConfig,
     pub connector: InProcessConnector,
-    pub counters: StompCounters,
+    pub counters: Arc<StompCounters>,
 }
 
 /// A running STOMP front-end.
 #[derive(Debug)]
 pub struct StompFrontEnd {
-    local_addr: SocketAddr,
+    listening: Listening,
     shared: Arc<Shared>,
-    stop: watch::Sender<bool>,
-    accept_task: tokio::task::JoinHandle<()>,
 }
 
 impl StompFrontEnd {
@@ -99,17 +76,21 @@ impl StompFrontEnd {
         connector: InProcessConnector,
     ) -> Result<StompFrontEnd, StompError> {
         let address = config.listen;
-        let local_addr = listener.local_addr().map_err(|source| StompError::Bind { address, source })?;
         let broker_stopping = connector.shutdown_watch();
-        let shared = Arc::new(Shared { config, connector, counters: StompCounters::default() });
-        let (stop, stopped) = watch::channel(false);
-        let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), stopped, broker_stopping));
-        Ok(StompFrontEnd { local_addr, shared, stop, accept_task })
+        let counters = Arc::new(StompCounters::default());
+        connector.register_door(sift_broker::door::Door::Stomp, counters.clone());
+        let shared = Arc::new(Shared { config, connector, counters });
+        let admitting = shared.clone();
+        let (stop, _) = watch::channel(false);
+        let listening =
+            Listening::serve("STOMP", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))
+                .map_err(|source| StompError::Bind { address, source })?;
+        Ok(StompFrontEnd { listening, shared })
     }
 
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listening.local_addr()
     }
 
     /// The front-end's counters.
@@ -119,30 +100,22 @@ impl StompFrontEnd {
 
     /// Stops accepting and closes every session.
     pub async fn shutdown(self) {
-        self.stop.send_replace(true);
-        let _ = self.accept_task.await;
+        self.listening.stop().await;
     }
 }
 
-/// Accepts and serves connections until the front-end or the broker stops.
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    stopped: watch::Receiver<bool>,
-    broker_stopping: watch::Receiver<bool>,
-) {
-    accept_connections("STOMP", listener, stopped, broker_stopping, SHUTDOWN_GRACE, |accepted| {
-        if accepted.tasks.len() >= shared.config.max_connections as usize {
-            StompCounters::bump(&shared.counters.connections_refused);
-            accepted.tasks.spawn(refuse(accepted.stream, shared.config.max_connections));
-            return;
-        }
-        StompCounters::bump(&shared.counters.connections_accepted);
-        let _ = accepted.stream.set_nodelay(true);
-        let session = crate::session::serve(accepted.stream, accepted.peer, shared.clone(), accepted.closing.clone());
-        accepted.tasks.spawn(session);
-    })
-    .await;
+/// Serves an accepted connection, or refuses it when `stomp.max_connections`
+/// are open.
+fn admit(accepted: Accepted<'_>, shared: &Arc<Shared>) {
+    if accepted.tasks.len() >= shared.config.max_connections as usize {
+        StompCounters::bump(&shared.counters.connections_refused);
+        accepted.tasks.spawn(refuse(accepted.stream, shared.config.max_connections));
+        return;
+    }
+    StompCounters::bump(&shared.counters.connections_accepted);
+    let _ = accepted.stream.set_nodelay(true);
+    let session = crate::session::serve(accepted.stream, accepted.peer, shared.clone(), accepted.closing.clone());
+    accepted.tasks.spawn(session);
 }
 
 async fn refuse(mut stream: TcpStream, limit: u32) {

@@ -83,7 +83,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
     let name = connect.get("login").map_or_else(|| format!("stomp-{peer}"), |login| format!("stomp-{login}"));
-    let client = match open_session(&shared, name).await {
+    let client = match open_session(&shared, name, peer).await {
         Ok(client) => client,
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
@@ -191,9 +191,10 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
     })
 }
 
-async fn open_session(shared: &Shared, name: String) -> Result<Client, Failure> {
+async fn open_session(shared: &Shared, name: String, peer: SocketAddr) -> Result<Client, Failure> {
     let options = ClientOptions { name, reconnect: false, clock_sync_interval: None, ..ClientOptions::default() };
-    Client::connect_in_process(shared.connector.opener(), options)
+    let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Stomp, peer: Some(peer) };
+    Client::connect_in_process(shared.connector.opener_from(origin), options)
         .await
         .map_err(|error| Failure::new("broker unavailable", error.to_string(), None))
 }

@@ -53,11 +53,16 @@ fn routes(document: &Value) -> String {
     )
 }
 
+/// The broker's counters, then each front-end's as `door.counter`.
 fn stats(document: &Value) -> String {
-    let rows: Vec<Vec<String>> = document["counters"]
-        .as_object()
-        .map(|counters| counters.iter().map(|(name, value)| vec![name.clone(), text(value)]).collect())
-        .unwrap_or_default();
+    let named = |prefix: &str, counters: &Value| -> Vec<Vec<String>> {
+        let counters = counters.as_object().into_iter().flatten();
+        counters.map(|(name, value)| vec![format!("{prefix}{name}"), text(value)]).collect()
+    };
+    let mut rows = named("", &document["counters"]);
+    for (door, counters) in document["doors"].as_object().into_iter().flatten() {
+        rows.extend(named(&format!("{door}."), counters));
+    }
     table(&["counter", "value"], &rows)
 }
 
@@ -72,6 +77,8 @@ fn subscriptions(document: &Value) -> String {
                 };
                 vec![
                     format!("{}#{}", text(&connection["client"]), text(&connection["connection"])),
+                    text(&connection["door"]),
+                    text(&connection["peer"]),
                     text(&subscription["sub_id"]),
                     text(&subscription["topic"]),
                     content(&subscription["content"]),
@@ -86,7 +93,7 @@ fn subscriptions(document: &Value) -> String {
     if rows.is_empty() {
         return "no subscriptions\n".into();
     }
-    table(&["client", "sub", "topic", "content", "group", "policy", "source", "queued"], &rows)
+    table(&["client", "door", "peer", "sub", "topic", "content", "group", "policy", "source", "queued"], &rows)
 }
 
 /// The objects of a JSON array (none when it is missing).

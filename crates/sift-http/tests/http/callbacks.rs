@@ -134,8 +134,8 @@ async fn reliable_deliveries_are_retried_until_the_listener_recovers() {
     assert_eq!(listener.next().await["payload"], "two");
     assert_eq!(listener.refused.load(Ordering::SeqCst), 3);
     let stats = get(served.http_addr(), "/v1/admin/stats").await.json();
-    assert_eq!(stats["http"]["callbacks_failed"], 3);
-    assert_eq!(stats["http"]["callbacks_delivered"], 2);
+    assert_eq!(stats["doors"]["http"]["callbacks_failed"], 3);
+    assert_eq!(stats["doors"]["http"]["callbacks_delivered"], 2);
     served.stop().await;
 }
 
@@ -152,7 +152,7 @@ async fn a_callback_listener_that_is_down_gets_its_deliveries_once_it_is_up() {
     tokio::time::timeout(PATIENCE, async {
         loop {
             let stats = get(served.http_addr(), "/v1/admin/stats").await.json();
-            if stats["http"]["callbacks_failed"].as_u64() >= Some(1) {
+            if stats["doors"]["http"]["callbacks_failed"].as_u64() >= Some(1) {
                 return;
             }
         }

@@ -5,7 +5,7 @@ use sift_client::{FilterKind, SubscribeOptions};
 use crate::common::*;
 
 #[tokio::test]
-async fn admin_reports_are_the_brokers_with_http_counters_added_to_stats() {
+async fn admin_reports_are_the_brokers_with_every_doors_counters_in_stats() {
     let served = served().await;
     let subscriber = native(&served, "watcher").await;
     let options = SubscribeOptions::new("a.>").filter(FilterKind::Regex, "^a\\.b");
@@ -17,7 +17,7 @@ async fn admin_reports_are_the_brokers_with_http_counters_added_to_stats() {
     assert_eq!(stats.status, 200);
     assert_eq!(stats.json()["query"], "stats");
     assert!(stats.json()["counters"]["messages_published"].as_u64() >= Some(1), "{}", stats.text());
-    assert_eq!(stats.json()["http"]["messages_published"], 1);
+    assert_eq!(stats.json()["doors"]["http"]["messages_published"], 1);
 
     let subscriptions = get(served.http_addr(), "/v1/admin/subscriptions").await.json();
     let connections = subscriptions["connections"].as_array().expect("connections");

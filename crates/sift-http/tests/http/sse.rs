@@ -111,7 +111,7 @@ async fn subscriptions_are_listed_consumed_once_deleted_and_expire_when_idle() {
     .await
     .expect("the idle subscription is deleted");
     let stats = get(address, "/v1/admin/stats").await.json();
-    assert_eq!(stats["http"]["subscriptions_expired"], 1);
+    assert_eq!(stats["doors"]["http"]["subscriptions_expired"], 1);
     served.stop().await;
 }
 

@@ -26,6 +26,11 @@ pub use crate::network_config::{
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
 /// Bytes each direction of an in-process connection's pipe holds by default.
 pub const IN_PROCESS_PIPE_BYTES_DEFAULT: usize = 256 * 1024;
+
+/// Default of `delivery.local_batches`: frame batches in flight each way on
+/// a local session. A batch holds up to one `write_batch_bytes` of
+/// deliveries, so 64 of them hold as much as a busy socket's buffers.
+pub const LOCAL_BATCHES_DEFAULT: usize = 64;
 /// Directory the broker keeps its data in by default.
 pub const DEFAULT_DATA_DIR: &str = "./sift-data";
 
@@ -153,6 +158,9 @@ pub struct DeliveryConfig {
     /// Bytes each direction of an in-process connection's pipe holds (the
     /// HTTP front-end's sessions): the counterpart of a socket's buffers.
     pub in_process_pipe_bytes: usize,
+    /// Frame batches in flight each way on a local session (a protocol
+    /// front-end's): the counterpart of a socket's buffers.
+    pub local_batches: usize,
 }
 
 impl Default for Config {
@@ -230,6 +238,7 @@ impl Default for DeliveryConfig {
             encode_arena_bytes: 64 * 1024,
             blocked_read_ahead_bytes: 1024 * 1024,
             in_process_pipe_bytes: IN_PROCESS_PIPE_BYTES_DEFAULT,
+            local_batches: LOCAL_BATCHES_DEFAULT,
         }
     }
 }
@@ -275,6 +284,7 @@ impl Config {
             ("delivery.read_buffer_bytes", delivery.read_buffer_bytes as u64),
             ("delivery.encode_arena_bytes", delivery.encode_arena_bytes as u64),
             ("delivery.in_process_pipe_bytes", delivery.in_process_pipe_bytes as u64),
+            ("delivery.local_batches", delivery.local_batches as u64),
         ];
         require_positive(&positive).map_err(ConfigError::Invalid)?;
         if limits.max_payload_bytes >= limits.max_frame_bytes {

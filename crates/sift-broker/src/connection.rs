@@ -9,7 +9,6 @@
 //! batches. The redelivery timer requeues reliable deliveries whose ack is
 //! late. All three stop when the connection closes.
 
-use crate::door::{Door, Origin};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,12 +16,14 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use sift_proto::{
-    Decoder, ErrorCode, ErrorFrame, Frame, Hello, TimeReply, Welcome, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN,
+    DecodeError, Decoder, ErrorCode, ErrorFrame, Frame, Hello, TimeReply, Welcome, PROTOCOL_VERSION,
+    PROTOCOL_VERSION_MIN,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 
+use crate::door::{Door, Origin};
 use crate::outbox::{Outbox, ReportEvent};
 use crate::publish::Publisher;
 use crate::server::BrokerShared;
@@ -265,7 +266,8 @@ where
     let mut buf = BytesMut::with_capacity(shared.config.delivery.read_buffer_bytes);
     let hello = match handshake(&mut reader, &mut buf, &mut decoder, &shared).await {
         Ok(hello) => hello,
-        Err((error, reply)) => {
+        Err(failure) => {
+            let (error, reply) = *failure;
             tracing::debug!(connection = id, %peer, %error, "connection refused at its handshake");
             if let Some(reply) = reply {
                 bump(&shared.stats.errors_sent);
@@ -278,21 +280,50 @@ where
             return;
         }
     };
+    let conn = open_connection(&shared, id, &hello, door, &peer);
+    let writer_task =
+        tokio::spawn(crate::writer::run(conn.clone(), crate::writer::SocketOutlet(writer), shared.clone()));
+    decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
+    let inbound = SocketInbound { reader, buf, decoder, shared: shared.clone() };
+    run_session(conn, shared, inbound, writer_task, &peer).await;
+}
+
+/// Registers the connection a checked `HELLO` opened and queues its
+/// `WELCOME`.
+pub(crate) fn open_connection(
+    shared: &BrokerShared,
+    id: u64,
+    hello: &Hello,
+    door: Door,
+    peer: &str,
+) -> Arc<ConnShared> {
     let conn = ConnShared::new(
         id,
         Arc::from(hello.client_name.as_str()),
         door,
-        Arc::from(peer.as_str()),
+        Arc::from(peer),
         shared.config.limits.max_pending_bytes_per_connection,
     );
     shared.register(conn.clone());
     tracing::debug!(connection = id, %door, %peer, client = %hello.client_name, "connection opened");
-    conn.send_control(&Frame::Welcome(welcome(&shared, id)));
-    let writer_task = tokio::spawn(crate::writer::run(conn.clone(), writer, shared.clone()));
+    conn.send_control(&Frame::Welcome(welcome(shared, id)));
+    conn
+}
+
+/// Runs a registered connection's session until it ends, then releases
+/// what it held and waits (boundedly) for its writer to flush: the part of
+/// a connection's life that a socket and a local session share.
+pub(crate) async fn run_session(
+    conn: Arc<ConnShared>,
+    shared: Arc<BrokerShared>,
+    mut inbound: impl Inbound,
+    writer_task: tokio::task::JoinHandle<()>,
+    peer: &str,
+) {
+    let id = conn.id;
     let timer_task = tokio::spawn(crate::writer::redelivery_timer(conn.clone(), shared.clone()));
     let mut session = Session::new(conn.clone(), shared.clone());
-    decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
-    let outcome = session.read_loop(&mut reader, &mut buf, &mut decoder).await;
+    let outcome = session.read_loop(&mut inbound).await;
     match &outcome {
         Err(error) => tracing::debug!(connection = id, %peer, %error, "connection closed"),
         Ok(()) => tracing::debug!(connection = id, %peer, "connection closed"),
@@ -307,6 +338,46 @@ where
     let _ = tokio::time::timeout(Duration::from_secs(5), writer_task).await;
     timer_task.abort();
     shared.unregister(id);
+}
+
+/// Where a session's frames come from: a socket's bytes through the
+/// decoder ([`SocketInbound`]), or a local session's frame values
+/// (`crate::local`). The session's read loop is the same for both.
+pub(crate) trait Inbound: Send {
+    /// The next whole frame already received; `Ok(None)` when the session
+    /// must wait for more.
+    fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError>;
+
+    /// Waits until more has arrived; false when the other side is gone.
+    /// Cancel-safe: the read loop drops it when another event comes first.
+    fn receive(&mut self) -> impl std::future::Future<Output = Result<bool, ConnectionError>> + Send;
+}
+
+/// A socket's (or pipe's) reading half, its read buffer and its decoder.
+pub(crate) struct SocketInbound<R> {
+    reader: R,
+    buf: BytesMut,
+    decoder: Decoder,
+    shared: Arc<BrokerShared>,
+}
+
+impl<R: AsyncRead + Unpin + Send> Inbound for SocketInbound<R> {
+    fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
+        self.decoder.decode(&mut self.buf)
+    }
+
+    async fn receive(&mut self) -> Result<bool, ConnectionError> {
+        let read_size = self.shared.config.delivery.read_buffer_bytes;
+        if self.buf.capacity() - self.buf.len() < read_size / 4 {
+            self.buf.reserve(read_size);
+        }
+        // At most one read buffer per read: the link congestion wait of the
+        // read loop counts on it.
+        let mut limited = (&mut self.buf).limit(read_size);
+        let read = self.reader.read_buf(&mut limited).await?;
+        add(&self.shared.stats.bytes_received, read as u64);
+        Ok(read > 0)
+    }
 }
 
 fn welcome(shared: &BrokerShared, id: u64) -> Welcome {
@@ -324,7 +395,8 @@ fn welcome(shared: &BrokerShared, id: u64) -> Welcome {
     }
 }
 
-type HandshakeFailure = (ConnectionError, Option<Frame>);
+/// Why a handshake failed, and the `ERROR` to send back if any.
+pub(crate) type HandshakeFailure = Box<(ConnectionError, Option<Frame>)>;
 
 /// Reads the `HELLO` within the handshake timeout and checks versions.
 async fn handshake(
@@ -339,15 +411,21 @@ async fn handshake(
         Err(_) => {
             let message = format!("no HELLO within handshake_timeout_ms = {}", limit.as_millis());
             let reply = error_frame(ErrorCode::HandshakeTimeout, 0, true, message);
-            return Err((ConnectionError::HandshakeTimeout(limit), Some(reply)));
+            return Err(Box::new((ConnectionError::HandshakeTimeout(limit), Some(reply))));
         }
         Ok(Err(failure)) => return Err(failure),
         Ok(Ok(frame)) => frame,
     };
+    check_hello(frame)
+}
+
+/// The `HELLO` a session must open with, checked: its client name's length
+/// and a version both sides speak.
+pub(crate) fn check_hello(frame: Frame) -> Result<Hello, HandshakeFailure> {
     let Frame::Hello(hello) = frame else {
         let message = format!("expected HELLO as the first frame, got {}", frame.name());
         let reply = error_frame(ErrorCode::UnexpectedFrame, 0, true, message.clone());
-        return Err((ConnectionError::Protocol(message), Some(reply)));
+        return Err(Box::new((ConnectionError::Protocol(message), Some(reply))));
     };
     if hello.client_name.len() > CLIENT_NAME_BYTES_MAX {
         let message = format!(
@@ -355,7 +433,7 @@ async fn handshake(
             hello.client_name.len()
         );
         let reply = error_frame(ErrorCode::InvalidField, 0, true, message.clone());
-        return Err((ConnectionError::Protocol(message), Some(reply)));
+        return Err(Box::new((ConnectionError::Protocol(message), Some(reply))));
     }
     if hello.version_max < PROTOCOL_VERSION_MIN || hello.version_min > PROTOCOL_VERSION {
         let message = format!(
@@ -363,7 +441,7 @@ async fn handshake(
             hello.version_min, hello.version_max, PROTOCOL_VERSION_MIN, PROTOCOL_VERSION
         );
         let reply = error_frame(ErrorCode::UnsupportedVersion, 0, true, message.clone());
-        return Err((ConnectionError::Protocol(message), Some(reply)));
+        return Err(Box::new((ConnectionError::Protocol(message), Some(reply))));
     }
     Ok(hello)
 }
@@ -380,13 +458,13 @@ async fn read_frame(
             Ok(None) => {}
             Err(error) => {
                 let reply = error_frame(error.code(), error.reference(), true, error.to_string());
-                return Err((ConnectionError::Protocol(error.to_string()), Some(reply)));
+                return Err(Box::new((ConnectionError::Protocol(error.to_string()), Some(reply))));
             }
         }
-        let read = reader.read_buf(buf).await.map_err(|error| (ConnectionError::Io(error), None))?;
+        let read = reader.read_buf(buf).await.map_err(|error| Box::new((ConnectionError::Io(error), None)))?;
         if read == 0 {
             let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before HELLO");
-            return Err((ConnectionError::Io(eof), None));
+            return Err(Box::new((ConnectionError::Io(eof), None)));
         }
         add(&shared.stats.bytes_received, read as u64);
     }
@@ -465,39 +543,24 @@ impl Session {
         }
     }
 
-    async fn read_loop(
-        &mut self,
-        reader: &mut (impl AsyncRead + Unpin),
-        buf: &mut BytesMut,
-        decoder: &mut Decoder,
-    ) -> Result<(), ConnectionError> {
+    async fn read_loop(&mut self, inbound: &mut impl Inbound) -> Result<(), ConnectionError> {
         let mut close_watch = self.conn.close_watch();
-        let read_size = self.shared.config.delivery.read_buffer_bytes;
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
             self.publisher.begin_read();
-            let keep_going = self.process_frames(buf, decoder);
+            let keep_going = self.process_frames(inbound);
             self.publisher.end_read();
             if !keep_going? || *close_watch.borrow() {
                 return Ok(());
             }
-            if buf.capacity() - buf.len() < read_size / 4 {
-                buf.reserve(read_size);
-            }
             // A publisher whose messages fill a broker link waits (boundedly)
             // before reading more, as it would for a slow subscriber.
             self.shared.links.wait_while_congested(&self.shared.stats).await;
-            let blocked_on = self.publisher.blocked_on();
-            let read = match blocked_on {
-                None => {
-                    // At most one read buffer per read: the link congestion
-                    // wait above counts on it.
-                    let mut limited = (&mut *buf).limit(read_size);
-                    tokio::select! {
-                        read = reader.read_buf(&mut limited) => read?,
-                        _ = close_watch.changed() => return Ok(()),
-                    }
-                }
+            let more = match self.publisher.blocked_on() {
+                None => tokio::select! {
+                    more = inbound.receive() => more?,
+                    _ = close_watch.changed() => return Ok(()),
+                },
                 Some(blocked_conn) => {
                     let space = blocked_conn.space.notified();
                     tokio::pin!(space);
@@ -506,19 +569,17 @@ impl Session {
                         continue;
                     }
                     let may_read = self.deferred_bytes < read_ahead_max;
-                    let mut limited = (&mut *buf).limit(read_size);
                     tokio::select! {
-                        read = reader.read_buf(&mut limited), if may_read => read?,
+                        more = inbound.receive(), if may_read => more?,
                         _ = &mut space => continue,
                         _ = tokio::time::sleep(BLOCKED_RECHECK) => continue,
                         _ = close_watch.changed() => return Ok(()),
                     }
                 }
             };
-            if read == 0 {
+            if !more {
                 return Ok(());
             }
-            add(&self.shared.stats.bytes_received, read as u64);
         }
     }
 
@@ -526,7 +587,7 @@ impl Session {
     /// frame in `buf`. While a publish is parked, later publishes are set
     /// aside, up to `blocked_read_ahead_bytes`; everything else is handled.
     /// Returns false when the reader must stop.
-    fn process_frames(&mut self, buf: &mut BytesMut, decoder: &mut Decoder) -> Result<bool, ConnectionError> {
+    fn process_frames(&mut self, inbound: &mut impl Inbound) -> Result<bool, ConnectionError> {
         let read_ahead_max = self.shared.config.delivery.blocked_read_ahead_bytes;
         loop {
             if !self.publisher.is_parked() {
@@ -543,7 +604,7 @@ impl Session {
             } else if self.deferred_bytes >= read_ahead_max {
                 return Ok(true);
             }
-            match decoder.decode(buf) {
+            match inbound.next_frame() {
                 Ok(Some(frame)) => {
                     // Staged best-effort copies go out before anything that
                     // is not itself a best-effort publish, to keep order.

@@ -17,6 +17,7 @@ pub mod door;
 pub mod front_end;
 mod http_config;
 pub mod link;
+pub mod local;
 mod mqtt_config;
 mod network_config;
 pub mod outbox;

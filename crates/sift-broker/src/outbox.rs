@@ -518,16 +518,16 @@ impl Outbox {
     /// Moves control frames and then deliveries into `buf` until it holds
     /// `budget` bytes or nothing is eligible. Highest priority first within a
     /// subscription; ready subscriptions take turns.
-    pub fn drain(&mut self, buf: &mut BytesMut, budget: usize, now_ns: u64, now: Instant) -> Drained {
+    pub fn drain(&mut self, sink: &mut impl DrainSink, budget: usize, now_ns: u64, now: Instant) -> Drained {
         let mut drained = Drained::default();
         if !self.control.is_empty() {
             self.pending_bytes -= self.control.len() as u64;
-            buf.extend_from_slice(&self.control);
+            sink.control(&self.control);
             self.control.clear();
         }
         // Once closing, only the control frames (ending with the final ERROR
         // or CLOSE) are written: no delivery may follow the last frame.
-        while buf.len() < budget && !self.closed {
+        while sink.taken_bytes() < budget && !self.closed {
             let Some(sub_id) = self.ready.pop_front() else {
                 break;
             };
@@ -536,7 +536,7 @@ impl Outbox {
             };
             sub.in_ready = false;
             for _ in 0..DRAIN_TURN_MAX {
-                if !sub.eligible() || buf.len() >= budget {
+                if !sub.eligible() || sink.taken_bytes() >= budget {
                     break;
                 }
                 let Some(entry) = sub.pop_next() else { break };
@@ -563,12 +563,7 @@ impl Outbox {
                     *credit -= 1;
                 }
                 let flags = if entry.attempts > 0 { deliver_flags::REDELIVERED } else { 0 };
-                let body_len = entry.routed.encoded.len();
-                match entry.routed.stream_seq() {
-                    0 => encode_deliver_prefix(buf, sub_id, tag, flags, body_len),
-                    seq => encode_stream_deliver_prefix(buf, sub_id, tag, flags, seq, body_len),
-                }
-                buf.extend_from_slice(&entry.routed.encoded);
+                sink.deliver(sub_id, tag, flags, &entry.routed);
                 drained.delivered += 1;
                 if drained.sample_stamp_ns == 0 && entry.routed.stream.is_none() {
                     drained.sample_stamp_ns = entry.routed.timestamp_ns();
@@ -579,10 +574,43 @@ impl Outbox {
                 self.ready.push_back(sub_id);
             }
         }
-        if buf.is_empty() {
+        if sink.taken_bytes() == 0 {
             self.writer_idle = true;
         }
         drained
+    }
+}
+
+/// Where [`Outbox::drain`] puts what it takes: a socket's write buffer
+/// (encoded frames), or a local session's batch of frame values
+/// (`crate::local`), so that one drain serves both adapters.
+pub trait DrainSink {
+    /// Bytes taken so far; the drain stops at its budget.
+    fn taken_bytes(&self) -> usize;
+    /// Takes encoded control frames (confirms, errors, replies).
+    fn control(&mut self, encoded: &[u8]);
+    /// Takes one delivery of `routed` to subscription `sub_id`.
+    fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed);
+}
+
+/// A socket's write buffer: each delivery is its `DELIVER` prefix followed
+/// by the message's shared encoding.
+impl DrainSink for BytesMut {
+    fn taken_bytes(&self) -> usize {
+        self.len()
+    }
+
+    fn control(&mut self, encoded: &[u8]) {
+        self.extend_from_slice(encoded);
+    }
+
+    fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {
+        let body_len = routed.encoded.len();
+        match routed.stream_seq() {
+            0 => encode_deliver_prefix(self, sub_id, tag, flags, body_len),
+            seq => encode_stream_deliver_prefix(self, sub_id, tag, flags, seq, body_len),
+        }
+        self.extend_from_slice(&routed.encoded);
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use sift_proto::ErrorCode;
+use sift_proto::{ErrorCode, Frame};
 use tokio::io::{AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::connection::{error_frame, serve, serve_in_process, ConnShared};
 use crate::door::Origin;
 use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
+use crate::local::{LocalLink, LocalRequest};
 use crate::router::Router;
 use crate::stats::{bump, Stats, StatsSnapshot};
 use crate::store::Storage;
@@ -63,8 +64,15 @@ pub enum BrokerError {
 /// In-process connections waiting for the accept loop to admit them.
 pub const IN_PROCESS_BACKLOG: usize = 1024;
 
+/// An in-process connection on its way to the accept loop: a pipe that
+/// carries the native protocol, or a local session's frame channels.
+enum InProcess {
+    Pipe(DuplexStream, Origin),
+    Local(LocalRequest),
+}
+
 /// The accept loop's end of the in-process connections' queue.
-type InProcessQueue = tokio::sync::mpsc::Receiver<(DuplexStream, Origin)>;
+type InProcessQueue = tokio::sync::mpsc::Receiver<InProcess>;
 
 /// Why an in-process connection could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +110,7 @@ pub struct BrokerShared {
     /// The counters each protocol front-end registered.
     pub doors: crate::door::DoorRegistry,
     /// In-process connections on their way to the accept loop.
-    in_process: tokio::sync::mpsc::Sender<(DuplexStream, Origin)>,
+    in_process: tokio::sync::mpsc::Sender<InProcess>,
 }
 
 impl BrokerShared {
@@ -140,11 +148,30 @@ impl BrokerShared {
             return Err(InProcessError::ShuttingDown);
         }
         let (client_end, broker_end) = tokio::io::duplex(self.config.delivery.in_process_pipe_bytes);
-        self.in_process.try_send((broker_end, origin)).map_err(|error| match error {
+        self.queue_in_process(InProcess::Pipe(broker_end, origin))?;
+        Ok(client_end)
+    }
+
+    /// Opens a local session (`crate::local`): a protocol front-end's
+    /// session that exchanges frame values with the session machine instead
+    /// of bytes through a pipe. Admitted by the accept loop under
+    /// `max_connections`, as any connection.
+    pub fn connect_local(&self, origin: Origin) -> Result<LocalLink, InProcessError> {
+        if self.is_shutting_down() {
+            return Err(InProcessError::ShuttingDown);
+        }
+        let batches = self.config.delivery.local_batches.max(1);
+        let (to_broker, requests) = tokio::sync::mpsc::channel(batches);
+        let (replies, from_broker) = tokio::sync::mpsc::channel(batches);
+        self.queue_in_process(InProcess::Local(LocalRequest { requests, replies, origin }))?;
+        Ok((to_broker, from_broker))
+    }
+
+    fn queue_in_process(&self, connection: InProcess) -> Result<(), InProcessError> {
+        self.in_process.try_send(connection).map_err(|error| match error {
             tokio::sync::mpsc::error::TrySendError::Full(_) => InProcessError::Backlog,
             tokio::sync::mpsc::error::TrySendError::Closed(_) => InProcessError::ShuttingDown,
-        })?;
-        Ok(client_end)
+        })
     }
 
     fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnShared>>> {
@@ -207,6 +234,15 @@ impl InProcessConnector {
     /// client: reports show it with `origin`'s door and peer.
     pub fn connect_from(&self, origin: Origin) -> Result<DuplexStream, InProcessError> {
         self.shared.connect_in_process(origin)
+    }
+
+    /// A function that opens a new local session from `origin` each time it
+    /// is called ([`BrokerShared::connect_local`]), with refusals as I/O
+    /// errors: the form a client that reconnects takes
+    /// (`sift_client::Client::connect_local`).
+    pub fn local_opener(&self, origin: Origin) -> Arc<dyn Fn() -> std::io::Result<LocalLink> + Send + Sync> {
+        let shared = self.shared.clone();
+        Arc::new(move || shared.connect_local(origin).map_err(std::io::Error::other))
     }
 
     /// Registers a front-end's counters: the broker's `stats` report
@@ -415,11 +451,15 @@ async fn accept_loop(listener: TcpListener, mut in_process: InProcessQueue, shar
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            Some((pipe, origin)) = in_process.recv() => {
+            Some(connection) = in_process.recv() => {
                 let id = next_id;
                 next_id += 1;
                 bump(&shared.stats.connections_in_process);
-                admit(Accepted::InProcess(pipe, origin), id, &shared, &mut tasks);
+                let accepted = match connection {
+                    InProcess::Pipe(pipe, origin) => Accepted::InProcess(pipe, origin),
+                    InProcess::Local(request) => Accepted::Local(request),
+                };
+                admit(accepted, id, &shared, &mut tasks);
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             _ = shutdown.changed() => break,
@@ -443,6 +483,7 @@ async fn accept_loop(listener: TcpListener, mut in_process: InProcessQueue, shar
 enum Accepted {
     Socket(TcpStream),
     InProcess(DuplexStream, Origin),
+    Local(LocalRequest),
 }
 
 fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut JoinSet<()>) {
@@ -457,6 +498,7 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
         match accepted {
             Accepted::Socket(stream) => tasks.spawn(refuse(stream, limit)),
             Accepted::InProcess(pipe, _) => tasks.spawn(refuse(pipe, limit)),
+            Accepted::Local(request) => tasks.spawn(refuse_local(request, limit)),
         };
         return;
     }
@@ -464,13 +506,23 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
     match accepted {
         Accepted::Socket(stream) => tasks.spawn(serve(stream, shared.clone(), id)),
         Accepted::InProcess(pipe, origin) => tasks.spawn(serve_in_process(pipe, origin, shared.clone(), id)),
+        Accepted::Local(request) => tasks.spawn(crate::local::serve_local(request, shared.clone(), id)),
     };
 }
 
-async fn refuse(mut stream: impl AsyncWrite + Unpin, limit: u64) {
+/// The `ERROR` that refuses a connection past `max_connections`.
+fn too_many_connections(limit: u64) -> Frame {
     let message = format!("broker already serves max_connections = {limit} connections");
+    error_frame(ErrorCode::TooManyConnections, 0, true, message)
+}
+
+async fn refuse_local(request: LocalRequest, limit: u64) {
+    let _ = request.replies.send(vec![too_many_connections(limit)]).await;
+}
+
+async fn refuse(mut stream: impl AsyncWrite + Unpin, limit: u64) {
     let mut bytes = BytesMut::new();
-    if error_frame(ErrorCode::TooManyConnections, 0, true, message).encode(&mut bytes).is_ok() {
+    if too_many_connections(limit).encode(&mut bytes).is_ok() {
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
     }
     let _ = stream.shutdown().await;

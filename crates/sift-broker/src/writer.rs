@@ -13,6 +13,7 @@ use bytes::BytesMut;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::connection::{apply_events, apply_settled, ConnShared};
+use crate::outbox::DrainSink;
 use crate::publish::now_ns;
 use crate::server::BrokerShared;
 use crate::stats::add;
@@ -22,16 +23,53 @@ const REDELIVERY_SCAN_MIN: Duration = Duration::from_millis(5);
 /// Longest interval between two scans for late acknowledgements.
 const REDELIVERY_SCAN_MAX: Duration = Duration::from_secs(1);
 
-/// Writes the connection's outbox to its socket until the connection closes
-/// and everything queued before the close has been written.
-pub async fn run(conn: Arc<ConnShared>, mut socket: impl AsyncWrite + Unpin, shared: Arc<BrokerShared>) {
+/// Where a writer sends what it drained: a socket (or pipe), or a local
+/// session's channel of frame values (`crate::local`).
+pub(crate) trait Outlet: Send {
+    /// What the outbox drains into.
+    type Batch: DrainSink + Send;
+
+    /// An empty batch for up to `budget` bytes.
+    fn batch(&self, budget: usize) -> Self::Batch;
+
+    /// Sends the batch and leaves it empty; an error ends the connection.
+    fn send(&mut self, batch: &mut Self::Batch) -> impl std::future::Future<Output = std::io::Result<()>> + Send;
+
+    /// Closes the outlet once everything was sent.
+    fn close(self) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// A socket's (or pipe's) writing half: batches are encoded frames.
+pub(crate) struct SocketOutlet<W>(pub W);
+
+impl<W: AsyncWrite + Unpin + Send> Outlet for SocketOutlet<W> {
+    type Batch = BytesMut;
+
+    fn batch(&self, budget: usize) -> BytesMut {
+        BytesMut::with_capacity(budget + budget / 4)
+    }
+
+    async fn send(&mut self, batch: &mut BytesMut) -> std::io::Result<()> {
+        self.0.write_all(batch).await?;
+        batch.clear();
+        Ok(())
+    }
+
+    async fn close(mut self) {
+        let _ = self.0.shutdown().await;
+    }
+}
+
+/// Writes the connection's outbox to its outlet until the connection
+/// closes and everything queued before the close has been written.
+pub(crate) async fn run(conn: Arc<ConnShared>, mut outlet: impl Outlet, shared: Arc<BrokerShared>) {
     let budget = shared.config.delivery.write_batch_bytes;
-    let mut buf = BytesMut::with_capacity(budget + budget / 4);
+    let mut batch = outlet.batch(budget);
     loop {
         let drain_ns = now_ns();
         let (drained, closed) = {
             let mut outbox = conn.lock();
-            let drained = outbox.drain(&mut buf, budget, drain_ns, Instant::now());
+            let drained = outbox.drain(&mut batch, budget, drain_ns, Instant::now());
             (drained, outbox.is_closed())
         };
         add(&shared.stats.messages_delivered, drained.delivered);
@@ -40,7 +78,8 @@ pub async fn run(conn: Arc<ConnShared>, mut socket: impl AsyncWrite + Unpin, sha
         }
         add(&shared.stats.dropped_expired, drained.expired);
         apply_events(drained.events);
-        if buf.is_empty() {
+        let taken_bytes = batch.taken_bytes();
+        if taken_bytes == 0 {
             if closed {
                 break;
             }
@@ -49,15 +88,14 @@ pub async fn run(conn: Arc<ConnShared>, mut socket: impl AsyncWrite + Unpin, sha
         }
         // Space was freed: publishers blocked on this connection may go on.
         conn.space.notify_waiters();
-        if let Err(error) = socket.write_all(&buf).await {
+        if let Err(error) = outlet.send(&mut batch).await {
             tracing::debug!(connection = conn.id, %error, "write failed");
             conn.close(None);
             break;
         }
-        add(&shared.stats.bytes_sent, buf.len() as u64);
-        buf.clear();
+        add(&shared.stats.bytes_sent, taken_bytes as u64);
     }
-    let _ = socket.shutdown().await;
+    outlet.close().await;
 }
 
 /// Requeues reliable deliveries whose acknowledgement is later than

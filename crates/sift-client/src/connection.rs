@@ -12,9 +12,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
+use crate::outgoing::Outgoing;
 use crate::query::QuerySender;
 use crate::subscription::{Batch, Delivery, Gap, Subscription};
-use crate::transport::{Endpoint, PipeOpener, TransportRead, TransportWrite};
+use crate::transport::{Endpoint, Link, LocalOpener, PipeOpener, TransportRead, TransportWrite};
 use crate::ClientError;
 
 /// Request ids start here so that an `ERROR`'s reference tells a publish
@@ -32,10 +33,17 @@ type ConfirmSender = oneshot::Sender<Result<Confirm, ClientError>>;
 /// Where the JSON text of an `ADMIN_REPLY` goes.
 pub(crate) type AdminReceiver = oneshot::Receiver<Result<String, ClientError>>;
 
+/// A confirmed `PUBLISH` kept to resend after a reconnect: encoded for a
+/// byte stream, the frame itself for a local session.
+enum Resend {
+    Encoded(Bytes),
+    Frame(Frame),
+}
+
 struct PendingPublish {
     sender: ConfirmSender,
-    /// The encoded `PUBLISH`, kept to resend after a reconnect (reliable only).
-    frame: Option<Bytes>,
+    /// The `PUBLISH`, kept to resend after a reconnect (reliable only).
+    frame: Option<Resend>,
     _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
@@ -47,7 +55,7 @@ struct SubEntry {
 
 #[derive(Default)]
 struct State {
-    out: BytesMut,
+    out: Outgoing,
     acks: Vec<u64>,
     connected: bool,
     closed: bool,
@@ -100,9 +108,16 @@ impl Client {
         Client::connect_to(Endpoint::Tcp(address.into()), options).await
     }
 
-    /// Connects to a broker in this process through the pipes `open`
-    /// returns (one per connect and reconnect), as [`Client::connect`] does
-    /// over TCP.
+    /// Connects to a broker in this process through the local sessions
+    /// `open` returns (one per connect and reconnect): frames go to the
+    /// broker's session machine as values and come back as values, with no
+    /// encoding, pipe or decoding between. What protocol front-ends use.
+    pub async fn connect_local(open: LocalOpener, options: ClientOptions) -> Result<Client, ClientError> {
+        Client::connect_to(Endpoint::Local(open), options).await
+    }
+
+    /// Connects to a broker in this process through the pipes `open` makes
+    /// (one per connect and reconnect), speaking the native protocol's bytes.
     pub async fn connect_in_process(open: PipeOpener, options: ClientOptions) -> Result<Client, ClientError> {
         Client::connect_to(Endpoint::InProcess(open), options).await
     }
@@ -111,7 +126,11 @@ impl Client {
     pub async fn connect_to(endpoint: Endpoint, options: ClientOptions) -> Result<Client, ClientError> {
         let (stream, welcome) = open(&endpoint, &options).await?;
         let window = Arc::new(Semaphore::new(welcome.publish_window.max(1) as usize));
-        let state = State { next_request_id: REQUEST_ID_BASE, next_sub_id: 1, ..State::default() };
+        let out = match endpoint {
+            Endpoint::Local(_) => Outgoing::Frames { frames: Vec::new(), bytes: 0 },
+            _ => Outgoing::default(),
+        };
+        let state = State { out, next_request_id: REQUEST_ID_BASE, next_sub_id: 1, ..State::default() };
         let inner = Arc::new(Inner {
             endpoint,
             options,
@@ -206,13 +225,13 @@ impl Client {
         self.inner.connected_watch.subscribe()
     }
 
-    /// Appends an encoded frame and wakes the writer.
-    pub(crate) fn send_frame(&self, frame: &Frame) -> Result<(), ClientError> {
+    /// Queues a frame for the writer and wakes it.
+    pub(crate) fn send_frame(&self, frame: Frame) -> Result<(), ClientError> {
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
         }
-        frame.encode(&mut state.out).map_err(|error| ClientError::Encode(error.to_string()))?;
+        state.out.push(frame)?;
         drop(state);
         self.inner.writer_wake.notify_one();
         Ok(())
@@ -226,7 +245,7 @@ impl Client {
 
     /// Refuses the delivery with `tag`: redelivered (`requeue`) or dropped.
     pub fn nack_tag(&self, tag: u64, requeue: bool) -> Result<(), ClientError> {
-        self.send_frame(&Frame::Nack { delivery_tag: tag, requeue })
+        self.send_frame(Frame::Nack { delivery_tag: tag, requeue })
     }
 
     pub(crate) fn queue_ack(&self, tag: u64) -> Result<(), ClientError> {
@@ -297,7 +316,7 @@ impl Client {
     /// Numbers and encodes a fire-and-forget publish into the send buffer,
     /// or, when the buffer is over its bound, into a frame of its own that
     /// [`Client::finish_publish`] appends once there is room.
-    fn queue_publish(&self, message: MessageRef<'_>) -> Result<Option<BytesMut>, ClientError> {
+    fn queue_publish(&self, message: MessageRef<'_>) -> Result<Option<Outgoing>, ClientError> {
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
@@ -310,29 +329,26 @@ impl Client {
         }
         state.next_sequence += 1;
         let message = MessageRef { sequence: state.next_sequence, ..message };
-        let encode = |buf: &mut BytesMut| {
-            encode_publish_ref(buf, 0, flags, 0, message).map_err(|error| ClientError::Encode(error.to_string()))
-        };
         if state.out.len() < self.inner.options.write_buffer_bytes_max {
             // The common case: room in the buffer, one lock.
-            encode(&mut state.out)?;
+            state.out.push_publish_ref(flags, message)?;
             drop(state);
             self.inner.writer_wake.notify_one();
             return Ok(None);
         }
-        let mut frame = BytesMut::new();
-        encode(&mut frame)?;
+        let mut frame = state.out.empty_like();
+        frame.push_publish_ref(flags, message)?;
         Ok(Some(frame))
     }
 
-    async fn finish_publish(&self, queued: Result<Option<BytesMut>, ClientError>) -> Result<(), ClientError> {
+    async fn finish_publish(&self, queued: Result<Option<Outgoing>, ClientError>) -> Result<(), ClientError> {
         let Some(frame) = queued? else { return Ok(()) };
         self.wait_for_space().await?;
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
         }
-        state.out.extend_from_slice(&frame);
+        state.out.append(frame);
         drop(state);
         self.inner.writer_wake.notify_one();
         Ok(())
@@ -374,19 +390,40 @@ impl Client {
         message.sequence = state.next_sequence;
         let request_id = state.next_request_id;
         state.next_request_id += 1;
-        let mut frame = BytesMut::new();
-        encode_publish(&mut frame, request_id, flags, timeout_ms, &message)
-            .map_err(|error| ClientError::Encode(error.to_string()))?;
-        let frame = frame.freeze();
-        if state.connected {
-            state.out.extend_from_slice(&frame);
-        }
         let resend = message.delivery_mode.needs_ack() || options.await_delivered;
         if !state.connected && !resend {
             // Best-effort publishes are not kept across a disconnection.
             return Err(ClientError::Disconnected);
         }
-        let pending = PendingPublish { sender, frame: resend.then_some(frame), _permit: Some(permit) };
+        let connected = state.connected;
+        let kept = match &mut state.out {
+            Outgoing::Encoded(out) => {
+                let mut frame = BytesMut::new();
+                encode_publish(&mut frame, request_id, flags, timeout_ms, &message)
+                    .map_err(|error| ClientError::Encode(error.to_string()))?;
+                let frame = frame.freeze();
+                if connected {
+                    out.extend_from_slice(&frame);
+                }
+                resend.then_some(Resend::Encoded(frame))
+            }
+            Outgoing::Frames { .. } => {
+                let publish = Publish { request_id, flags, await_timeout_ms: timeout_ms, message: Box::new(message) };
+                let frame = Frame::Publish(publish);
+                match (connected, resend) {
+                    (true, true) => {
+                        state.out.push(frame.clone())?;
+                        Some(Resend::Frame(frame))
+                    }
+                    (true, false) => {
+                        state.out.push(frame)?;
+                        None
+                    }
+                    (false, _) => Some(Resend::Frame(frame)),
+                }
+            }
+        };
+        let pending = PendingPublish { sender, frame: kept, _permit: Some(permit) };
         state.pending.insert(request_id, pending);
         drop(state);
         self.inner.writer_wake.notify_one();
@@ -406,9 +443,7 @@ impl Client {
             state.next_sub_id += 1;
             let request = subscribe_frame(sub_id, &options);
             if state.connected {
-                Frame::Subscribe(request.clone())
-                    .encode(&mut state.out)
-                    .map_err(|error| ClientError::Encode(error.to_string()))?;
+                state.out.push(Frame::Subscribe(request.clone()))?;
             }
             state.subs.insert(sub_id, SubEntry { request, sender, ready: Some(ready_sender) });
             sub_id
@@ -433,7 +468,7 @@ impl Client {
 
     pub(crate) fn unsubscribe(&self, sub_id: u32) -> Result<(), ClientError> {
         self.lock().subs.remove(&sub_id);
-        self.send_frame(&Frame::Unsubscribe { sub_id })
+        self.send_frame(Frame::Unsubscribe { sub_id })
     }
 
     /// Round trip to the broker; when it returns, the broker has read
@@ -449,7 +484,7 @@ impl Client {
             state.pings.insert(nonce, sender);
             nonce
         };
-        self.send_frame(&Frame::Ping { nonce })?;
+        self.send_frame(Frame::Ping { nonce })?;
         receiver.await.map_err(|_| ClientError::Disconnected)?;
         Ok(started.elapsed())
     }
@@ -494,7 +529,7 @@ impl Client {
             return Err(ClientError::Disconnected);
         }
         let request_id = state.next_request_id;
-        build(request_id).encode(&mut state.out).map_err(|error| ClientError::Encode(error.to_string()))?;
+        state.out.push(build(request_id))?;
         state.next_request_id += 1;
         register(&mut state, request_id);
         drop(state);
@@ -514,7 +549,7 @@ impl Client {
             state.close_ack = Some(sender);
             state.connected
         };
-        if connected && self.send_frame(&Frame::Close).is_ok() {
+        if connected && self.send_frame(Frame::Close).is_ok() {
             let _ = tokio::time::timeout(self.inner.options.connect_timeout, receiver).await;
         }
         self.shut_down();
@@ -573,19 +608,19 @@ fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
     flags
 }
 
-/// An open connection's reading and writing halves.
-type Halves = (TransportRead, TransportWrite);
-
 /// Connects and runs the handshake.
-async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Halves, Welcome), ClientError> {
+async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Welcome), ClientError> {
     let failure = |reason: String| ClientError::Connect { address: endpoint.to_string(), reason };
     let attempt = async {
-        let (mut reader, mut writer) =
-            crate::transport::connect(endpoint).await.map_err(|error| failure(error.to_string()))?;
+        let link = crate::transport::connect(endpoint).await.map_err(|error| failure(error.to_string()))?;
         let hello = Hello {
             version_min: PROTOCOL_VERSION_MIN,
             version_max: PROTOCOL_VERSION,
             client_name: options.name.clone(),
+        };
+        let (mut reader, mut writer) = match link {
+            Link::Bytes(reader, writer) => (reader, writer),
+            Link::Frames(to_broker, from_broker) => return greet_local(to_broker, from_broker, hello, &failure).await,
         };
         let mut buf = BytesMut::new();
         Frame::Hello(hello).encode(&mut buf).map_err(|error| failure(error.to_string()))?;
@@ -594,7 +629,7 @@ async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Halves, W
         let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
         loop {
             match decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
-                Some(Frame::Welcome(welcome)) => return Ok(((reader, writer), welcome)),
+                Some(Frame::Welcome(welcome)) => return Ok((Link::Bytes(reader, writer), welcome)),
                 Some(Frame::Error(error)) => return Err(failure(format!("{}: {}", error.code, error.message))),
                 Some(other) => return Err(failure(format!("expected WELCOME, got {}", other.name()))),
                 None => {}
@@ -610,21 +645,48 @@ async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Halves, W
         .map_err(|_| failure(format!("no WELCOME within {:?}", options.connect_timeout)))?
 }
 
+/// A local session's handshake: `HELLO` out, `WELCOME` (or the `ERROR`
+/// that refuses the session) back, as values.
+async fn greet_local(
+    to_broker: mpsc::Sender<Vec<Frame>>,
+    mut from_broker: mpsc::Receiver<Vec<Frame>>,
+    hello: Hello,
+    failure: &impl Fn(String) -> ClientError,
+) -> Result<(Link, Welcome), ClientError> {
+    let closed = || failure("the local session closed during the handshake".into());
+    to_broker.send(vec![Frame::Hello(hello)]).await.map_err(|_| closed())?;
+    let first = from_broker.recv().await.ok_or_else(closed)?;
+    match first.into_iter().next() {
+        Some(Frame::Welcome(welcome)) => Ok((Link::Frames(to_broker, from_broker), welcome)),
+        Some(Frame::Error(error)) => Err(failure(format!("{}: {}", error.code, error.message))),
+        Some(other) => Err(failure(format!("expected WELCOME, got {}", other.name()))),
+        None => Err(closed()),
+    }
+}
+
 impl Client {
     /// Keeps the connection: runs it, and on loss reconnects with backoff.
-    async fn supervise(self, first: Halves) {
+    async fn supervise(self, first: Link) {
         let mut stream = Some(first);
         let mut delay = RECONNECT_DELAY_MIN;
         let mut reconnected = false;
         loop {
-            if let Some((reader, writer)) = stream.take() {
+            if let Some(link) = stream.take() {
                 if reconnected {
                     self.resume();
                 }
                 reconnected = true;
                 let max_frame = self.lock().welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
-                let mut writer_task = tokio::spawn(self.clone().write_loop(writer));
-                let mut reader_task = tokio::spawn(self.clone().read_loop(reader, max_frame));
+                let (mut writer_task, mut reader_task) = match link {
+                    Link::Bytes(reader, writer) => (
+                        tokio::spawn(self.clone().write_loop(writer)),
+                        tokio::spawn(self.clone().read_loop(reader, max_frame)),
+                    ),
+                    Link::Frames(to_broker, from_broker) => (
+                        tokio::spawn(self.clone().write_frames_loop(to_broker)),
+                        tokio::spawn(self.clone().read_frames_loop(from_broker)),
+                    ),
+                };
                 tokio::select! {
                     _ = &mut writer_task => reader_task.abort(),
                     _ = &mut reader_task => writer_task.abort(),
@@ -652,26 +714,29 @@ impl Client {
     /// publishes in their original order, then what was buffered meanwhile.
     fn resume(&self) {
         let mut state = self.lock();
-        let mut prefix = BytesMut::new();
+        let mut prefix = state.out.empty_like();
         let mut sub_ids: Vec<u32> = state.subs.keys().copied().collect();
         sub_ids.sort_unstable();
         // The new session has no subscriptions: open them all again, under
         // the same ids, so that their streams carry on.
         for sub_id in sub_ids {
             if let Some(entry) = state.subs.get(&sub_id) {
-                let _ = Frame::Subscribe(entry.request.clone()).encode(&mut prefix);
+                let _ = prefix.push(Frame::Subscribe(entry.request.clone()));
             }
         }
         let mut request_ids: Vec<u64> = state.pending.keys().copied().collect();
         request_ids.sort_unstable();
         for request_id in request_ids {
-            if let Some(frame) = state.pending.get(&request_id).and_then(|pending| pending.frame.as_ref()) {
-                prefix.extend_from_slice(frame);
+            match state.pending.get(&request_id).and_then(|pending| pending.frame.as_ref()) {
+                Some(Resend::Encoded(frame)) => prefix.append(Outgoing::Encoded(BytesMut::from(&frame[..]))),
+                Some(Resend::Frame(frame)) => {
+                    let _ = prefix.push(frame.clone());
+                }
+                None => {}
             }
         }
-        let buffered = std::mem::take(&mut state.out);
-        prefix.extend_from_slice(&buffered);
-        state.out = prefix;
+        let buffered = std::mem::replace(&mut state.out, prefix);
+        state.out.append(buffered);
         state.connected = true;
         drop(state);
         self.inner.connected_watch.send_replace(true);
@@ -717,13 +782,15 @@ impl Client {
                     let _ = Frame::Ack { delivery_tags: chunk.to_vec() }.encode(&mut batch);
                 }
                 state.acks.clear();
-                if batch.is_empty() {
-                    // Take the whole buffer without copying; the emptied
-                    // batch buffer goes back to collect the next frames.
-                    std::mem::swap(&mut batch, &mut state.out);
-                } else {
-                    batch.extend_from_slice(&state.out);
-                    state.out.clear();
+                if let Outgoing::Encoded(out) = &mut state.out {
+                    if batch.is_empty() {
+                        // Take the whole buffer without copying; the emptied
+                        // batch buffer goes back to collect the next frames.
+                        std::mem::swap(&mut batch, out);
+                    } else {
+                        batch.extend_from_slice(out);
+                        out.clear();
+                    }
                 }
                 if batch.is_empty() && state.closed {
                     return;
@@ -740,9 +807,64 @@ impl Client {
             batch.clear();
         }
     }
+
+    /// A local session's writer: hands the queued frames over as one batch
+    /// per wake-up, acknowledgements first, as the byte writer does.
+    async fn write_frames_loop(self, to_broker: mpsc::Sender<Vec<Frame>>) {
+        loop {
+            let batch = {
+                let mut state = self.lock();
+                let mut batch: Vec<Frame> = state
+                    .acks
+                    .chunks(ACK_BATCH_MAX)
+                    .map(|chunk| Frame::Ack { delivery_tags: chunk.to_vec() })
+                    .collect();
+                state.acks.clear();
+                if let Outgoing::Frames { frames, bytes } = &mut state.out {
+                    batch.append(frames);
+                    *bytes = 0;
+                }
+                if batch.is_empty() && state.closed {
+                    return;
+                }
+                batch
+            };
+            if batch.is_empty() {
+                self.inner.writer_wake.notified().await;
+                continue;
+            }
+            self.inner.space.notify_waiters();
+            if to_broker.send(batch).await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 impl Client {
+    /// A local session's reader: the broker's frames arrive as values, in
+    /// batches; deliveries are staged per subscription as the byte reader
+    /// stages them.
+    async fn read_frames_loop(self, mut from_broker: mpsc::Receiver<Vec<Frame>>) {
+        let mut staged: Vec<(u32, Vec<Delivery>)> = Vec::new();
+        let mut batch_capacity = 1;
+        while let Some(frames) = from_broker.recv().await {
+            for frame in frames {
+                match frame {
+                    Frame::Deliver(deliver) => self.stage(&mut staged, deliver, batch_capacity),
+                    frame => {
+                        if !self.dispatch(frame).await {
+                            return;
+                        }
+                    }
+                }
+            }
+            batch_capacity =
+                staged.iter().map(|(_, batch)| batch.len()).max().unwrap_or(1).clamp(1, STAGED_BATCH_CAPACITY_MAX);
+            self.hand_over(&mut staged).await;
+        }
+    }
+
     async fn read_loop(self, mut reader: TransportRead, max_frame_bytes: u32) {
         let mut decoder = Decoder::new(max_frame_bytes);
         let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -844,7 +966,7 @@ impl Client {
                 }
             }
             Frame::Ping { nonce } => {
-                let _ = self.send_frame(&Frame::Pong { nonce });
+                let _ = self.send_frame(Frame::Pong { nonce });
             }
             Frame::TimeReply(reply) => self.time_reply(reply),
             Frame::Time { request_id, origin_ns } => self.answer_time(request_id, origin_ns),

@@ -33,6 +33,7 @@ pub mod json;
 pub mod multicast;
 mod options;
 mod ordering;
+mod outgoing;
 mod query;
 mod subscription;
 mod tds;
@@ -51,7 +52,7 @@ pub use sift_proto::{GapReason, ManageOp, StartPosition, StreamSource};
 pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};
 pub use tds::{Release, TdsConfig, TdsCounters, TimeDifferential, TDS_ENTRIES_DEFAULT};
 pub use time::{system_now_ns, ClockSource, LocalTime, CLOCK_SYNC_BURST};
-pub use transport::{Endpoint, PipeOpener};
+pub use transport::{Endpoint, LocalLink, LocalOpener, PipeOpener};
 
 /// Sleeps until `deadline`, or for ever without one: a `select!` branch
 /// for a timer that may not be set.

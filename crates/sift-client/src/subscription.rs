@@ -43,7 +43,7 @@ impl Delivery {
     pub fn nack(&self, requeue: bool) -> Result<(), ClientError> {
         match &self.client {
             Some(client) if self.delivery_tag != 0 => {
-                client.send_frame(&sift_proto::Frame::Nack { delivery_tag: self.delivery_tag, requeue })
+                client.send_frame(sift_proto::Frame::Nack { delivery_tag: self.delivery_tag, requeue })
             }
             _ => Ok(()),
         }
@@ -155,7 +155,7 @@ impl Subscription {
 
     /// Grants `credit` more deliveries to a subscription in credit mode.
     pub fn grant(&self, credit: u32) -> Result<(), ClientError> {
-        self.client.send_frame(&sift_proto::Frame::Flow { sub_id: self.sub_id, credit })
+        self.client.send_frame(sift_proto::Frame::Flow { sub_id: self.sub_id, credit })
     }
 
     /// Closes the subscription at the broker and ends the stream.

@@ -118,7 +118,7 @@ impl Client {
     async fn time_exchange(&self) -> Result<(), ClientError> {
         let (sender, receiver) = oneshot::channel();
         let request_id = self.register_time_request(sender)?;
-        self.send_frame(&Frame::Time { request_id, origin_ns: self.now_ns() })?;
+        self.send_frame(Frame::Time { request_id, origin_ns: self.now_ns() })?;
         let timeout = self.options().connect_timeout;
         match tokio::time::timeout(timeout, receiver).await {
             Ok(Ok(())) => Ok(()),
@@ -145,7 +145,7 @@ impl Client {
     pub(crate) fn answer_time(&self, request_id: u64, origin_ns: u64) {
         let receive_ns = self.now_ns();
         let reply = TimeReply { request_id, origin_ns, receive_ns, transmit_ns: self.now_ns() };
-        let _ = self.send_frame(&Frame::TimeReply(reply));
+        let _ = self.send_frame(Frame::TimeReply(reply));
     }
 
     /// Keeps the estimate fresh: a burst at the start, then one exchange per

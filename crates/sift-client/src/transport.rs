@@ -1,21 +1,33 @@
-//! How a client reaches its broker: a TCP socket, or an in-memory pipe into
-//! a broker in the same process (the HTTP front-end's sessions).
+//! How a client reaches its broker: a TCP socket, an in-memory pipe into a
+//! broker in the same process, or a local session of such a broker (the
+//! protocol front-ends').
 //!
-//! Both carry the same bytes; the handshake and the reader and writer tasks
-//! see one type for each half, so that the connection code does not care
-//! which it has.
+//! A socket and a pipe carry the same bytes; the handshake and the reader
+//! and writer tasks see one type for each half, so that the connection
+//! code does not care which it has. A local session carries frame values
+//! instead ([`Link::Frames`]): nothing is encoded or decoded on the way.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use sift_proto::Frame;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 
 /// Opens a pipe into a broker in this process; called on every connect and
 /// reconnect.
 pub type PipeOpener = Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync>;
+
+/// A local session's ends: where the client sends its frames, and where
+/// the broker's arrive (`sift_broker::local::LocalLink`, the same type).
+pub type LocalLink = (mpsc::Sender<Vec<Frame>>, mpsc::Receiver<Vec<Frame>>);
+
+/// Opens a local session of a broker in this process; called on every
+/// connect and reconnect.
+pub type LocalOpener = Arc<dyn Fn() -> std::io::Result<LocalLink> + Send + Sync>;
 
 /// Where a client connects.
 #[derive(Clone)]
@@ -24,6 +36,9 @@ pub enum Endpoint {
     Tcp(String),
     /// A broker in this process, through the pipes the function opens.
     InProcess(PipeOpener),
+    /// A broker in this process, through the local sessions the function
+    /// opens: frames as values, no encoding.
+    Local(LocalOpener),
 }
 
 impl std::fmt::Display for Endpoint {
@@ -31,6 +46,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(address) => formatter.write_str(address),
             Endpoint::InProcess(_) => formatter.write_str("in-process broker"),
+            Endpoint::Local(_) => formatter.write_str("local session"),
         }
     }
 }
@@ -41,19 +57,30 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// Opens a connection to `endpoint`, as its reading and writing halves.
-pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<(TransportRead, TransportWrite)> {
+/// An open connection: a byte stream's halves, or a local session's
+/// frame channels.
+pub(crate) enum Link {
+    Bytes(TransportRead, TransportWrite),
+    Frames(mpsc::Sender<Vec<Frame>>, mpsc::Receiver<Vec<Frame>>),
+}
+
+/// Opens a connection to `endpoint`.
+pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<Link> {
     match endpoint {
         Endpoint::Tcp(address) => {
             let stream = TcpStream::connect(address).await?;
             // Acks and confirms are small; the writer batches on its own.
             let _ = stream.set_nodelay(true);
             let (reader, writer) = stream.into_split();
-            Ok((TransportRead::Tcp(reader), TransportWrite::Tcp(writer)))
+            Ok(Link::Bytes(TransportRead::Tcp(reader), TransportWrite::Tcp(writer)))
         }
         Endpoint::InProcess(open) => {
             let (reader, writer) = tokio::io::split(open()?);
-            Ok((TransportRead::Pipe(reader), TransportWrite::Pipe(writer)))
+            Ok(Link::Bytes(TransportRead::Pipe(reader), TransportWrite::Pipe(writer)))
+        }
+        Endpoint::Local(open) => {
+            let (to_broker, from_broker) = open()?;
+            Ok(Link::Frames(to_broker, from_broker))
         }
     }
 }

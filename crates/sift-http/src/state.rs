@@ -76,5 +76,5 @@ impl AppState {
 pub(crate) async fn session(connector: &InProcessConnector, name: String) -> Result<Client, ClientError> {
     let options = ClientOptions { name, reconnect: true, clock_sync_interval: None, ..ClientOptions::default() };
     let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Http, peer: None };
-    Client::connect_in_process(connector.opener_from(origin), options).await
+    Client::connect_local(connector.local_opener(origin), options).await
 }

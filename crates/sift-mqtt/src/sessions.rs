@@ -85,7 +85,7 @@ impl SessionState {
             ..ClientOptions::default()
         };
         let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Mqtt, peer };
-        let client = Client::connect_in_process(shared.connector.opener_from(origin), options).await?;
+        let client = Client::connect_local(shared.connector.local_opener(origin), options).await?;
         let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
         Ok(SessionState {
             client_id: client_id.to_string(),

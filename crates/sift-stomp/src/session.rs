@@ -194,7 +194,7 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
 async fn open_session(shared: &Shared, name: String, peer: SocketAddr) -> Result<Client, Failure> {
     let options = ClientOptions { name, reconnect: false, clock_sync_interval: None, ..ClientOptions::default() };
     let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Stomp, peer: Some(peer) };
-    Client::connect_in_process(shared.connector.opener_from(origin), options)
+    Client::connect_local(shared.connector.local_opener(origin), options)
         .await
         .map_err(|error| Failure::new("broker unavailable", error.to_string(), None))
 }

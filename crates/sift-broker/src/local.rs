@@ -1,0 +1,171 @@
+//! Local sessions: the session machine's second adapter, for protocol
+//! front-ends in this process.
+//!
+//! A socket session decodes frames from bytes and encodes what it sends;
+//! a local session takes the same frames as values from a channel and
+//! hands values back, so that a STOMP SEND or an MQTT PUBLISH reaches the
+//! publish pipeline with no encode, pipe or decode between the front-end
+//! and the core, and a delivery leaves the outbox as the message decoded
+//! once from its shared encoding (its payload and strings are slices of
+//! it, not copies). Everything else is the socket session's own code:
+//! the same [`crate::connection::Session`] handles the frames, the same
+//! outbox queues, acknowledges and redelivers, the same writer loop drains
+//! it ([`crate::writer::run`]), so limits, policies, durables and
+//! back-pressure hold for every door by construction.
+//!
+//! Each direction is a bounded channel of frame batches
+//! (`delivery.local_batches`): a front-end that stops reading fills it,
+//! the writer waits, and the outbox's own bounds and slow-consumer
+//! policies take over, as they do for a socket whose peer stops reading.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use sift_proto::{decode_message, DecodeError, Decoder, Deliver, Frame};
+use tokio::sync::mpsc;
+
+use crate::connection::{check_hello, open_connection, run_session, ConnectionError, Inbound};
+use crate::door::Origin;
+use crate::outbox::{DrainSink, Routed};
+use crate::server::BrokerShared;
+use crate::stats::bump;
+use crate::writer::Outlet;
+
+/// The front-end's ends of a local session: where it sends its frames, and
+/// where the broker's frames arrive.
+pub type LocalLink = (mpsc::Sender<Vec<Frame>>, mpsc::Receiver<Vec<Frame>>);
+
+/// A local session's first frame, `HELLO`, waiting for the accept loop.
+pub(crate) struct LocalRequest {
+    /// The front-end's frames.
+    pub requests: mpsc::Receiver<Vec<Frame>>,
+    /// The broker's frames to the front-end.
+    pub replies: mpsc::Sender<Vec<Frame>>,
+    /// Its door and peer.
+    pub origin: Origin,
+}
+
+/// Serves one local session until it closes: the handshake, then the
+/// session's read loop here and the writer and redelivery tasks beside it.
+pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>, id: u64) {
+    let LocalRequest { mut requests, replies, origin } = request;
+    let peer = origin.peer_text();
+    let limit = std::time::Duration::from_millis(shared.config.limits.handshake_timeout_ms);
+    let first = match tokio::time::timeout(limit, requests.recv()).await {
+        Ok(Some(batch)) => batch,
+        // The front-end gave up (or took too long) before saying HELLO.
+        Ok(None) | Err(_) => return,
+    };
+    let mut queue: VecDeque<Frame> = first.into();
+    let Some(first_frame) = queue.pop_front() else { return };
+    let hello = match check_hello(first_frame) {
+        Ok(hello) => hello,
+        Err(failure) => {
+            let (error, reply) = *failure;
+            tracing::debug!(connection = id, %peer, %error, "local session refused at its handshake");
+            if let Some(reply) = reply {
+                bump(&shared.stats.errors_sent);
+                let _ = replies.send(vec![reply]).await;
+            }
+            return;
+        }
+    };
+    let conn = open_connection(&shared, id, &hello, origin.door, &peer);
+    let outlet = LocalOutlet { replies };
+    let writer_task = tokio::spawn(crate::writer::run(conn.clone(), outlet, shared.clone()));
+    let inbound = LocalInbound { requests, queue };
+    run_session(conn, shared, inbound, writer_task, &peer).await;
+}
+
+/// The front-end's frames, as they arrive in batches.
+struct LocalInbound {
+    requests: mpsc::Receiver<Vec<Frame>>,
+    queue: VecDeque<Frame>,
+}
+
+impl Inbound for LocalInbound {
+    fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
+        Ok(self.queue.pop_front())
+    }
+
+    async fn receive(&mut self) -> Result<bool, ConnectionError> {
+        match self.requests.recv().await {
+            Some(batch) => {
+                self.queue.extend(batch);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// The channel to the front-end.
+struct LocalOutlet {
+    replies: mpsc::Sender<Vec<Frame>>,
+}
+
+impl Outlet for LocalOutlet {
+    type Batch = LocalBatch;
+
+    fn batch(&self, _budget: usize) -> LocalBatch {
+        LocalBatch::default()
+    }
+
+    async fn send(&mut self, batch: &mut LocalBatch) -> std::io::Result<()> {
+        batch.taken_bytes = 0;
+        let frames = std::mem::take(&mut batch.frames);
+        self.replies.send(frames).await.map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+
+    async fn close(self) {}
+}
+
+/// Frames drained for a local session. Control frames (confirms, replies,
+/// errors) are queued encoded in the outbox, and are decoded here: they
+/// are small beside deliveries, which are built from the routed message
+/// directly.
+pub(crate) struct LocalBatch {
+    frames: Vec<Frame>,
+    /// Bytes the batch stands for, as the socket's batch would count them.
+    taken_bytes: usize,
+    control: BytesMut,
+    decoder: Decoder,
+}
+
+impl Default for LocalBatch {
+    fn default() -> LocalBatch {
+        LocalBatch { frames: Vec::new(), taken_bytes: 0, control: BytesMut::new(), decoder: Decoder::new(u32::MAX) }
+    }
+}
+
+impl DrainSink for LocalBatch {
+    fn taken_bytes(&self) -> usize {
+        self.taken_bytes
+    }
+
+    fn control(&mut self, encoded: &[u8]) {
+        self.taken_bytes += encoded.len();
+        self.control.extend_from_slice(encoded);
+        while let Ok(Some(frame)) = self.decoder.decode(&mut self.control) {
+            self.frames.push(frame);
+        }
+        debug_assert!(self.control.is_empty(), "the outbox holds whole frames that this broker encoded");
+    }
+
+    fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {
+        self.taken_bytes += routed.encoded.len();
+        match decode_message(&routed.encoded) {
+            Ok(message) => self.frames.push(Frame::Deliver(Deliver {
+                sub_id,
+                delivery_tag: tag,
+                flags,
+                stream_seq: routed.stream_seq(),
+                message: Box::new(message),
+            })),
+            // The broker encoded it, or read it back checksummed from a
+            // stream: a failure here is a bug, not bad input.
+            Err(error) => tracing::error!(sub_id, %error, "a routed message does not decode"),
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! What a client has queued for its writer: encoded bytes for a socket or
+//! a pipe, or the frames themselves for a local session.
+//!
+//! A local session (a protocol front-end inside the broker's process)
+//! hands frames to the broker as values, so nothing is encoded here and
+//! nothing decoded there; everything else about the client (confirms,
+//! subscriptions, acknowledgements, reconnection) is the same code for
+//! every transport, which only meets this type.
+
+use bytes::BytesMut;
+use sift_core::Message;
+use sift_proto::{encode_publish_ref, Frame, MessageRef, Publish};
+
+use crate::ClientError;
+
+/// Frames waiting for the writer, in order.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    /// Encoded, for a byte stream.
+    Encoded(BytesMut),
+    /// As values, for a local session; `bytes` estimates their encoded
+    /// size, so that the client's write buffer bound means the same thing.
+    Frames {
+        /// The frames.
+        frames: Vec<Frame>,
+        /// Their estimated encoded size.
+        bytes: usize,
+    },
+}
+
+impl Default for Outgoing {
+    fn default() -> Outgoing {
+        Outgoing::Encoded(BytesMut::new())
+    }
+}
+
+/// An estimate of a frame's encoded size: exact enough to bound a buffer.
+fn estimated_bytes(frame: &Frame) -> usize {
+    /// Fixed fields and length prefixes of a frame or a message.
+    const OVERHEAD_BYTES: usize = 64;
+    match frame {
+        Frame::Publish(publish) => OVERHEAD_BYTES + message_bytes(&publish.message),
+        Frame::Deliver(deliver) => OVERHEAD_BYTES + message_bytes(&deliver.message),
+        Frame::Ack { delivery_tags } => OVERHEAD_BYTES + 8 * delivery_tags.len(),
+        _ => OVERHEAD_BYTES,
+    }
+}
+
+fn message_bytes(message: &Message) -> usize {
+    let properties: usize = message.properties.iter().map(|(name, _)| name.len() + 16).sum();
+    message.topic.as_str().len()
+        + properties
+        + message.metadata.as_ref().map_or(0, |metadata| metadata.len())
+        + message.payload.len()
+}
+
+impl Outgoing {
+    /// An empty buffer of the same kind.
+    pub(crate) fn empty_like(&self) -> Outgoing {
+        match self {
+            Outgoing::Encoded(_) => Outgoing::Encoded(BytesMut::new()),
+            Outgoing::Frames { .. } => Outgoing::Frames { frames: Vec::new(), bytes: 0 },
+        }
+    }
+
+    /// Appends `frame`.
+    pub(crate) fn push(&mut self, frame: Frame) -> Result<(), ClientError> {
+        match self {
+            Outgoing::Encoded(buf) => frame.encode(buf).map_err(|error| ClientError::Encode(error.to_string())),
+            Outgoing::Frames { frames, bytes } => {
+                *bytes += estimated_bytes(&frame);
+                frames.push(frame);
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends a `PUBLISH` of a borrowed message: encoded straight from
+    /// the borrow, or for a local session built as an owned message.
+    pub(crate) fn push_publish_ref(&mut self, flags: u8, message: MessageRef<'_>) -> Result<(), ClientError> {
+        match self {
+            Outgoing::Encoded(buf) => {
+                encode_publish_ref(buf, 0, flags, 0, message).map_err(|error| ClientError::Encode(error.to_string()))
+            }
+            Outgoing::Frames { .. } => {
+                let message = owned(message)?;
+                self.push(Frame::Publish(Publish {
+                    request_id: 0,
+                    flags,
+                    await_timeout_ms: 0,
+                    message: Box::new(message),
+                }))
+            }
+        }
+    }
+
+    /// Bytes queued (estimated for frames).
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Outgoing::Encoded(buf) => buf.len(),
+            Outgoing::Frames { bytes, .. } => *bytes,
+        }
+    }
+
+    /// Drops everything queued.
+    pub(crate) fn clear(&mut self) {
+        match self {
+            Outgoing::Encoded(buf) => buf.clear(),
+            Outgoing::Frames { frames, bytes } => {
+                frames.clear();
+                *bytes = 0;
+            }
+        }
+    }
+
+    /// Appends everything `other` holds (of the same kind).
+    pub(crate) fn append(&mut self, other: Outgoing) {
+        match (self, other) {
+            (Outgoing::Encoded(buf), Outgoing::Encoded(more)) => buf.extend_from_slice(&more),
+            (Outgoing::Frames { frames, bytes }, Outgoing::Frames { frames: more, bytes: more_bytes }) => {
+                frames.extend(more);
+                *bytes += more_bytes;
+            }
+            _ => debug_assert!(false, "one client's buffers are all of its transport's kind"),
+        }
+    }
+}
+
+/// An owned copy of a borrowed message, for a local session.
+fn owned(message: MessageRef<'_>) -> Result<Message, ClientError> {
+    let topic = sift_core::TopicName::new(message.topic).map_err(|error| ClientError::Encode(error.to_string()))?;
+    let mut owned = Message::new(topic, bytes::Bytes::copy_from_slice(message.payload));
+    owned.properties = message.properties.to_vec();
+    owned.metadata = message.metadata.map(bytes::Bytes::copy_from_slice);
+    owned.sequence = message.sequence;
+    owned.timestamp_ns = message.timestamp_ns;
+    owned.time_error_ns = message.time_error_ns;
+    owned.priority = message.priority;
+    owned.expiry_ns = message.expiry_ns;
+    owned.delivery_mode = message.delivery_mode;
+    owned.hop_count = message.hop_count;
+    Ok(owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_kept_as_values_and_counted_and_encoded_ones_as_bytes() {
+        let topic = sift_core::TopicName::new("a.b").expect("valid");
+        let mut frames = Outgoing::Frames { frames: Vec::new(), bytes: 0 };
+        frames.push_publish_ref(0, MessageRef::payload_only(&topic, b"payload")).expect("queued");
+        frames.push(Frame::Ack { delivery_tags: vec![1, 2] }).expect("queued");
+        assert!(frames.len() > 7 + 16);
+        let Outgoing::Frames { frames: queued, .. } = &frames else { panic!("kind kept") };
+        let Frame::Publish(publish) = &queued[0] else { panic!("a publish first") };
+        assert_eq!((publish.message.topic.as_str(), &publish.message.payload[..]), ("a.b", &b"payload"[..]));
+        let mut encoded = Outgoing::default();
+        encoded.push(Frame::Ack { delivery_tags: vec![1] }).expect("queued");
+        assert!(encoded.len() > 8);
+        frames.clear();
+        assert_eq!(frames.len(), 0);
+    }
+}

@@ -28,9 +28,10 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7400";
 pub const IN_PROCESS_PIPE_BYTES_DEFAULT: usize = 256 * 1024;
 
 /// Default of `delivery.local_batches`: frame batches in flight each way on
-/// a local session. A batch holds up to one `write_batch_bytes` of
-/// deliveries, so 64 of them hold as much as a busy socket's buffers.
-pub const LOCAL_BATCHES_DEFAULT: usize = 64;
+/// a local session. A batch holds up to 64 KiB (one `write_batch_bytes` of
+/// deliveries, or a client write), so 4 of them hold what the in-process
+/// pipe they replace held (256 KiB).
+pub const LOCAL_BATCHES_DEFAULT: usize = 4;
 /// Directory the broker keeps its data in by default.
 pub const DEFAULT_DATA_DIR: &str = "./sift-data";
 

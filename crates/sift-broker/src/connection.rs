@@ -727,7 +727,7 @@ fn is_plain_best_effort(frame: &Frame) -> bool {
 }
 
 /// Bytes a held-back frame stands for, for the read-ahead bound.
-fn approximate_size(frame: &Frame) -> usize {
+pub(crate) fn approximate_size(frame: &Frame) -> usize {
     match frame {
         Frame::Publish(publish) => {
             let message = &publish.message;

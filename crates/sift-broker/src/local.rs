@@ -25,7 +25,7 @@ use bytes::BytesMut;
 use sift_proto::{decode_message, DecodeError, Decoder, Deliver, Frame};
 use tokio::sync::mpsc;
 
-use crate::connection::{check_hello, open_connection, run_session, ConnectionError, Inbound};
+use crate::connection::{approximate_size, check_hello, open_connection, run_session, ConnectionError, Inbound};
 use crate::door::Origin;
 use crate::outbox::{DrainSink, Routed};
 use crate::server::BrokerShared;
@@ -74,7 +74,7 @@ pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>
     let conn = open_connection(&shared, id, &hello, origin.door, &peer);
     let outlet = LocalOutlet { replies };
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), outlet, shared.clone()));
-    let inbound = LocalInbound { requests, queue };
+    let inbound = LocalInbound { requests, queue, read_bytes_max: shared.config.delivery.read_buffer_bytes };
     run_session(conn, shared, inbound, writer_task, &peer).await;
 }
 
@@ -82,6 +82,17 @@ pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>
 struct LocalInbound {
     requests: mpsc::Receiver<Vec<Frame>>,
     queue: VecDeque<Frame>,
+    /// Bytes (estimated) one read takes at most: `delivery.read_buffer_bytes`.
+    read_bytes_max: usize,
+}
+
+impl LocalInbound {
+    /// Queues a batch; returns its estimated size.
+    fn take(&mut self, batch: Vec<Frame>) -> usize {
+        let bytes = batch.iter().map(approximate_size).sum();
+        self.queue.extend(batch);
+        bytes
+    }
 }
 
 impl Inbound for LocalInbound {
@@ -90,13 +101,18 @@ impl Inbound for LocalInbound {
     }
 
     async fn receive(&mut self) -> Result<bool, ConnectionError> {
-        match self.requests.recv().await {
-            Some(batch) => {
-                self.queue.extend(batch);
-                Ok(true)
+        let Some(batch) = self.requests.recv().await else { return Ok(false) };
+        let mut taken_bytes = self.take(batch);
+        // Take what else is already waiting, up to a socket read's worth:
+        // the read loop's per-read work (flushing staged copies and
+        // counters) is then shared by all of it.
+        while taken_bytes < self.read_bytes_max {
+            match self.requests.try_recv() {
+                Ok(batch) => taken_bytes += self.take(batch),
+                Err(_) => break,
             }
-            None => Ok(false),
         }
+        Ok(true)
     }
 }
 

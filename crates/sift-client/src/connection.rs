@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
-use crate::outgoing::Outgoing;
+use crate::outgoing::{Outgoing, Publishing};
 use crate::query::QuerySender;
 use crate::subscription::{Batch, Delivery, Gap, Subscription};
 use crate::transport::{Endpoint, Link, LocalOpener, PipeOpener, TransportRead, TransportWrite};
@@ -25,6 +25,9 @@ const REQUEST_ID_BASE: u64 = 1 << 32;
 const ACK_BATCH_MAX: usize = 1024;
 /// Most deliveries a new batch reserves room for up front.
 const STAGED_BATCH_CAPACITY_MAX: usize = 4096;
+/// Most bytes (estimated) in one batch a local session's writer hands
+/// over: a socket write's worth.
+const LOCAL_BATCH_BYTES: usize = 64 * 1024;
 /// First pause before a reconnect attempt.
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 
@@ -295,8 +298,15 @@ impl Client {
     /// The message is encoded before the future is built: a message is a
     /// few hundred bytes, and a future that held it would be copied around.
     pub fn publish(&self, message: Message) -> impl std::future::Future<Output = Result<(), ClientError>> + '_ {
-        let queued = self.queue_publish(MessageRef::of(&message));
-        drop(message);
+        let queued = match self.inner.endpoint {
+            // A local session takes the message itself: nothing to encode.
+            Endpoint::Local(_) => self.queue_publish(Publishing::Owned(message)),
+            _ => {
+                let queued = self.queue_publish(Publishing::Borrowed(MessageRef::of(&message)));
+                drop(message);
+                queued
+            }
+        };
         self.finish_publish(queued)
     }
 
@@ -309,35 +319,35 @@ impl Client {
         topic: &TopicName,
         payload: &[u8],
     ) -> impl std::future::Future<Output = Result<(), ClientError>> + '_ {
-        let queued = self.queue_publish(MessageRef::payload_only(topic, payload));
+        let queued = self.queue_publish(Publishing::Borrowed(MessageRef::payload_only(topic, payload)));
         self.finish_publish(queued)
     }
 
     /// Numbers and encodes a fire-and-forget publish into the send buffer,
     /// or, when the buffer is over its bound, into a frame of its own that
     /// [`Client::finish_publish`] appends once there is room.
-    fn queue_publish(&self, message: MessageRef<'_>) -> Result<Option<Outgoing>, ClientError> {
+    fn queue_publish(&self, mut message: Publishing<'_>) -> Result<Option<Outgoing>, ClientError> {
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
         }
         let mut flags = 0;
-        let mut message = message;
+        let mut time = None;
         if self.inner.options.publisher_time {
-            (message.timestamp_ns, message.time_error_ns) = self.publisher_time(&state, message.timestamp_ns)?;
+            time = Some(self.publisher_time(&state, message.timestamp_ns())?);
             flags = publish_flags::PUBLISHER_TIME;
         }
         state.next_sequence += 1;
-        let message = MessageRef { sequence: state.next_sequence, ..message };
+        message.stamp(state.next_sequence, time);
         if state.out.len() < self.inner.options.write_buffer_bytes_max {
             // The common case: room in the buffer, one lock.
-            state.out.push_publish_ref(flags, message)?;
+            state.out.push_publish(flags, message)?;
             drop(state);
             self.inner.writer_wake.notify_one();
             return Ok(None);
         }
         let mut frame = state.out.empty_like();
-        frame.push_publish_ref(flags, message)?;
+        frame.push_publish(flags, message)?;
         Ok(Some(frame))
     }
 
@@ -808,11 +818,13 @@ impl Client {
         }
     }
 
-    /// A local session's writer: hands the queued frames over as one batch
-    /// per wake-up, acknowledgements first, as the byte writer does.
+    /// A local session's writer: takes the queued frames at each wake-up,
+    /// acknowledgements first, as the byte writer does, and hands them over
+    /// in batches of at most [`LOCAL_BATCH_BYTES`], so that the session's
+    /// bounded channel bounds the bytes in flight as a pipe would.
     async fn write_frames_loop(self, to_broker: mpsc::Sender<Vec<Frame>>) {
         loop {
-            let batch = {
+            let taken = {
                 let mut state = self.lock();
                 let mut batch: Vec<Frame> = state
                     .acks
@@ -829,13 +841,15 @@ impl Client {
                 }
                 batch
             };
-            if batch.is_empty() {
+            if taken.is_empty() {
                 self.inner.writer_wake.notified().await;
                 continue;
             }
             self.inner.space.notify_waiters();
-            if to_broker.send(batch).await.is_err() {
-                return;
+            for batch in crate::outgoing::split_batches(taken, LOCAL_BATCH_BYTES) {
+                if to_broker.send(batch).await.is_err() {
+                    return;
+                }
             }
         }
     }
@@ -848,6 +862,9 @@ impl Client {
     async fn read_frames_loop(self, mut from_broker: mpsc::Receiver<Vec<Frame>>) {
         let mut staged: Vec<(u32, Vec<Delivery>)> = Vec::new();
         let mut batch_capacity = 1;
+        // One batch from the broker is at most one `write_batch_bytes`, as
+        // a socket read is one read buffer: each is handed over on its own,
+        // so that a subscription's channel bounds what waits in this client.
         while let Some(frames) = from_broker.recv().await {
             for frame in frames {
                 match frame {

@@ -75,23 +75,20 @@ impl Outgoing {
         }
     }
 
-    /// Appends a `PUBLISH` of a borrowed message: encoded straight from
-    /// the borrow, or for a local session built as an owned message.
-    pub(crate) fn push_publish_ref(&mut self, flags: u8, message: MessageRef<'_>) -> Result<(), ClientError> {
-        match self {
-            Outgoing::Encoded(buf) => {
-                encode_publish_ref(buf, 0, flags, 0, message).map_err(|error| ClientError::Encode(error.to_string()))
-            }
-            Outgoing::Frames { .. } => {
-                let message = owned(message)?;
-                self.push(Frame::Publish(Publish {
-                    request_id: 0,
-                    flags,
-                    await_timeout_ms: 0,
-                    message: Box::new(message),
-                }))
-            }
+    /// Appends an unconfirmed `PUBLISH`: encoded straight from a borrowed
+    /// message, or for a local session moved in as a value (a borrowed one
+    /// is copied, which only `publish_payload` does).
+    pub(crate) fn push_publish(&mut self, flags: u8, message: Publishing<'_>) -> Result<(), ClientError> {
+        if let Outgoing::Encoded(buf) = self {
+            return encode_publish_ref(buf, 0, flags, 0, message.as_ref())
+                .map_err(|error| ClientError::Encode(error.to_string()));
         }
+        let message = match message {
+            Publishing::Owned(message) => message,
+            Publishing::Borrowed(message) => owned(message)?,
+        };
+        let publish = Publish { request_id: 0, flags, await_timeout_ms: 0, message: Box::new(message) };
+        self.push(Frame::Publish(publish))
     }
 
     /// Bytes queued (estimated for frames).
@@ -126,6 +123,68 @@ impl Outgoing {
     }
 }
 
+/// Splits `frames` into batches of at most `batch_bytes` (estimated; a
+/// frame larger than that is a batch of its own), in order.
+pub(crate) fn split_batches(frames: Vec<Frame>, batch_bytes: usize) -> Vec<Vec<Frame>> {
+    let mut batches = Vec::new();
+    let mut current = Vec::new();
+    let mut current_bytes = 0;
+    for frame in frames {
+        let bytes = estimated_bytes(&frame);
+        if !current.is_empty() && current_bytes + bytes > batch_bytes {
+            batches.push(std::mem::take(&mut current));
+            current_bytes = 0;
+        }
+        current_bytes += bytes;
+        current.push(frame);
+    }
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    batches
+}
+
+/// A message to publish: borrowed (encoded at once for a byte stream) or
+/// owned (moved into a local session's frame without a copy).
+pub(crate) enum Publishing<'a> {
+    /// Borrowed from the caller.
+    Borrowed(MessageRef<'a>),
+    /// Handed over by the caller.
+    Owned(Message),
+}
+
+impl Publishing<'_> {
+    /// The message as a borrow, for encoding.
+    fn as_ref(&self) -> MessageRef<'_> {
+        match self {
+            Publishing::Borrowed(message) => *message,
+            Publishing::Owned(message) => MessageRef::of(message),
+        }
+    }
+
+    /// The publisher's own time stamp, if it set one.
+    pub(crate) fn timestamp_ns(&self) -> u64 {
+        self.as_ref().timestamp_ns
+    }
+
+    /// Sets the publisher's sequence number and, with publisher time, its
+    /// time stamp and error bound.
+    pub(crate) fn stamp(&mut self, sequence: u64, time: Option<(u64, u32)>) {
+        let (sequence_field, timestamp_ns, time_error_ns) = match self {
+            Publishing::Borrowed(message) => {
+                (&mut message.sequence, &mut message.timestamp_ns, &mut message.time_error_ns)
+            }
+            Publishing::Owned(message) => {
+                (&mut message.sequence, &mut message.timestamp_ns, &mut message.time_error_ns)
+            }
+        };
+        *sequence_field = sequence;
+        if let Some((stamp_ns, error_ns)) = time {
+            (*timestamp_ns, *time_error_ns) = (stamp_ns, error_ns);
+        }
+    }
+}
+
 /// An owned copy of a borrowed message, for a local session.
 fn owned(message: MessageRef<'_>) -> Result<Message, ClientError> {
     let topic = sift_core::TopicName::new(message.topic).map_err(|error| ClientError::Encode(error.to_string()))?;
@@ -150,7 +209,7 @@ mod tests {
     fn frames_are_kept_as_values_and_counted_and_encoded_ones_as_bytes() {
         let topic = sift_core::TopicName::new("a.b").expect("valid");
         let mut frames = Outgoing::Frames { frames: Vec::new(), bytes: 0 };
-        frames.push_publish_ref(0, MessageRef::payload_only(&topic, b"payload")).expect("queued");
+        frames.push_publish(0, Publishing::Borrowed(MessageRef::payload_only(&topic, b"payload"))).expect("queued");
         frames.push(Frame::Ack { delivery_tags: vec![1, 2] }).expect("queued");
         assert!(frames.len() > 7 + 16);
         let Outgoing::Frames { frames: queued, .. } = &frames else { panic!("kind kept") };
@@ -161,5 +220,8 @@ mod tests {
         assert!(encoded.len() > 8);
         frames.clear();
         assert_eq!(frames.len(), 0);
+        let acks: Vec<Frame> = (0..10).map(|tag| Frame::Ack { delivery_tags: vec![tag] }).collect();
+        let split = split_batches(acks, 3 * 72);
+        assert_eq!(split.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
     }
 }

@@ -58,6 +58,8 @@ pub struct ConnShared {
     pub name: Arc<str>,
     /// The protocol it came in by.
     pub door: Door,
+    /// True for a local session: its control frames are queued as values.
+    takes_values: bool,
     /// Where the connection comes from: the client's `ip:port` (the
     /// protocol client's, for a front-end's session), or `in-process`.
     pub peer: Arc<str>,
@@ -77,12 +79,19 @@ pub struct ConnShared {
 
 impl ConnShared {
     /// Connection state with an empty outbox.
-    pub fn new(id: u64, name: Arc<str>, door: Door, peer: Arc<str>, max_pending_bytes: u64) -> Arc<ConnShared> {
+    pub fn new(
+        id: u64,
+        name: Arc<str>,
+        (door, takes_values): (Door, bool),
+        peer: Arc<str>,
+        max_pending_bytes: u64,
+    ) -> Arc<ConnShared> {
         let (close_signal, _) = watch::channel(false);
         Arc::new(ConnShared {
             id,
             name,
             door,
+            takes_values,
             peer,
             outbox: Mutex::new(Outbox::new(max_pending_bytes)),
             writer_wake: Notify::new(),
@@ -138,6 +147,12 @@ impl ConnShared {
     /// Queues a response frame for the writer. A connection whose responses
     /// pile up past `max_pending_bytes` is not reading them; it is closed.
     pub fn send_control(&self, frame: &Frame) {
+        if self.takes_values {
+            // A local session gets the frame itself: nothing to encode here
+            // and decode there.
+            let frame_bytes = approximate_size(frame) as u64;
+            return self.queue_control(|outbox| outbox.push_control_frame(frame.clone(), frame_bytes));
+        }
         let mut bytes = BytesMut::new();
         if let Err(error) = frame.encode(&mut bytes) {
             tracing::error!(connection = self.id, %error, "cannot encode {}", frame.name());
@@ -149,12 +164,27 @@ impl ConnShared {
     /// Queues already encoded response frames (whole frames, in order), as
     /// [`ConnShared::send_control`] does.
     pub fn send_encoded(&self, bytes: &[u8]) {
+        if self.takes_values {
+            let mut encoded = BytesMut::from(bytes);
+            let mut decoder = Decoder::new(u32::MAX);
+            while let Ok(Some(frame)) = decoder.decode(&mut encoded) {
+                self.send_control(&frame);
+            }
+            return;
+        }
+        self.queue_control(|outbox| outbox.push_control(bytes));
+    }
+
+    /// Queues control with `push` (false when control alone passed
+    /// `max_pending_bytes`), wakes the writer, and closes a connection
+    /// that is not reading its responses.
+    fn queue_control(&self, push: impl FnOnce(&mut Outbox) -> bool) {
         let (within_limit, wake) = {
             let mut outbox = self.lock();
             if outbox.is_closed() {
                 return;
             }
-            (outbox.push_control(bytes), outbox.take_wake())
+            (push(&mut outbox), outbox.take_wake())
         };
         if wake {
             self.writer_wake.notify_one();
@@ -177,18 +207,22 @@ impl ConnShared {
         if self.closing.swap(true, Ordering::AcqRel) {
             return false;
         }
-        let mut bytes = BytesMut::new();
-        if let Some(frame) = last {
-            if frame.encode(&mut bytes).is_err() {
-                bytes.clear();
-            }
-        }
         {
             // One step: the last frame is queued and the outbox closed under
             // the same lock, so nothing can be queued after the last frame.
             let mut outbox = self.lock();
-            if !bytes.is_empty() {
-                outbox.push_control(&bytes);
+            match last {
+                Some(frame) if self.takes_values => {
+                    let frame_bytes = approximate_size(&frame) as u64;
+                    outbox.push_control_frame(frame, frame_bytes);
+                }
+                Some(frame) => {
+                    let mut bytes = BytesMut::new();
+                    if frame.encode(&mut bytes).is_ok() {
+                        outbox.push_control(&bytes);
+                    }
+                }
+                None => {}
             }
             outbox.close();
         }
@@ -280,7 +314,7 @@ where
             return;
         }
     };
-    let conn = open_connection(&shared, id, &hello, door, &peer);
+    let conn = open_connection(&shared, id, &hello, (door, false), &peer);
     let writer_task =
         tokio::spawn(crate::writer::run(conn.clone(), crate::writer::SocketOutlet(writer), shared.clone()));
     decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);
@@ -294,13 +328,13 @@ pub(crate) fn open_connection(
     shared: &BrokerShared,
     id: u64,
     hello: &Hello,
-    door: Door,
+    (door, takes_values): (Door, bool),
     peer: &str,
 ) -> Arc<ConnShared> {
     let conn = ConnShared::new(
         id,
         Arc::from(hello.client_name.as_str()),
-        door,
+        (door, takes_values),
         Arc::from(peer),
         shared.config.limits.max_pending_bytes_per_connection,
     );

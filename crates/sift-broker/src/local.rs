@@ -57,8 +57,8 @@ pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>
         // The front-end gave up (or took too long) before saying HELLO.
         Ok(None) | Err(_) => return,
     };
-    let mut queue: VecDeque<Frame> = first.into();
-    let Some(first_frame) = queue.pop_front() else { return };
+    let mut current = first.into_iter();
+    let Some(first_frame) = current.next() else { return };
     let hello = match check_hello(first_frame) {
         Ok(hello) => hello,
         Err(failure) => {
@@ -71,17 +71,22 @@ pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>
             return;
         }
     };
-    let conn = open_connection(&shared, id, &hello, origin.door, &peer);
+    let conn = open_connection(&shared, id, &hello, (origin.door, true), &peer);
     let outlet = LocalOutlet { replies };
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), outlet, shared.clone()));
-    let inbound = LocalInbound { requests, queue, read_bytes_max: shared.config.delivery.read_buffer_bytes };
+    let read_bytes_max = shared.config.delivery.read_buffer_bytes;
+    let inbound = LocalInbound { requests, current, pending: VecDeque::new(), read_bytes_max };
     run_session(conn, shared, inbound, writer_task, &peer).await;
 }
 
-/// The front-end's frames, as they arrive in batches.
+/// The front-end's frames, as they arrive in batches; each batch is handed
+/// out frame by frame as it came, without moving its frames again.
 struct LocalInbound {
     requests: mpsc::Receiver<Vec<Frame>>,
-    queue: VecDeque<Frame>,
+    /// The batch being handed out.
+    current: std::vec::IntoIter<Frame>,
+    /// Batches received after it.
+    pending: VecDeque<Vec<Frame>>,
     /// Bytes (estimated) one read takes at most: `delivery.read_buffer_bytes`.
     read_bytes_max: usize,
 }
@@ -90,14 +95,22 @@ impl LocalInbound {
     /// Queues a batch; returns its estimated size.
     fn take(&mut self, batch: Vec<Frame>) -> usize {
         let bytes = batch.iter().map(approximate_size).sum();
-        self.queue.extend(batch);
+        self.pending.push_back(batch);
         bytes
     }
 }
 
 impl Inbound for LocalInbound {
     fn next_frame(&mut self) -> Result<Option<Frame>, DecodeError> {
-        Ok(self.queue.pop_front())
+        loop {
+            if let Some(frame) = self.current.next() {
+                return Ok(Some(frame));
+            }
+            match self.pending.pop_front() {
+                Some(batch) => self.current = batch.into_iter(),
+                None => return Ok(None),
+            }
+        }
     }
 
     async fn receive(&mut self) -> Result<bool, ConnectionError> {
@@ -130,7 +143,10 @@ impl Outlet for LocalOutlet {
 
     async fn send(&mut self, batch: &mut LocalBatch) -> std::io::Result<()> {
         batch.taken_bytes = 0;
-        let frames = std::mem::take(&mut batch.frames);
+        // The next batch starts as large as this one, rather than growing
+        // (and copying) its frames one doubling at a time.
+        let next = Vec::with_capacity(batch.frames.len());
+        let frames = std::mem::replace(&mut batch.frames, next);
         self.replies.send(frames).await.map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
     }
 
@@ -167,6 +183,11 @@ impl DrainSink for LocalBatch {
             self.frames.push(frame);
         }
         debug_assert!(self.control.is_empty(), "the outbox holds whole frames that this broker encoded");
+    }
+
+    fn control_frame(&mut self, frame: Frame, frame_bytes: usize) {
+        self.taken_bytes += frame_bytes;
+        self.frames.push(frame);
     }
 
     fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {

@@ -21,7 +21,7 @@ use bytes::{Bytes, BytesMut};
 use sift_core::{Message, TopicName};
 use sift_proto::{
     deliver_flags, encode_deliver_prefix, encode_stream_deliver_prefix, encoded_deliver_len,
-    encoded_stream_deliver_len, AckMode, QueuePolicy,
+    encoded_stream_deliver_len, AckMode, Frame, QueuePolicy,
 };
 
 use crate::report::DeliveryReport;
@@ -368,6 +368,12 @@ pub enum PushOutcome {
 #[derive(Debug)]
 pub struct Outbox {
     control: BytesMut,
+    /// Control frames as values, for a local session (whose control frames
+    /// all come this way, so that their order is kept): with their size as
+    /// encoded, for `pending_bytes`.
+    control_frames: Vec<(Frame, u64)>,
+    /// The sum of `control_frames`' sizes.
+    control_frames_bytes: u64,
     subs: HashMap<u32, SubQueue, rustc_hash::FxBuildHasher>,
     ready: VecDeque<u32>,
     unacked: HashMap<u64, Unacked, rustc_hash::FxBuildHasher>,
@@ -383,6 +389,8 @@ impl Outbox {
     pub fn new(max_pending_bytes: u64) -> Outbox {
         Outbox {
             control: BytesMut::new(),
+            control_frames: Vec::new(),
+            control_frames_bytes: 0,
             subs: HashMap::default(),
             ready: VecDeque::new(),
             unacked: HashMap::default(),
@@ -437,6 +445,16 @@ impl Outbox {
         self.control.extend_from_slice(frame_bytes);
         self.pending_bytes += frame_bytes.len() as u64;
         self.control.len() as u64 <= self.max_pending_bytes
+    }
+
+    /// Appends a control frame as a value (a local session's), counted as
+    /// `frame_bytes`; false as [`Outbox::push_control`].
+    pub fn push_control_frame(&mut self, frame: Frame, frame_bytes: u64) -> bool {
+        debug_assert!(self.control.is_empty(), "one connection's control frames come one way");
+        self.control_frames.push((frame, frame_bytes));
+        self.control_frames_bytes += frame_bytes;
+        self.pending_bytes += frame_bytes;
+        self.control_frames_bytes <= self.max_pending_bytes
     }
 
     /// Queues `entry` for subscription `sub_id`, applying its policy when full.
@@ -525,6 +543,11 @@ impl Outbox {
             sink.control(&self.control);
             self.control.clear();
         }
+        for (frame, frame_bytes) in self.control_frames.drain(..) {
+            self.pending_bytes -= frame_bytes;
+            sink.control_frame(frame, frame_bytes as usize);
+        }
+        self.control_frames_bytes = 0;
         // Once closing, only the control frames (ending with the final ERROR
         // or CLOSE) are written: no delivery may follow the last frame.
         while sink.taken_bytes() < budget && !self.closed {
@@ -589,6 +612,8 @@ pub trait DrainSink {
     fn taken_bytes(&self) -> usize;
     /// Takes encoded control frames (confirms, errors, replies).
     fn control(&mut self, encoded: &[u8]);
+    /// Takes a control frame queued as a value, of `frame_bytes` encoded.
+    fn control_frame(&mut self, frame: Frame, frame_bytes: usize);
     /// Takes one delivery of `routed` to subscription `sub_id`.
     fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed);
 }
@@ -602,6 +627,12 @@ impl DrainSink for BytesMut {
 
     fn control(&mut self, encoded: &[u8]) {
         self.extend_from_slice(encoded);
+    }
+
+    fn control_frame(&mut self, frame: Frame, _frame_bytes: usize) {
+        // Sockets queue their control frames encoded; this only keeps the
+        // sink whole.
+        let _ = frame.encode(self);
     }
 
     fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {

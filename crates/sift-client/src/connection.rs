@@ -25,9 +25,6 @@ const REQUEST_ID_BASE: u64 = 1 << 32;
 const ACK_BATCH_MAX: usize = 1024;
 /// Most deliveries a new batch reserves room for up front.
 const STAGED_BATCH_CAPACITY_MAX: usize = 4096;
-/// Most bytes (estimated) in one batch a local session's writer hands
-/// over: a socket write's worth.
-const LOCAL_BATCH_BYTES: usize = 64 * 1024;
 /// First pause before a reconnect attempt.
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(50);
 
@@ -130,7 +127,7 @@ impl Client {
         let (stream, welcome) = open(&endpoint, &options).await?;
         let window = Arc::new(Semaphore::new(welcome.publish_window.max(1) as usize));
         let out = match endpoint {
-            Endpoint::Local(_) => Outgoing::Frames { frames: Vec::new(), bytes: 0 },
+            Endpoint::Local(_) => Outgoing::Frames(crate::outgoing::FrameBatches::default()),
             _ => Outgoing::default(),
         };
         let state = State { out, next_request_id: REQUEST_ID_BASE, next_sub_id: 1, ..State::default() };
@@ -417,7 +414,7 @@ impl Client {
                 }
                 resend.then_some(Resend::Encoded(frame))
             }
-            Outgoing::Frames { .. } => {
+            Outgoing::Frames(_) => {
                 let publish = Publish { request_id, flags, await_timeout_ms: timeout_ms, message: Box::new(message) };
                 let frame = Frame::Publish(publish);
                 match (connected, resend) {
@@ -820,33 +817,34 @@ impl Client {
 
     /// A local session's writer: takes the queued frames at each wake-up,
     /// acknowledgements first, as the byte writer does, and hands them over
-    /// in batches of at most [`LOCAL_BATCH_BYTES`], so that the session's
+    /// in the batches it was queued in (`outgoing::LOCAL_BATCH_BYTES` at most), so that the session's
     /// bounded channel bounds the bytes in flight as a pipe would.
     async fn write_frames_loop(self, to_broker: mpsc::Sender<Vec<Frame>>) {
         loop {
-            let taken = {
+            let (acks, batches) = {
                 let mut state = self.lock();
-                let mut batch: Vec<Frame> = state
+                let acks: Vec<Frame> = state
                     .acks
                     .chunks(ACK_BATCH_MAX)
                     .map(|chunk| Frame::Ack { delivery_tags: chunk.to_vec() })
                     .collect();
                 state.acks.clear();
-                if let Outgoing::Frames { frames, bytes } = &mut state.out {
-                    batch.append(frames);
-                    *bytes = 0;
-                }
-                if batch.is_empty() && state.closed {
+                let batches = match &mut state.out {
+                    Outgoing::Frames(queued) => queued.take_batches(),
+                    Outgoing::Encoded(_) => Vec::new(),
+                };
+                if acks.is_empty() && batches.is_empty() && state.closed {
                     return;
                 }
-                batch
+                (acks, batches)
             };
-            if taken.is_empty() {
+            if acks.is_empty() && batches.is_empty() {
                 self.inner.writer_wake.notified().await;
                 continue;
             }
             self.inner.space.notify_waiters();
-            for batch in crate::outgoing::split_batches(taken, LOCAL_BATCH_BYTES) {
+            let acks = (!acks.is_empty()).then_some(acks);
+            for batch in acks.into_iter().chain(batches) {
                 if to_broker.send(batch).await.is_err() {
                     return;
                 }

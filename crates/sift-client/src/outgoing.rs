@@ -18,14 +18,55 @@ use crate::ClientError;
 pub(crate) enum Outgoing {
     /// Encoded, for a byte stream.
     Encoded(BytesMut),
-    /// As values, for a local session; `bytes` estimates their encoded
-    /// size, so that the client's write buffer bound means the same thing.
-    Frames {
-        /// The frames.
-        frames: Vec<Frame>,
-        /// Their estimated encoded size.
-        bytes: usize,
-    },
+    /// As values, for a local session, already cut into the batches the
+    /// writer hands over.
+    Frames(FrameBatches),
+}
+
+/// Most bytes (estimated) in one batch a local session's writer hands
+/// over: a socket write's worth.
+pub(crate) const LOCAL_BATCH_BYTES: usize = 64 * 1024;
+
+/// Frames kept in batches of at most [`LOCAL_BATCH_BYTES`] as they are
+/// queued, so that the writer hands each batch over as it is, without
+/// moving frames again; sizes are estimated, so that the client's write
+/// buffer bound means for a local session what it means for a socket.
+#[derive(Debug, Default)]
+pub(crate) struct FrameBatches {
+    full: Vec<Vec<Frame>>,
+    open: Vec<Frame>,
+    open_bytes: usize,
+    bytes: usize,
+}
+
+impl FrameBatches {
+    fn push(&mut self, frame: Frame) {
+        let frame_bytes = estimated_bytes(&frame);
+        if !self.open.is_empty() && self.open_bytes + frame_bytes > LOCAL_BATCH_BYTES {
+            self.close_open();
+        }
+        self.open.push(frame);
+        self.open_bytes += frame_bytes;
+        self.bytes += frame_bytes;
+    }
+
+    /// Closes the open batch, starting the next as large as it was: a
+    /// batch that grew one frame at a time would be copied each time its
+    /// vector doubled.
+    fn close_open(&mut self) {
+        let next = Vec::with_capacity(self.open.len());
+        self.full.push(std::mem::replace(&mut self.open, next));
+        self.open_bytes = 0;
+    }
+
+    /// Takes every batch, oldest first, leaving none.
+    pub(crate) fn take_batches(&mut self) -> Vec<Vec<Frame>> {
+        if !self.open.is_empty() {
+            self.close_open();
+        }
+        self.bytes = 0;
+        std::mem::take(&mut self.full)
+    }
 }
 
 impl Default for Outgoing {
@@ -59,7 +100,7 @@ impl Outgoing {
     pub(crate) fn empty_like(&self) -> Outgoing {
         match self {
             Outgoing::Encoded(_) => Outgoing::Encoded(BytesMut::new()),
-            Outgoing::Frames { .. } => Outgoing::Frames { frames: Vec::new(), bytes: 0 },
+            Outgoing::Frames(_) => Outgoing::Frames(FrameBatches::default()),
         }
     }
 
@@ -67,9 +108,8 @@ impl Outgoing {
     pub(crate) fn push(&mut self, frame: Frame) -> Result<(), ClientError> {
         match self {
             Outgoing::Encoded(buf) => frame.encode(buf).map_err(|error| ClientError::Encode(error.to_string())),
-            Outgoing::Frames { frames, bytes } => {
-                *bytes += estimated_bytes(&frame);
-                frames.push(frame);
+            Outgoing::Frames(batches) => {
+                batches.push(frame);
                 Ok(())
             }
         }
@@ -95,7 +135,7 @@ impl Outgoing {
     pub(crate) fn len(&self) -> usize {
         match self {
             Outgoing::Encoded(buf) => buf.len(),
-            Outgoing::Frames { bytes, .. } => *bytes,
+            Outgoing::Frames(batches) => batches.bytes,
         }
     }
 
@@ -103,9 +143,8 @@ impl Outgoing {
     pub(crate) fn clear(&mut self) {
         match self {
             Outgoing::Encoded(buf) => buf.clear(),
-            Outgoing::Frames { frames, bytes } => {
-                frames.clear();
-                *bytes = 0;
+            Outgoing::Frames(batches) => {
+                batches.take_batches();
             }
         }
     }
@@ -114,34 +153,14 @@ impl Outgoing {
     pub(crate) fn append(&mut self, other: Outgoing) {
         match (self, other) {
             (Outgoing::Encoded(buf), Outgoing::Encoded(more)) => buf.extend_from_slice(&more),
-            (Outgoing::Frames { frames, bytes }, Outgoing::Frames { frames: more, bytes: more_bytes }) => {
-                frames.extend(more);
-                *bytes += more_bytes;
+            (Outgoing::Frames(batches), Outgoing::Frames(mut more)) => {
+                for frame in more.take_batches().into_iter().flatten() {
+                    batches.push(frame);
+                }
             }
             _ => debug_assert!(false, "one client's buffers are all of its transport's kind"),
         }
     }
-}
-
-/// Splits `frames` into batches of at most `batch_bytes` (estimated; a
-/// frame larger than that is a batch of its own), in order.
-pub(crate) fn split_batches(frames: Vec<Frame>, batch_bytes: usize) -> Vec<Vec<Frame>> {
-    let mut batches = Vec::new();
-    let mut current = Vec::new();
-    let mut current_bytes = 0;
-    for frame in frames {
-        let bytes = estimated_bytes(&frame);
-        if !current.is_empty() && current_bytes + bytes > batch_bytes {
-            batches.push(std::mem::take(&mut current));
-            current_bytes = 0;
-        }
-        current_bytes += bytes;
-        current.push(frame);
-    }
-    if !current.is_empty() {
-        batches.push(current);
-    }
-    batches
 }
 
 /// A message to publish: borrowed (encoded at once for a byte stream) or
@@ -206,22 +225,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frames_are_kept_as_values_and_counted_and_encoded_ones_as_bytes() {
+    fn frames_are_kept_as_values_in_bounded_batches_and_encoded_ones_as_bytes() {
         let topic = sift_core::TopicName::new("a.b").expect("valid");
-        let mut frames = Outgoing::Frames { frames: Vec::new(), bytes: 0 };
+        let mut frames = Outgoing::Frames(FrameBatches::default());
         frames.push_publish(0, Publishing::Borrowed(MessageRef::payload_only(&topic, b"payload"))).expect("queued");
-        frames.push(Frame::Ack { delivery_tags: vec![1, 2] }).expect("queued");
-        assert!(frames.len() > 7 + 16);
-        let Outgoing::Frames { frames: queued, .. } = &frames else { panic!("kind kept") };
-        let Frame::Publish(publish) = &queued[0] else { panic!("a publish first") };
+        for tag in 0..2_000 {
+            frames.push(Frame::Ack { delivery_tags: vec![tag] }).expect("queued");
+        }
+        assert!(frames.len() > 2_000 * 72);
+        let Outgoing::Frames(batches) = &mut frames else { panic!("kind kept") };
+        let taken = batches.take_batches();
+        assert!(taken.len() >= 3, "{} batches", taken.len());
+        for batch in &taken {
+            let batch_bytes: usize = batch.iter().map(estimated_bytes).sum();
+            assert!(batch_bytes <= LOCAL_BATCH_BYTES);
+        }
+        let Frame::Publish(publish) = &taken[0][0] else { panic!("the publish first") };
         assert_eq!((publish.message.topic.as_str(), &publish.message.payload[..]), ("a.b", &b"payload"[..]));
+        assert_eq!(taken.iter().map(Vec::len).sum::<usize>(), 2_001);
+        assert_eq!(frames.len(), 0);
         let mut encoded = Outgoing::default();
         encoded.push(Frame::Ack { delivery_tags: vec![1] }).expect("queued");
         assert!(encoded.len() > 8);
-        frames.clear();
-        assert_eq!(frames.len(), 0);
-        let acks: Vec<Frame> = (0..10).map(|tag| Frame::Ack { delivery_tags: vec![tag] }).collect();
-        let split = split_batches(acks, 3 * 72);
-        assert_eq!(split.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
     }
 }

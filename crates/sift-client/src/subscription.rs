@@ -31,6 +31,12 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A delivery that is not tied to a connection (acknowledging it does
+    /// nothing): for tests and tools that build deliveries themselves.
+    pub fn detached(message: Message, sub_id: u32, delivery_tag: u64, redelivered: bool, stream_seq: u64) -> Delivery {
+        Delivery { message: Box::new(message), sub_id, delivery_tag, redelivered, stream_seq, client: None }
+    }
+
     /// Acknowledges the delivery (a no-op when it needs none).
     pub fn ack(&self) -> Result<(), ClientError> {
         match &self.client {

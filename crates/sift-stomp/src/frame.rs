@@ -139,8 +139,15 @@ impl Frame {
     }
 }
 
-fn put_escaped(out: &mut BytesMut, text: &str, raw: bool) {
+/// Appends `text` as a header name or value: escaped as STOMP 1.2 says
+/// for every frame but CONNECT, STOMP and CONNECTED (`raw`).
+pub(crate) fn put_escaped(out: &mut BytesMut, text: &str, raw: bool) {
     if raw {
+        out.put_slice(text.as_bytes());
+        return;
+    }
+    // Most names and values need no escape: copy them whole.
+    if !text.bytes().any(|byte| matches!(byte, b'\r' | b'\n' | b':' | b'\\')) {
         out.put_slice(text.as_bytes());
         return;
     }

@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::frame::{Command, Decoded, Decoder, Frame, Limits};
-use crate::mapping::{message_frame, message_of_send, Destination};
+use crate::mapping::{encode_message_frame, message_of_send, Destination};
 use crate::server::{Shared, StompCounters};
 
 /// Protocol versions served, oldest first.
@@ -39,6 +39,8 @@ const WRITE_BATCH_FRAMES: usize = 256;
 /// What the writer sends: a frame, or a last frame after which it closes.
 enum Outgoing {
     Frame(Frame),
+    /// A MESSAGE frame, encoded by its subscription's forwarder.
+    Message(bytes::Bytes),
     Last(Frame),
 }
 
@@ -233,6 +235,11 @@ async fn write_loop(
         for outgoing in batch {
             let frame = match outgoing {
                 Outgoing::Frame(frame) => frame,
+                Outgoing::Message(encoded) => {
+                    StompCounters::bump(&shared.counters.messages_delivered);
+                    bytes.extend_from_slice(&encoded);
+                    continue;
+                }
                 Outgoing::Last(frame) => {
                     last = true;
                     frame
@@ -638,6 +645,9 @@ struct Forwarder {
 
 impl Forwarder {
     async fn run(self, mut subscription: Subscription, mut stopped: oneshot::Receiver<bool>) {
+        // MESSAGE frames are encoded here, off the connection's writer, and
+        // split off this buffer one by one.
+        let mut encoded = bytes::BytesMut::new();
         loop {
             let delivery = tokio::select! {
                 delivery = subscription.next() => delivery,
@@ -664,13 +674,10 @@ impl Forwarder {
                     Some(format!("t{tag}"))
                 }
             };
-            let mut frame = message_frame(&delivery, &self.id, self.destination_prefix, ack.clone());
-            if let Some(ack) = ack {
-                // 1.0 and 1.1 clients acknowledge by message-id.
-                frame.headers.retain(|(name, _)| name != "message-id");
-                frame.headers.push(("message-id".into(), ack));
-            }
-            if self.out.send(Outgoing::Frame(frame)).await.is_err() {
+            // The ack value goes in `message-id` too: 1.0 and 1.1 clients
+            // acknowledge by message-id.
+            encode_message_frame(&mut encoded, &delivery, &self.id, self.destination_prefix, ack.as_deref(), true);
+            if self.out.send(Outgoing::Message(encoded.split().freeze())).await.is_err() {
                 return;
             }
         }

@@ -3,8 +3,8 @@
 //! reports, and Prometheus metrics.
 //!
 //! It is a translator, not a second broker. Every request is carried by a
-//! native session over an in-process pipe
-//! ([`sift_broker::InProcessConnector`]): a publish is a `PUBLISH` on one of
+//! local session of the broker's ([`sift_broker::InProcessConnector::local_opener`]:
+//! frames as values, no encoding): a publish is a `PUBLISH` on one of
 //! a few shared publishing sessions, a subscription is a session of its
 //! own, and the broker matches, queues, acknowledges and applies its limits
 //! exactly as for a socket client. What this crate adds is HTTP: parsing

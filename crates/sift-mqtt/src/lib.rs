@@ -1,7 +1,8 @@
 //! Sift's MQTT 3.1.1 and 5.0 front-end.
 //!
 //! Like the HTTP and STOMP front-ends, it is a translator: each MQTT
-//! session is a native session over an in-process pipe, so a PUBLISH is
+//! session is a native session of the broker's (a local session: frames as
+//! values, no encoding), so a PUBLISH is
 //! routed, and a SUBSCRIBE (with an optional content filter in the user
 //! property `sift-sql`) is matched and queued, by the broker itself, with
 //! its policies and limits. [`codec`] is the seam with the

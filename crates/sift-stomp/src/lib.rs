@@ -1,7 +1,8 @@
 //! Sift's STOMP 1.2 front-end (1.0 and 1.1 clients too).
 //!
 //! Like the HTTP front-end, it is a translator: each STOMP connection is a
-//! native session over an in-process pipe, so SEND, SUBSCRIBE (with a JMS
+//! native session of the broker's (a local session: frames as values, no
+//! encoding), so SEND, SUBSCRIBE (with a JMS
 //! `selector`, matched by the same index as a native SQL subscription),
 //! ACK and NACK get the broker's routing, policies, limits and redelivery
 //! unchanged. [`frame`] is the sans-IO codec, [`mapping`] the translation

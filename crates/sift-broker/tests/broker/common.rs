@@ -12,8 +12,9 @@ use tokio::net::TcpStream;
 
 /// Longest wait for something that should happen.
 pub const PATIENCE: Duration = Duration::from_secs(10);
-/// Wait used to check that something does not happen.
-pub const QUIET: Duration = Duration::from_millis(300);
+/// Payload of the message a test publishes after the messages that must not
+/// arrive, to show that they did not.
+pub const SENTINEL: &str = "sentinel";
 
 /// A broker on an ephemeral loopback port, with `adjust` applied to the defaults.
 pub async fn broker_with(adjust: impl FnOnce(&mut Config)) -> RunningBroker {
@@ -67,10 +68,81 @@ pub async fn texts(subscription: &mut Subscription, count: usize) -> Vec<String>
     received
 }
 
-/// True when nothing arrives within [`QUIET`].
-pub async fn stays_quiet(subscription: &mut Subscription) -> bool {
-    tokio::time::timeout(QUIET, subscription.next()).await.is_err()
+/// Reads the next delivery and asserts that it carries `expected`, the
+/// payload of a sentinel published after messages that must not reach
+/// `subscription`. Deliveries keep the order of one publisher along one
+/// path, so when the sentinel comes next, nothing unwanted that was
+/// published before it along that path is still on its way. `why` names
+/// what this shows. Returns the sentinel's delivery.
+pub async fn assert_next_is(subscription: &mut Subscription, expected: &str, why: &str) -> Delivery {
+    let delivery = next(subscription).await;
+    assert_eq!(text(&delivery), expected, "{why}: the sentinel comes next");
+    delivery
 }
+
+/// The payloads that arrive before the one carrying `sentinel`, which ends
+/// the read: everything `subscription` received before that sentinel.
+pub async fn texts_until(subscription: &mut Subscription, sentinel: &str) -> Vec<String> {
+    let mut received = Vec::new();
+    loop {
+        let payload = text(&next(subscription).await);
+        if payload == sentinel {
+            return received;
+        }
+        received.push(payload);
+    }
+}
+
+/// Reads the members of one queue group until each has received a sentinel,
+/// and returns what each received before its sentinel. A group hands each
+/// message to one member only, so sentinels (copies of `sentinel`) are
+/// published from `publisher` one at a time, each after the previous one
+/// arrived, until every member has had one; they follow everything
+/// `publisher` sent before, so a member's sentinel shows that nothing else
+/// is still on its way to it. Returns the number of sentinels published.
+/// Fails the test when a member gets anything but a sentinel after its
+/// first, or after [`PATIENCE`].
+pub async fn group_texts_until_sentinels(
+    members: &mut [&mut Subscription],
+    publisher: &Client,
+    sentinel: &Message,
+) -> (Vec<Vec<String>>, usize) {
+    let sentinel_text = String::from_utf8(sentinel.payload.to_vec()).expect("utf-8 payload");
+    let mut received = vec![Vec::new(); members.len()];
+    let mut finished = vec![false; members.len()];
+    let mut published = 0;
+    let mut in_flight = false;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        for (index, member) in members.iter_mut().enumerate() {
+            while let Some(delivery) = member.try_next() {
+                let payload = text(&delivery);
+                if payload == sentinel_text {
+                    finished[index] = true;
+                    in_flight = false;
+                } else {
+                    assert!(!finished[index], "member {index} got {payload} after its sentinel");
+                    received[index].push(payload);
+                }
+            }
+        }
+        if finished.iter().all(|done| *done) && !in_flight {
+            return (received, published);
+        }
+        if !in_flight {
+            publisher.publish(sentinel.clone()).await.expect("publish the sentinel");
+            published += 1;
+            in_flight = true;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for the sentinels: {received:?}");
+        // A bounded polling loop: the members are read together, without
+        // waiting on any one of them.
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// How often [`group_texts_until_sentinels`] looks at the members again.
+const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// A raw protocol connection, for tests that must misbehave.
 pub struct Raw {

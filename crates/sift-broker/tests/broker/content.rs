@@ -32,33 +32,64 @@ fn quotes() -> Vec<Message> {
         .collect()
 }
 
+/// A filter's language and text, the quotes it passes, and the properties
+/// of a sentinel it passes.
+type FilterCase = (FilterKind, &'static str, &'static [&'static str], Vec<(&'static str, Value)>);
+
 #[tokio::test]
 async fn each_subscriber_gets_exactly_what_its_filter_passes() {
     let broker = broker().await;
     let subscriber = client(&broker, "sub").await;
-    let cases: [(FilterKind, &str, &[&str]); 6] = [
-        (FilterKind::Tags, r#"sym="IBM",price>100"#, &["q0"]),
-        (FilterKind::Tags, "volume>=100", &["q0", "q1", "q2"]),
-        (FilterKind::Sql, "sym IN ('HP', 'ACME') OR price BETWEEN 95 AND 110", &["q2", "q3", "q4"]),
-        (FilterKind::Sql, "sym LIKE 'HP%' AND NOT volume > 100", &["q4"]),
-        (FilterKind::Sql, "missing = 1 OR price < 0", &[]),
-        (FilterKind::Regex, r"^quotes\.(nyse|lse)$", &["q0", "q1", "q2", "q3", "q4"]),
+    // Each case ends with the properties of a sentinel that its filter passes.
+    let cases: [FilterCase; 6] = [
+        (
+            FilterKind::Tags,
+            r#"sym="IBM",price>100"#,
+            &["q0"],
+            vec![("sym", text_value("IBM")), ("price", Value::Int(200))],
+        ),
+        (FilterKind::Tags, "volume>=100", &["q0", "q1", "q2"], vec![("volume", Value::Int(100))]),
+        (
+            FilterKind::Sql,
+            "sym IN ('HP', 'ACME') OR price BETWEEN 95 AND 110",
+            &["q2", "q3", "q4"],
+            vec![("sym", text_value("HP"))],
+        ),
+        (
+            FilterKind::Sql,
+            "sym LIKE 'HP%' AND NOT volume > 100",
+            &["q4"],
+            vec![("sym", text_value("HP")), ("volume", Value::Int(0))],
+        ),
+        (FilterKind::Sql, "missing = 1 OR price < 0", &[], vec![("missing", Value::Int(1))]),
+        (FilterKind::Regex, r"^quotes\.(nyse|lse)$", &["q0", "q1", "q2", "q3", "q4"], vec![]),
     ];
     let mut subscriptions = Vec::new();
-    for (kind, text, expected) in cases {
+    let mut sentinels = Vec::new();
+    for (index, (kind, text, expected, sentinel_properties)) in cases.into_iter().enumerate() {
         let options = SubscribeOptions::new("quotes.>").filter(kind, text);
-        subscriptions.push((text, expected, subscriber.subscribe(options).await.expect("filter accepted")));
+        let sentinel = format!("{SENTINEL}-{index}");
+        sentinels.push(with_properties("quotes.nyse", &sentinel, &sentinel_properties));
+        subscriptions.push((text, expected, sentinel, subscriber.subscribe(options).await.expect("filter accepted")));
     }
     let mut everything = subscriber.subscribe(SubscribeOptions::new("quotes.*")).await.expect("subscribe");
     let publisher = client(&broker, "feed").await;
     for quote in quotes() {
         publisher.publish(quote).await.expect("publish");
     }
+    // The sentinels follow the quotes from the same publisher, so when a
+    // subscription's own sentinel arrives, every quote has either reached it
+    // already or never will.
+    for sentinel in sentinels {
+        publisher.publish(sentinel).await.expect("publish");
+    }
     publisher.ping().await.expect("ping");
     assert_eq!(texts(&mut everything, 5).await, ["q0", "q1", "q2", "q3", "q4"]);
-    for (text, expected, subscription) in &mut subscriptions {
-        assert_eq!(texts(subscription, expected.len()).await, *expected, "filter {text}");
-        assert!(stays_quiet(subscription).await, "filter {text} gets nothing more");
+    for (text, expected, sentinel, subscription) in &mut subscriptions {
+        let mut received = texts_until(subscription, sentinel).await;
+        // Another case's sentinel may pass this filter too; it is no quote.
+        received.retain(|payload| !payload.starts_with(SENTINEL));
+        assert_eq!(received, *expected, "filter {text} gets exactly these quotes and nothing more");
     }
     broker.shutdown().await;
 }
@@ -111,10 +142,20 @@ async fn xpath_filters_match_the_metadata_document() {
     }
     // No metadata at all: an XPath filter does not pass it.
     publisher.publish(message("jbi.objects", "m4")).await.expect("publish");
+    // A sentinel whose document passes both filters, from the same
+    // publisher after the others: when it arrives, the documents before it
+    // have either arrived already or never will.
+    let mut sentinel = message("jbi.objects", SENTINEL);
+    let both = "<metadata><ATO><nickname>KTJR</nickname><serialno>targ1234</serialno></ATO>\
+                <BasicTemporal><beginning_date_time_group><year>2004</year></beginning_date_time_group>\
+                <ending_date_time_group><day>12</day></ending_date_time_group></BasicTemporal></metadata>";
+    sentinel.metadata = Some(both.as_bytes().to_vec().into());
+    publisher.publish(sentinel).await.expect("publish");
     publisher.ping().await.expect("ping");
     assert_eq!(texts(&mut by_target, 1).await, ["m0"]);
     assert_eq!(texts(&mut by_dates, 1).await, ["m2"]);
-    assert!(stays_quiet(&mut by_target).await && stays_quiet(&mut by_dates).await);
+    assert_next_is(&mut by_target, SENTINEL, "the target filter passes nothing more").await;
+    assert_next_is(&mut by_dates, SENTINEL, "the dates filter passes nothing more").await;
     broker.shutdown().await;
 }
 
@@ -190,14 +231,15 @@ async fn queue_groups_choose_among_members_whose_filters_pass() {
     // Neither symbol: no member takes it.
     publisher.publish(with_properties("quotes.nyse", "none", &[("sym", text_value("X"))])).await.expect("publish");
     publisher.ping().await.expect("ping");
-    let mut received: Vec<Vec<String>> = Vec::new();
-    for (_, subscription) in &mut members {
-        let mut got = Vec::new();
-        while let Ok(Some(delivery)) = tokio::time::timeout(QUIET, subscription.next()).await {
-            got.push(text(&delivery));
-        }
-        received.push(got);
-    }
+    // Sentinels that only the IBM members pass, then one only the HP member
+    // passes: each member's sentinel shows that nothing more is coming to it.
+    let [ibm_a, ibm_b, hp] = &mut members[..] else { panic!("three members") };
+    let ibm_sentinel = with_properties("quotes.nyse", SENTINEL, &[("sym", text_value("IBM"))]);
+    let (mut received, _) =
+        group_texts_until_sentinels(&mut [&mut ibm_a.1, &mut ibm_b.1], &publisher, &ibm_sentinel).await;
+    let hp_sentinel = with_properties("quotes.nyse", SENTINEL, &[("sym", text_value("HP"))]);
+    let (hp_received, _) = group_texts_until_sentinels(&mut [&mut hp.1], &publisher, &hp_sentinel).await;
+    received.extend(hp_received);
     let ibm: Vec<&String> = received[0].iter().chain(&received[1]).collect();
     assert_eq!(ibm.len(), 4, "each IBM quote to exactly one IBM member: {received:?}");
     assert!(ibm.iter().all(|text| text.starts_with("IBM")), "{received:?}");
@@ -259,20 +301,31 @@ async fn seeded_workloads_deliver_what_each_filter_passes_alone() {
             message.payload = index.to_string().into_bytes().into();
             publisher.publish(message).await.expect("publish");
         }
+        // Then one sentinel per subscription: a later message of the
+        // workload that its filter passes. From the same publisher after the
+        // others, a subscription's own sentinel shows that every message
+        // before it has either arrived already or never will.
+        for (position, (filter, _)) in subscriptions.iter().enumerate() {
+            let mut sentinel = (messages.len() as u64..100_000)
+                .map(|index| workload.message(index))
+                .find(|candidate| filter.matches(candidate))
+                .expect("the workload has a message that the filter passes");
+            sentinel.payload = format!("{SENTINEL}-{position}").into_bytes().into();
+            publisher.publish(sentinel).await.expect("publish");
+        }
         publisher.ping().await.expect("ping");
-        for (filter, subscription) in &mut subscriptions {
+        for (position, (filter, subscription)) in subscriptions.iter_mut().enumerate() {
             let expected: Vec<String> = messages
                 .iter()
                 .enumerate()
                 .filter(|(_, message)| filter.matches(message))
                 .map(|(index, _)| index.to_string())
                 .collect();
-            assert_eq!(texts(subscription, expected.len()).await, expected, "filter {filter}");
-        }
-        // One quiet period for all: nothing more may arrive anywhere.
-        tokio::time::sleep(QUIET).await;
-        for (filter, subscription) in &mut subscriptions {
-            assert!(subscription.try_next().is_none(), "filter {filter} gets nothing more");
+            let mut received = texts_until(subscription, &format!("{SENTINEL}-{position}")).await;
+            // Other subscriptions' sentinels may pass this filter too; they
+            // are not part of the workload.
+            received.retain(|payload| !payload.starts_with(SENTINEL));
+            assert_eq!(received, expected, "filter {filter} gets exactly what it passes and nothing more");
         }
     }
     broker.shutdown().await;

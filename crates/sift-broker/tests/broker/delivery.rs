@@ -10,11 +10,22 @@ async fn on_write_acks_need_no_client_ack() {
     let subscriber = client(&broker, "sub").await;
     let mut subscription =
         subscriber.subscribe(SubscribeOptions::new("t").ack(AckPolicy::OnWrite)).await.expect("subscribe");
+    // A witness on the same connection that is never acknowledged: its
+    // redelivery shows that the ack timeout has passed.
+    let mut witness =
+        subscriber.subscribe(SubscribeOptions::new("witness").ack(AckPolicy::Manual)).await.expect("subscribe");
     let publisher = client(&broker, "pub").await;
     publisher.publish_confirmed(reliable("t", "once"), PublishOptions::default()).await.expect("confirm");
     let delivery = next(&mut subscription).await;
     assert_eq!(delivery.delivery_tag, 0, "no ack expected");
-    assert!(stays_quiet(&mut subscription).await, "never redelivered");
+    publisher.publish_confirmed(reliable("witness", SENTINEL), PublishOptions::default()).await.expect("confirm");
+    assert!(!assert_next_is(&mut witness, SENTINEL, "the witness arrives").await.redelivered);
+    assert!(assert_next_is(&mut witness, SENTINEL, "the witness comes back").await.redelivered);
+    // The connection's redelivery timer requeues the oldest first and the
+    // client hands out frames in the order they arrive: had "once" been
+    // awaiting an ack, having been sent before the witness, it would have
+    // come back before the witness did.
+    assert!(subscription.try_next().is_none(), "never redelivered");
     broker.shutdown().await;
 }
 

@@ -28,7 +28,7 @@ use sift_filter::TagFilter;
 use sift_net::SpTree;
 use sift_proto::FilterKind;
 
-use crate::common::{client, next, QUIET};
+use crate::common::{client, next};
 use crate::network_support::{converged, eventually, shutdown_all, PING_MS};
 
 /// The seed of every workload here; any seed would do.
@@ -109,9 +109,13 @@ impl Ges22 {
         let mut subscribers = self.subscribe_all(&workload).await;
         self.wait_for_interest().await;
         let before = self.forwarded();
-        let events = publish_events(self.broker(PUBLISHER_BROKER), &workload).await;
+        let (events, sentinels) = publish_events(self.broker(PUBLISHER_BROKER), &workload, &subscribers).await;
         receive_exactly_the_matches(&mut subscribers, &events, &self.tree, rate_percent).await;
-        let sent = difference(&self.forwarded(), &before);
+        // Every tree link leads to subscribers, so each carried a sentinel
+        // after the events it carried: its count is complete. The sentinels'
+        // own FORWARDs are taken off again.
+        let sent =
+            difference(&difference(&self.forwarded(), &before), &self.expected_forwards(&subscribers, &sentinels));
         let expected = self.expected_forwards(&subscribers, &events);
         assert_eq!(sent, expected, "FORWARDs per link at {rate_percent} % ({:?} routing)", self.routing);
         self.unsubscribe_all(subscribers).await;
@@ -210,9 +214,15 @@ impl Ges22 {
     }
 }
 
-/// Publishes the rate's events at broker 22, numbered by a property, and
-/// returns them as published.
-async fn publish_events(broker: &RunningBroker, workload: &GesWorkload) -> Vec<Message> {
+/// Publishes the rate's events at broker 22, numbered by a property, then
+/// one sentinel per subscriber, and returns both as published. A
+/// subscriber's sentinel is a later event of the workload that its filter
+/// passes, numbered [`sentinel_number`] of its position in `subscribers`.
+async fn publish_events(
+    broker: &RunningBroker,
+    workload: &GesWorkload,
+    subscribers: &[GesSubscriber],
+) -> (Vec<Message>, Vec<Message>) {
     let publisher = client(broker, "ges-publisher").await;
     let mut events = Vec::new();
     for index in 0..EVENTS_PER_RATE {
@@ -222,9 +232,25 @@ async fn publish_events(broker: &RunningBroker, workload: &GesWorkload) -> Vec<M
         publisher.publish(event.clone()).await.expect("publish");
         events.push(event);
     }
+    let mut sentinels = Vec::new();
+    for (position, subscriber) in subscribers.iter().enumerate() {
+        let mut sentinel = (EVENTS_PER_RATE..EVENTS_PER_RATE * 100)
+            .map(|index| workload.event(index))
+            .find(|candidate| subscriber.filter.matches(candidate))
+            .expect("the workload has an event that the filter passes");
+        sentinel.properties.push((EVENT_PROPERTY.to_string(), Value::Int(sentinel_number(position))));
+        publisher.publish(sentinel.clone()).await.expect("publish");
+        sentinels.push(sentinel);
+    }
     publisher.ping().await.expect("ping");
     publisher.close().await;
-    events
+    (events, sentinels)
+}
+
+/// The event number of the sentinel of the subscriber at `position`:
+/// negative, unlike every event's.
+fn sentinel_number(position: usize) -> i64 {
+    -1 - i64::try_from(position).expect("a small position")
 }
 
 /// The number of the event `message` carries.
@@ -237,34 +263,42 @@ fn event_number(message: &Message) -> i64 {
 }
 
 /// Receives, for every subscriber, exactly the events its filter matches:
-/// all of them, each once, and nothing else once the network is quiet. Each
+/// all of them, each once, and nothing else before its own sentinel. Each
 /// arrives with the hop count of its broker's place in `tree`: the links
 /// crossed, one less than the thesis's server hops.
+///
+/// Interest routing carries every event to a broker along broker 22's tree,
+/// the path the subscriber's sentinel takes too, after the events and from
+/// the same publisher: when the sentinel arrives, nothing more is on its way.
 async fn receive_exactly_the_matches(
     subscribers: &mut [GesSubscriber],
     events: &[Message],
     tree: &SpTree,
     rate_percent: u32,
 ) {
-    for subscriber in subscribers.iter_mut() {
+    for (position, subscriber) in subscribers.iter_mut().enumerate() {
         let expected: Vec<i64> =
             events.iter().filter(|event| subscriber.filter.matches(event)).map(event_number).collect();
         let links = tree.hops(&subscriber.broker).expect("every broker is in the tree");
+        let own_sentinel = sentinel_number(position);
         let mut received = Vec::with_capacity(expected.len());
-        for _ in 0..expected.len() {
+        loop {
             let delivery = next(&mut subscriber.subscription).await;
             assert_eq!(u32::from(delivery.message.hop_count), links, "hop count at broker {}", subscriber.broker);
-            received.push(event_number(&delivery.message));
+            let number = event_number(&delivery.message);
+            if number == own_sentinel {
+                break;
+            }
+            // Other subscribers' sentinels may pass this filter too; they
+            // are not events of the workload.
+            if number >= 0 {
+                received.push(number);
+            }
         }
         received.sort_unstable();
-        assert_eq!(received, expected, "events at broker {} ({rate_percent} %)", subscriber.broker);
+        assert_eq!(received, expected, "events at broker {} ({rate_percent} %), nothing more", subscriber.broker);
         let share = expected.len() as u64 * 100 / EVENTS_PER_RATE;
         assert_eq!(share, u64::from(rate_percent), "the workload's matching rate");
-    }
-    tokio::time::sleep(QUIET).await;
-    for subscriber in subscribers.iter_mut() {
-        let extra = subscriber.subscription.try_next().map(|delivery| event_number(&delivery.message));
-        assert_eq!(extra, None, "nothing more at broker {} ({rate_percent} %)", subscriber.broker);
     }
 }
 

@@ -12,7 +12,7 @@ use sift_proto::FilterKind;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use crate::common::{client, QUIET};
+use crate::common::client;
 use crate::network_support::{converged, eventually, link_addr, node, shutdown_all};
 
 /// `broker`'s remote interest as (broker, topic filter) pairs.
@@ -185,8 +185,15 @@ async fn identical_subscriptions_are_advertised_once_until_both_are_gone() {
     eventually("a advertises one entry", || origin.advertised_interest().len() == 1).await;
 
     first.unsubscribe().await.expect("unsubscribes");
-    tokio::time::sleep(QUIET).await;
-    assert_eq!(remote_topics(&neighbour), pairs(&[("a", "shared.*")]), "the other subscription remains");
+    // A sentinel subscription made after the unsubscribe: a sends its
+    // interest changes over the one link in order, so once the neighbour
+    // sees the sentinel, it has seen whatever the unsubscribe changed.
+    let sentinel = one.subscribe(SubscribeOptions::new("sentinel")).await.expect("subscribes");
+    let with_sentinel = pairs(&[("a", "sentinel"), ("a", "shared.*")]);
+    eventually("the neighbour sees the sentinel", || remote_topics(&neighbour).contains(&with_sentinel[0])).await;
+    assert_eq!(remote_topics(&neighbour), with_sentinel, "the other subscription remains");
+    sentinel.unsubscribe().await.expect("unsubscribes");
+    eventually("the sentinel's interest goes", || remote_topics(&neighbour) == pairs(&[("a", "shared.*")])).await;
     two.close().await;
     eventually("the entry goes with the last subscription", || neighbour.remote_interest().is_empty()).await;
     eventually("a advertises nothing", || origin.advertised_interest().is_empty()).await;

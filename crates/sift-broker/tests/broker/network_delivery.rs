@@ -7,7 +7,9 @@ use std::time::Duration;
 use sift_broker::RunningBroker;
 use sift_client::{AckPolicy, Client, ConfirmStatus, PublishOptions, SubscribeOptions, Subscription};
 
-use crate::common::{client, message, next, reliable, stays_quiet, text, texts};
+use crate::common::{
+    assert_next_is, client, group_texts_until_sentinels, message, next, reliable, text, texts, SENTINEL,
+};
 use crate::cut_proxy::CutProxy;
 use crate::network_support::{converged, eventually, link_addr, linked_broker_with, node, shutdown_all, CLUSTER};
 use sift_broker::config::RoutingMode;
@@ -59,10 +61,15 @@ async fn reliable_messages_survive_a_cut_and_restored_link_in_order() {
     sees_interest_on(&first, "r2", "orders").await;
     publish_reliable(&publisher, "orders", 60..70).await;
     assert_eq!(texts(&mut subscription, 10).await, numbered(60..70));
-    assert!(stays_quiet(&mut subscription).await, "nothing twice");
+    // The sentinel follows the numbered messages from the same publisher
+    // over the one link, restored: when it comes next, no copy of any of them
+    // (re-sent or not) is still on the way.
+    publisher.publish_confirmed(reliable("orders", SENTINEL), PublishOptions::default()).await.expect("confirm");
+    assert_next_is(&mut subscription, SENTINEL, "nothing twice").await;
     let stats = first.stats();
     assert!(stats.forwards_rerouted >= 1, "the stranded messages were re-routed: {stats:?}");
-    assert_eq!(stats.forward_frames_kept, 0, "everything was acknowledged in the end");
+    // r2's acknowledgement of the sentinel travels back after its delivery.
+    eventually("everything was acknowledged in the end", || first.stats().forward_frames_kept == 0).await;
     shutdown_all(vec![second, first]).await;
 }
 
@@ -84,7 +91,12 @@ async fn reliable_messages_take_the_other_way_round_a_ring_when_a_link_fails() {
     // q2 stays reachable over q4 and q3: the stranded messages go that way
     // without waiting for the link to come back.
     assert_eq!(texts(&mut subscription, 20).await, numbered(0..20));
-    assert!(stays_quiet(&mut subscription).await, "nothing twice");
+    // The sentinel is reliable too and follows the numbered messages from
+    // the same publisher: whichever way q1 sends it, round the ring or into
+    // the cut link and then re-routed, it comes after every copy sent that
+    // way before it. The cut link does not come back before the end.
+    publisher.publish_confirmed(reliable("orders", SENTINEL), PublishOptions::default()).await.expect("confirm");
+    assert_next_is(&mut subscription, SENTINEL, "nothing twice").await;
     assert!(first.stats().forwards_rerouted >= 1);
     drop(proxy);
     shutdown_all(vec![fourth, third, second, first]).await;
@@ -95,15 +107,6 @@ async fn worker(broker: &RunningBroker, name: &str) -> (Client, Subscription) {
     let member = client(broker, name).await;
     let subscription = member.subscribe(SubscribeOptions::new("jobs").queue_group("workers")).await.expect("subscribe");
     (member, subscription)
-}
-
-/// Drains what `subscription` received until it stays quiet.
-async fn drain(subscription: &mut Subscription) -> Vec<String> {
-    let mut received = Vec::new();
-    while let Ok(Some(delivery)) = tokio::time::timeout(Duration::from_millis(300), subscription.next()).await {
-        received.push(text(&delivery));
-    }
-    received
 }
 
 #[tokio::test]
@@ -122,9 +125,15 @@ async fn queue_groups_span_brokers_one_member_overall_the_local_one_first() {
         publisher.publish(message("jobs", &format!("j{index}"))).await.expect("publish");
     }
     publisher.ping().await.expect("ping");
-    let (mut at_left, mut at_right) = (drain(&mut left_jobs).await, drain(&mut right_jobs).await);
+    // Sentinels from the same publisher go to the group after the jobs, each
+    // over the link to the member it reaches: once both members have had
+    // one, no job is still on its way to either.
+    let sentinel = message("jobs", SENTINEL);
+    let (received, mut sentinels_forwarded) =
+        group_texts_until_sentinels(&mut [&mut left_jobs, &mut right_jobs], &publisher, &sentinel).await;
+    let [at_left, at_right] = [&received[0], &received[1]];
     assert!(!at_left.is_empty() && !at_right.is_empty(), "equally near members take turns");
-    let mut all: Vec<String> = at_left.drain(..).chain(at_right.drain(..)).collect();
+    let mut all: Vec<String> = at_left.iter().chain(at_right).cloned().collect();
     all.sort_by_key(|name| name[1..].parse::<usize>().expect("numbered"));
     assert_eq!(all, (0..20).map(|index| format!("j{index}")).collect::<Vec<_>>(), "each job once overall");
 
@@ -135,8 +144,16 @@ async fn queue_groups_span_brokers_one_member_overall_the_local_one_first() {
     }
     publisher.ping().await.expect("ping");
     assert_eq!(texts(&mut hub_jobs, 10).await.len(), 10);
-    assert!(stays_quiet(&mut left_jobs).await && stays_quiet(&mut right_jobs).await, "no copy left the hub");
-    assert_eq!(hub.stats().group_forwards, 20);
+    // With the hub's member gone, sentinels from the same publisher go to
+    // the leaves over the links any copy of the jobs would have taken before
+    // them: once both leaves have had one, no copy left the hub.
+    hub_jobs.unsubscribe().await.expect("unsubscribe");
+    let (received, more_sentinels) =
+        group_texts_until_sentinels(&mut [&mut left_jobs, &mut right_jobs], &publisher, &sentinel).await;
+    assert_eq!(received, [Vec::<String>::new(), Vec::new()], "no copy left the hub");
+    sentinels_forwarded += more_sentinels;
+    // The first twenty jobs went to the leaves, and so did every sentinel.
+    assert_eq!(hub.stats().group_forwards, 20 + sentinels_forwarded as u64);
     shutdown_all(vec![right, left, hub]).await;
 }
 

@@ -56,7 +56,15 @@ async fn each_queue_group_takes_turns_on_its_own() {
     publisher.ping().await.expect("ping");
     for (_, subscription) in &mut members {
         assert_eq!(texts(subscription, 5).await.len(), 5, "every member gets half of its group's messages");
-        assert!(stays_quiet(subscription).await);
+    }
+    // Sentinels from the same publisher, one at a time to each group until
+    // every member has had one: then no member has anything more coming.
+    let sentinel = message("work", SENTINEL);
+    for group in members.chunks_mut(2) {
+        let [first, second] = group else { panic!("two members per group") };
+        let (received, _) =
+            group_texts_until_sentinels(&mut [&mut first.1, &mut second.1], &publisher, &sentinel).await;
+        assert_eq!(received, [Vec::<String>::new(), Vec::new()], "nothing more than half each");
     }
     broker.shutdown().await;
 }

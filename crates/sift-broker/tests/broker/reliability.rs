@@ -22,7 +22,15 @@ async fn unacked_deliveries_are_redelivered_after_the_ack_timeout() {
     assert_eq!(text(&again), "job-1");
     assert!(again.redelivered);
     again.ack().expect("ack");
-    assert!(stays_quiet(&mut subscription).await, "acknowledged: no more redelivery");
+    // The ping's answer shows the ack was handled. A witness sent after it
+    // on the same subscription and never acknowledged comes back after the
+    // ack timeout; redelivery takes the oldest first, so had "job-1" still
+    // been awaiting an ack, it would have come back before the witness.
+    subscriber.ping().await.expect("ping");
+    publisher.publish_confirmed(reliable("jobs", SENTINEL), PublishOptions::default()).await.expect("confirm");
+    assert!(!assert_next_is(&mut subscription, SENTINEL, "the witness arrives").await.redelivered);
+    let witness_again = assert_next_is(&mut subscription, SENTINEL, "acknowledged: no more redelivery").await;
+    assert!(witness_again.redelivered);
     assert!(broker.stats().redelivered >= 1);
     broker.shutdown().await;
 }
@@ -67,7 +75,11 @@ async fn nack_with_requeue_redelivers_at_once() {
     let again = next(&mut subscription).await;
     assert!(again.redelivered);
     again.nack(false).expect("nack");
-    assert!(stays_quiet(&mut subscription).await, "nack without requeue drops");
+    // The ping's answer shows the nack was handled; a requeue would have
+    // put "j" back at once, ahead of the sentinel published afterwards.
+    subscriber.ping().await.expect("ping");
+    publisher.publish_confirmed(reliable("jobs", SENTINEL), PublishOptions::default()).await.expect("confirm");
+    assert_next_is(&mut subscription, SENTINEL, "nack without requeue drops").await;
     assert_eq!(broker.stats().dropped_rejected, 1);
     broker.shutdown().await;
 }
@@ -131,11 +143,18 @@ async fn expired_messages_are_not_delivered() {
     let mut subscription = subscriber.subscribe(options).await.expect("subscribe");
     let publisher = client(&broker, "pub").await;
     let mut short_lived = message("t", "expired");
-    short_lived.expiry_ns = sift_broker::publish::now_ns() + 50_000_000;
+    let expiry_ns = sift_broker::publish::now_ns() + 50_000_000;
+    short_lived.expiry_ns = expiry_ns;
     publisher.publish(short_lived).await.expect("publish");
     publisher.publish(message("t", "kept")).await.expect("publish");
     publisher.ping().await.expect("ping");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Expiry is what this test is about: wait until the clock has passed the
+    // message's expiry, looking again at short intervals, before granting.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while sift_broker::publish::now_ns() <= expiry_ns {
+        assert!(tokio::time::Instant::now() < deadline, "the clock never passed the expiry");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     subscription.grant(10).expect("grant");
     assert_eq!(texts(&mut subscription, 1).await, ["kept"]);
     assert_eq!(broker.stats().dropped_expired, 1);
@@ -167,6 +186,8 @@ async fn clients_reconnect_resubscribe_and_resend_unconfirmed_reliable_publishes
         if seen {
             break;
         }
+        // A bounded retry loop, not a wait before an assertion: each attempt
+        // publishes again and checks whether the restored subscription matched.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let retry = publisher.publish_confirmed(reliable("t", "after"), Default::default()).await.expect("confirm");
         seen = retry.matched == 1;

@@ -1,6 +1,6 @@
 //! Topic wildcards, queue groups, confirms and unsubscribe, over the wire.
 
-use sift_client::{ConfirmStatus, PublishOptions, SubscribeOptions};
+use sift_client::{ConfirmStatus, PublishOptions, SubscribeOptions, Subscription};
 
 use crate::common::*;
 
@@ -21,8 +21,14 @@ async fn wildcards_deliver_exactly_what_matches() {
     assert_eq!(texts(&mut rest, 4).await, ["a.b", "a.b.c", "a.x.c", "a.b.c.d"]);
     assert_eq!(texts(&mut literal, 1).await, ["a.b.c"]);
     assert_eq!(texts(&mut middle, 2).await, ["a.b.c", "x.b.y"]);
+    // Sentinels on a.b and a.b.c, from the same publisher after the rest:
+    // each subscription matches at least one, and when the first comes next,
+    // nothing published before it is still on its way.
+    for topic in ["a.b", "a.b.c"] {
+        publisher.publish(message(topic, SENTINEL)).await.expect("publish");
+    }
     for subscription in [&mut one, &mut rest, &mut literal, &mut middle] {
-        assert!(stays_quiet(subscription).await, "no extra deliveries");
+        assert_next_is(subscription, SENTINEL, "no extra deliveries").await;
     }
     broker.shutdown().await;
 }
@@ -48,13 +54,14 @@ async fn queue_group_members_share_and_plain_subscribers_get_all() {
         assert_eq!(confirm.matched, 2, "one per group plus the plain subscriber");
     }
     assert_eq!(texts(&mut audit, 30).await.len(), 30);
+    // Sentinels from the same publisher, one at a time until every member
+    // has had one: then no member has anything more coming.
+    let mut subscriptions: Vec<&mut Subscription> = members.iter_mut().map(|(_, subscription)| subscription).collect();
+    let (received, _) =
+        group_texts_until_sentinels(&mut subscriptions, &publisher, &message("jobs.new", SENTINEL)).await;
     let mut total = 0;
     let mut all = Vec::new();
-    for (_, subscription) in &mut members {
-        let mut got = Vec::new();
-        while let Ok(Some(delivery)) = tokio::time::timeout(QUIET, subscription.next()).await {
-            got.push(text(&delivery));
-        }
+    for got in received {
         assert!(!got.is_empty(), "round-robin reaches every member");
         total += got.len();
         all.extend(got);

@@ -61,6 +61,8 @@ async fn the_tds_restores_the_spacing_that_jitter_took_away() {
     let publishing = tokio::spawn(async move {
         for index in 0..MESSAGES {
             publisher.publish(message("tds.frames", &index.to_string())).await.expect("publish");
+            // Pacing the publishes is the workload: the TDS must restore
+            // these gaps. Nothing is asserted after this wait.
             tokio::time::sleep(Duration::from_millis(GAPS_MS[index % GAPS_MS.len()])).await;
         }
         publisher

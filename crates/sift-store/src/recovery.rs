@@ -67,11 +67,13 @@ pub type VerifyReport = Recovery;
 
 impl std::fmt::Display for Recovery {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            formatter,
-            "{} segments, {} records ({} bytes), sequences {}..{}",
-            self.segments, self.records, self.bytes, self.first_seq, self.last_seq
-        )?;
+        write!(formatter, "{} segments, {} records ({} bytes), ", self.segments, self.records, self.bytes)?;
+        // An empty log's first sequence is the next one to be written, one
+        // past its last: say so rather than print a backwards range.
+        match self.last_seq < self.first_seq {
+            true => write!(formatter, "no sequences yet (the next is {})", self.first_seq)?,
+            false => write!(formatter, "sequences {}..{}", self.first_seq, self.last_seq)?,
+        }
         if let Some(tail) = &self.torn_tail {
             let (path, offset, bytes) = (tail.segment.display(), tail.offset, tail.bytes_cut);
             write!(formatter, "; torn tail at {path} byte {offset} ({bytes} bytes)")?;

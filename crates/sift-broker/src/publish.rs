@@ -28,11 +28,11 @@ use crate::store::gate::ConfirmGate;
 use crate::store::stream::Stream;
 use crate::subscription::SubRef;
 
-/// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
+/// Nanoseconds since the Unix epoch by the system clock, or 0 if the clock
+/// is before it. What reads the broker's own time (stamps, expiry) reads
+/// `BrokerShared::clock` instead, which a test may move.
 pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    sift_core::system_now_ns()
 }
 
 /// Connections whose staging buffers a reader keeps between reads.
@@ -230,7 +230,7 @@ impl Publisher {
     /// The time that stamps messages of the current read.
     fn read_time(&mut self) -> u64 {
         if self.read_time_ns == 0 {
-            self.read_time_ns = now_ns();
+            self.read_time_ns = self.shared.clock.now_ns();
         }
         self.read_time_ns
     }

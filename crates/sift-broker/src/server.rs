@@ -109,12 +109,15 @@ pub struct BrokerShared {
     shutdown: watch::Sender<bool>,
     /// The counters each protocol front-end registered.
     pub doors: crate::door::DoorRegistry,
+    /// The clock that stamps messages and decides their expiry: the
+    /// system's, or one a test moves ([`RunningBroker::start_with_clock`]).
+    pub clock: sift_core::Clock,
     /// In-process connections on their way to the accept loop.
     in_process: tokio::sync::mpsc::Sender<InProcess>,
 }
 
 impl BrokerShared {
-    fn new(config: Config, storage: Storage) -> (Arc<BrokerShared>, InProcessQueue) {
+    fn new(config: Config, storage: Storage, clock: sift_core::Clock) -> (Arc<BrokerShared>, InProcessQueue) {
         let (shutdown, _) = watch::channel(false);
         let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         let first_id = crate::publish::now_ns();
@@ -130,6 +133,7 @@ impl BrokerShared {
             connections: Mutex::new(HashMap::new()),
             shutdown,
             doors: crate::door::DoorRegistry::default(),
+            clock,
             in_process,
             config,
         });
@@ -294,6 +298,12 @@ pub struct RunningBroker {
 impl RunningBroker {
     /// Binds the listen address and starts serving.
     pub async fn start(config: Config) -> Result<RunningBroker, BrokerError> {
+        RunningBroker::start_with_clock(config, sift_core::Clock::system()).await
+    }
+
+    /// As [`RunningBroker::start`], with message stamps and expiry read from
+    /// `clock`: tests of time-to-live move a manual clock instead of waiting.
+    pub async fn start_with_clock(config: Config, clock: sift_core::Clock) -> Result<RunningBroker, BrokerError> {
         config.validate()?;
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| BrokerError::Bind { address, source })?;
@@ -314,7 +324,7 @@ impl RunningBroker {
                 }
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
-        let (shared, in_process_queue) = BrokerShared::new(config, storage);
+        let (shared, in_process_queue) = BrokerShared::new(config, storage, clock);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);
         }

@@ -14,7 +14,6 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::connection::{apply_events, apply_settled, ConnShared};
 use crate::outbox::DrainSink;
-use crate::publish::now_ns;
 use crate::server::BrokerShared;
 use crate::stats::add;
 
@@ -66,7 +65,7 @@ pub(crate) async fn run(conn: Arc<ConnShared>, mut outlet: impl Outlet, shared: 
     let budget = shared.config.delivery.write_batch_bytes;
     let mut batch = outlet.batch(budget);
     loop {
-        let drain_ns = now_ns();
+        let drain_ns = shared.clock.now_ns();
         let (drained, closed) = {
             let mut outbox = conn.lock();
             let drained = outbox.drain(&mut batch, budget, drain_ns, Instant::now());

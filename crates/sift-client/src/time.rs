@@ -61,9 +61,7 @@ impl std::fmt::Debug for ClockSource {
 
 /// Nanoseconds since the Unix epoch by the system clock, or 0 before it.
 pub fn system_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    sift_core::system_now_ns()
 }
 
 /// A message timestamp carried into this client's clock.

@@ -256,3 +256,73 @@ mod tests {
         }
     }
 }
+
+/// Nanoseconds since the Unix epoch by the system clock, or 0 before it.
+pub fn system_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The clock a broker reads when it stamps messages and checks their
+/// expiry: the system's, or a [`ManualClock`] that a test advances, so that
+/// a test of a time-to-live moves time instead of waiting for it.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    manual: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl Clock {
+    /// The system clock.
+    pub fn system() -> Clock {
+        Clock { manual: None }
+    }
+
+    /// A clock that reads `start_ns` until the returned handle moves it.
+    pub fn manual(start_ns: u64) -> (Clock, ManualClock) {
+        let time_ns = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(start_ns));
+        (Clock { manual: Some(time_ns.clone()) }, ManualClock { time_ns })
+    }
+
+    /// Nanoseconds since the Unix epoch, by this clock.
+    pub fn now_ns(&self) -> u64 {
+        match &self.manual {
+            None => system_now_ns(),
+            Some(time_ns) => time_ns.load(std::sync::atomic::Ordering::Acquire),
+        }
+    }
+}
+
+/// Moves a manual [`Clock`] (forward only: the broker's clock never runs
+/// backwards, and nothing of it expects to).
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    time_ns: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ManualClock {
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: std::time::Duration) {
+        let by_ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        self.time_ns.fetch_add(by_ns, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// What the clock reads now.
+    pub fn now_ns(&self) -> u64 {
+        self.time_ns.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod manual_clock_tests {
+    use super::*;
+
+    #[test]
+    fn a_manual_clock_reads_what_its_handle_set_and_the_system_clock_moves() {
+        let (clock, handle) = Clock::manual(1_000);
+        assert_eq!(clock.now_ns(), 1_000);
+        handle.advance(std::time::Duration::from_micros(2));
+        assert_eq!((clock.now_ns(), handle.now_ns()), (3_000, 3_000));
+        assert!(Clock::system().now_ns() > 1_600_000_000_000_000_000, "after 2020");
+    }
+}

@@ -13,7 +13,7 @@ pub mod topic;
 pub mod trie;
 pub mod workload;
 
-pub use clock::{ClockEstimate, ClockFilter, ClockSample, TimeExchange};
+pub use clock::{system_now_ns, Clock, ClockEstimate, ClockFilter, ClockSample, ManualClock, TimeExchange};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
 pub use message::{DeliveryMode, Message, MessageError, Priority, Value};
 pub use topic::{TopicError, TopicFilter, TopicName};

@@ -282,9 +282,7 @@ fn apply_options(message: &mut Message, params: &PublishParams) -> Result<Publis
 }
 
 fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    sift_core::system_now_ns()
 }
 
 /// The answer to a confirmed publish.

@@ -11,7 +11,7 @@ use crate::server::{MqttCounters, Shared};
 
 /// Nanoseconds since the Unix epoch.
 pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
+    sift_core::system_now_ns()
 }
 
 /// Keeps `message` as `publish.topic`'s retained message when the publish

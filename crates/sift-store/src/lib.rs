@@ -62,7 +62,5 @@ pub use stats::LogStats;
 
 /// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
 pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    sift_core::system_now_ns()
 }

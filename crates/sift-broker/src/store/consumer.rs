@@ -328,7 +328,7 @@ fn offer(shared: &BrokerShared, consumer: &Arc<Consumer>, record: Record) -> Off
         return Offered::PassedOver;
     };
     // Most stored messages have no expiry: no clock reading for them.
-    if routed.expiry_ns != 0 && routed.is_expired(crate::publish::now_ns()) {
+    if routed.expiry_ns != 0 && routed.is_expired(shared.clock.now_ns()) {
         bump(&shared.stats.dropped_expired);
         consumer.cursor.passed_over(seq);
         return Offered::PassedOver;

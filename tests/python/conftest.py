@@ -55,11 +55,15 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
     same port and data) to see clients reconnect and data survive.
     """
     data_dir = data_dir or tempfile.mkdtemp(prefix="sift-pytest-")
+    # Standard error goes to a file, not a pipe nobody reads (which would
+    # fill and stall the broker), so that a broker that fails to start can
+    # say why in the test's failure.
+    errors = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen(
         [sift_binary(), "broker", "--listen", listen, "--http", http, "--stomp", stomp, "--mqtt", mqtt,
          "--data", data_dir, *extra_args],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         text=True,
     )
     native = http_url = stomp_address = mqtt_address = None
@@ -68,7 +72,9 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
         line = process.stdout.readline()
         if not line:
             process.kill()
-            raise RuntimeError("the broker exited before printing its addresses")
+            process.wait()
+            errors.seek(0)
+            raise RuntimeError(f"the broker exited before printing its addresses:\n{errors.read()[-4000:]}")
         if line.startswith(NATIVE_PREFIX):
             native = line[len(NATIVE_PREFIX):].strip()
         elif line.startswith(HTTP_PREFIX):

@@ -112,6 +112,8 @@ fn stats_report(shared: &BrokerShared) -> Map<String, Value> {
     for (name, value) in shared.storage.totals() {
         counters.insert(name.to_string(), value.into());
     }
+    counters.insert("memory_bytes".into(), shared.memory.used_bytes().into());
+    counters.insert("memory_bytes_max".into(), shared.memory.max_bytes().into());
     let streams: Vec<Value> = shared.storage.streams().iter().map(|stream| stream.info_json()).collect();
     let histograms = json!({
         "deliver_latency": histogram_json(&shared.deliver_latency.snapshot()),

@@ -32,6 +32,10 @@ pub const IN_PROCESS_PIPE_BYTES_DEFAULT: usize = 256 * 1024;
 /// deliveries, or a client write), so 4 of them hold what the in-process
 /// pipe they replace held (256 KiB).
 pub const LOCAL_BATCHES_DEFAULT: usize = 4;
+/// Default of `limits.memory_bytes_max`: 1 GiB queued towards clients
+/// across the broker, so that many connections that do not read cannot
+/// together hold more than that, whatever each one's own bound.
+pub const MEMORY_BYTES_MAX_DEFAULT: u64 = 1 << 30;
 /// Directory the broker keeps its data in by default.
 pub const DEFAULT_DATA_DIR: &str = "./sift-data";
 
@@ -112,6 +116,10 @@ pub struct Limits {
     pub handshake_timeout_ms: u64,
     /// Most bytes queued towards one connection (deliveries and responses).
     pub max_pending_bytes_per_connection: u64,
+    /// Bytes queued towards clients across every connection at once (the
+    /// broker's memory budget); past it a delivery meets its
+    /// subscription's slow-consumer policy as at a full queue.
+    pub memory_bytes_max: u64,
     /// Furthest a `PUBLISHER_TIME` timestamp may be from the broker's clock;
     /// a publish beyond it is refused (`invalid_field`), since a publisher
     /// whose clock mapping is that wrong would misorder every receiver.
@@ -215,6 +223,7 @@ impl Default for Limits {
             max_connections: 10_000,
             handshake_timeout_ms: 5_000,
             max_pending_bytes_per_connection: 64 * 1024 * 1024,
+            memory_bytes_max: MEMORY_BYTES_MAX_DEFAULT,
             publisher_time_skew_ms_max: 60_000,
         }
     }
@@ -277,6 +286,7 @@ impl Config {
             ("limits.max_connections", u64::from(limits.max_connections)),
             ("limits.handshake_timeout_ms", limits.handshake_timeout_ms),
             ("limits.max_pending_bytes_per_connection", limits.max_pending_bytes_per_connection),
+            ("limits.memory_bytes_max", limits.memory_bytes_max),
             ("delivery.queue_capacity_default", u64::from(delivery.queue_capacity_default)),
             ("delivery.ack_timeout_ms", u64::from(delivery.ack_timeout_ms)),
             ("delivery.max_unacked_default", u64::from(delivery.max_unacked_default)),

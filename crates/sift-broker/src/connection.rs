@@ -84,7 +84,7 @@ impl ConnShared {
         name: Arc<str>,
         (door, takes_values): (Door, bool),
         peer: Arc<str>,
-        max_pending_bytes: u64,
+        (max_pending_bytes, budget): (u64, Arc<crate::budget::MemoryBudget>),
     ) -> Arc<ConnShared> {
         let (close_signal, _) = watch::channel(false);
         Arc::new(ConnShared {
@@ -93,7 +93,7 @@ impl ConnShared {
             door,
             takes_values,
             peer,
-            outbox: Mutex::new(Outbox::new(max_pending_bytes)),
+            outbox: Mutex::new(Outbox::with_budget(max_pending_bytes, budget)),
             writer_wake: Notify::new(),
             space: Notify::new(),
             closing: AtomicBool::new(false),
@@ -336,7 +336,7 @@ pub(crate) fn open_connection(
         Arc::from(hello.client_name.as_str()),
         (door, takes_values),
         Arc::from(peer),
-        shared.config.limits.max_pending_bytes_per_connection,
+        (shared.config.limits.max_pending_bytes_per_connection, shared.memory.clone()),
     );
     shared.register(conn.clone());
     tracing::debug!(connection = id, %door, %peer, client = %hello.client_name, "connection opened");

@@ -10,6 +10,7 @@
 //! [`report`] tells an await=delivered publisher when all acks are in.
 
 pub mod admin;
+pub mod budget;
 pub mod config;
 pub mod connection;
 pub mod delivery;

@@ -24,6 +24,7 @@ use sift_proto::{
     encoded_stream_deliver_len, AckMode, Frame, QueuePolicy,
 };
 
+use crate::budget::MemoryBudget;
 use crate::report::DeliveryReport;
 use crate::store::consumer::Consumer;
 
@@ -378,14 +379,22 @@ pub struct Outbox {
     ready: VecDeque<u32>,
     unacked: HashMap<u64, Unacked, rustc_hash::FxBuildHasher>,
     next_tag: u64,
-    pending_bytes: u64,
+    pending: PendingBytes,
     max_pending_bytes: u64,
     closed: bool,
     writer_idle: bool,
 }
 
 impl Outbox {
-    /// An empty outbox bounded by `max_pending_bytes`.
+    /// An empty outbox bounded by `max_pending_bytes` and by `budget`, which
+    /// every outbox of the broker shares.
+    pub fn with_budget(max_pending_bytes: u64, budget: Arc<MemoryBudget>) -> Outbox {
+        let mut outbox = Outbox::new(max_pending_bytes);
+        outbox.pending.budget = Some(budget);
+        outbox
+    }
+
+    /// An empty outbox bounded by `max_pending_bytes` alone.
     pub fn new(max_pending_bytes: u64) -> Outbox {
         Outbox {
             control: BytesMut::new(),
@@ -395,7 +404,7 @@ impl Outbox {
             ready: VecDeque::new(),
             unacked: HashMap::default(),
             next_tag: 1,
-            pending_bytes: 0,
+            pending: PendingBytes { bytes: 0, budget: None },
             max_pending_bytes,
             closed: false,
             writer_idle: false,
@@ -404,7 +413,7 @@ impl Outbox {
 
     /// Bytes queued and not yet handed to the writer.
     pub fn pending_bytes(&self) -> u64 {
-        self.pending_bytes
+        self.pending.bytes
     }
 
     /// True once the connection is closing: nothing new is accepted.
@@ -443,7 +452,7 @@ impl Outbox {
     /// here; their queues have their own bounds and policies.
     pub fn push_control(&mut self, frame_bytes: &[u8]) -> bool {
         self.control.extend_from_slice(frame_bytes);
-        self.pending_bytes += frame_bytes.len() as u64;
+        self.pending.add(frame_bytes.len() as u64);
         self.control.len() as u64 <= self.max_pending_bytes
     }
 
@@ -453,7 +462,7 @@ impl Outbox {
         debug_assert!(self.control.is_empty(), "one connection's control frames come one way");
         self.control_frames.push((frame, frame_bytes));
         self.control_frames_bytes += frame_bytes;
-        self.pending_bytes += frame_bytes;
+        self.pending.add(frame_bytes);
         self.control_frames_bytes <= self.max_pending_bytes
     }
 
@@ -462,7 +471,8 @@ impl Outbox {
         if self.closed {
             return PushOutcome::Gone(entry);
         }
-        let over_bytes = self.pending_bytes + entry.size() > self.max_pending_bytes;
+        let over_bytes =
+            self.pending.bytes + entry.size() > self.max_pending_bytes || self.pending.over_budget(entry.size());
         let Some(sub) = self.subs.get_mut(&sub_id) else {
             return PushOutcome::Gone(entry);
         };
@@ -474,14 +484,14 @@ impl Outbox {
                 QueuePolicy::Disconnect => return PushOutcome::Disconnect(entry),
                 QueuePolicy::KeepLast(_) => match sub.pop_least_wanted() {
                     Some(evicted) => {
-                        self.pending_bytes -= evicted.size();
+                        self.pending.sub(evicted.size());
                         outcome = PushOutcome::Evicted(evicted);
                     }
                     None => return PushOutcome::Dropped(entry),
                 },
             }
         }
-        self.pending_bytes += entry.size();
+        self.pending.add(entry.size());
         sub.push_back(entry);
         self.mark_ready(sub_id);
         if let PushOutcome::Queued { wake_writer } = &mut outcome {
@@ -502,7 +512,7 @@ impl Outbox {
         let Some(sub) = self.subs.get_mut(&sub_id) else {
             return Err(entry);
         };
-        self.pending_bytes += entry.size();
+        self.pending.add(entry.size());
         sub.push_back(entry);
         self.mark_ready(sub_id);
         Ok(self.take_wake())
@@ -539,12 +549,12 @@ impl Outbox {
     pub fn drain(&mut self, sink: &mut impl DrainSink, budget: usize, now_ns: u64, now: Instant) -> Drained {
         let mut drained = Drained::default();
         if !self.control.is_empty() {
-            self.pending_bytes -= self.control.len() as u64;
+            self.pending.sub(self.control.len() as u64);
             sink.control(&self.control);
             self.control.clear();
         }
-        for (frame, frame_bytes) in self.control_frames.drain(..) {
-            self.pending_bytes -= frame_bytes;
+        for (frame, frame_bytes) in std::mem::take(&mut self.control_frames) {
+            self.pending.sub(frame_bytes);
             sink.control_frame(frame, frame_bytes as usize);
         }
         self.control_frames_bytes = 0;
@@ -563,7 +573,7 @@ impl Outbox {
                     break;
                 }
                 let Some(entry) = sub.pop_next() else { break };
-                self.pending_bytes -= entry.size();
+                self.pending.sub(entry.size());
                 if entry.routed.is_expired(now_ns) {
                     drained.expired += 1;
                     drained.events.extend(failure_event(&entry, sub.options.key));
@@ -601,6 +611,49 @@ impl Outbox {
             self.writer_idle = true;
         }
         drained
+    }
+}
+
+/// An outbox that goes (its connection closed) gives back to the broker's
+/// budget what it still counted.
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.pending.budget {
+            budget.give_back(self.pending.bytes);
+        }
+    }
+}
+
+/// An outbox's queued bytes, counted against the broker's budget as well
+/// (a field of its own, so that it can change while a queue is borrowed).
+#[derive(Debug)]
+struct PendingBytes {
+    bytes: u64,
+    /// The broker-wide budget the bytes also count against.
+    budget: Option<Arc<MemoryBudget>>,
+}
+
+impl PendingBytes {
+    /// Counts `bytes` more as queued, here and in the broker's budget.
+    fn add(&mut self, bytes: u64) {
+        self.bytes += bytes;
+        if let Some(budget) = &self.budget {
+            budget.take(bytes);
+        }
+    }
+
+    /// Counts `bytes` as no longer queued, here and in the broker's budget.
+    fn sub(&mut self, bytes: u64) {
+        debug_assert!(self.bytes >= bytes, "pending bytes cover what leaves the outbox");
+        self.bytes -= bytes;
+        if let Some(budget) = &self.budget {
+            budget.give_back(bytes);
+        }
+    }
+
+    /// True when `bytes` more would pass the broker's budget.
+    fn over_budget(&self, bytes: u64) -> bool {
+        self.budget.as_ref().is_some_and(|budget| budget.would_exceed(bytes))
     }
 }
 
@@ -725,7 +778,7 @@ impl Outbox {
             settled.events.extend(failure_event(&entry, sub.options.key));
         } else {
             settled.requeued += 1;
-            self.pending_bytes += entry.size();
+            self.pending.add(entry.size());
             sub.push_front(entry);
         }
         self.mark_ready(unacked.sub_id);
@@ -758,7 +811,7 @@ impl Outbox {
             .map(|unacked| Entry { attempts: unacked.entry.attempts + 1, ..unacked.entry })
             .collect();
         let queued = sub.drain_all();
-        self.pending_bytes -= queued.iter().map(Entry::size).sum::<u64>();
+        self.pending.sub(queued.iter().map(Entry::size).sum::<u64>());
         entries.extend(queued);
         self.ready.retain(|ready| *ready != sub_id);
         entries

@@ -109,6 +109,9 @@ pub struct BrokerShared {
     shutdown: watch::Sender<bool>,
     /// The counters each protocol front-end registered.
     pub doors: crate::door::DoorRegistry,
+    /// Bytes queued towards clients across every outbox, against
+    /// `limits.memory_bytes_max`.
+    pub memory: Arc<crate::budget::MemoryBudget>,
     /// The clock that stamps messages and decides their expiry: the
     /// system's, or one a test moves ([`RunningBroker::start_with_clock`]).
     pub clock: sift_core::Clock,
@@ -133,6 +136,7 @@ impl BrokerShared {
             connections: Mutex::new(HashMap::new()),
             shutdown,
             doors: crate::door::DoorRegistry::default(),
+            memory: Arc::new(crate::budget::MemoryBudget::new(config.limits.memory_bytes_max)),
             clock,
             in_process,
             config,

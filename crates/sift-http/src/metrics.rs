@@ -24,8 +24,10 @@ use crate::state::AppState;
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Broker counters that are levels, not totals: exported as gauges.
-const BROKER_GAUGES: [&str; 10] = [
+const BROKER_GAUGES: [&str; 12] = [
     "connections_current",
+    "memory_bytes",
+    "memory_bytes_max",
     "links_up",
     "interest_entries",
     "forward_frames_kept",

@@ -229,3 +229,50 @@ async fn responses_a_client_never_reads_are_bounded_by_max_pending_bytes() {
     writer.abort();
     broker.shutdown().await;
 }
+
+/// The broker's `memory_bytes` gauge, from its `stats` report.
+async fn memory_bytes(client: &sift_client::Client) -> u64 {
+    let stats = client.admin(sift_client::AdminQuery::Stats).await.expect("stats");
+    stats["counters"]["memory_bytes"].as_u64().expect("memory_bytes")
+}
+
+#[tokio::test]
+async fn subscribers_that_never_read_are_held_to_the_brokers_memory_budget_and_give_it_back() {
+    const BUDGET_BYTES: u64 = 256 * 1024;
+    const PAYLOAD_BYTES: usize = 4096;
+    let broker = broker_with(|config| config.limits.memory_bytes_max = BUDGET_BYTES).await;
+    // Twenty subscribers that take nothing (no credit) and drop what does
+    // not fit: each one's own bounds (64 MiB, 10 000 messages) are far away,
+    // so only the broker-wide budget can stop their queues.
+    let mut idle = Vec::new();
+    for index in 0..20 {
+        let reader = client(&broker, &format!("idle-{index}")).await;
+        let mut options = SubscribeOptions::new("flood");
+        options.credit = Some(0);
+        options.policy = Some(sift_client::QueuePolicy::DropNew);
+        let subscription = reader.subscribe(options).await.expect("subscribe");
+        idle.push((reader, subscription));
+    }
+    let publisher = client(&broker, "flood").await;
+    let payload = "x".repeat(PAYLOAD_BYTES);
+    for _ in 0..200 {
+        publisher.publish(message("flood", &payload)).await.expect("publish");
+    }
+    // The ping's answer follows every publish before it: all are routed.
+    publisher.ping().await.expect("ping");
+    let queued = memory_bytes(&publisher).await;
+    // 200 messages to 20 subscribers would be 16 MiB; one message over the
+    // budget is the most the check before each push lets through.
+    assert!(queued <= BUDGET_BYTES && queued > BUDGET_BYTES / 2, "queued {queued} bytes");
+    assert!(broker.stats().dropped_queue_full > 0, "the budget dropped what did not fit");
+    for (reader, _) in idle {
+        reader.close().await;
+    }
+    // Closed connections give their bytes back.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while memory_bytes(&publisher).await != 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the budget was not given back");
+        tokio::task::yield_now().await;
+    }
+    broker.shutdown().await;
+}

@@ -150,7 +150,7 @@ impl ConnShared {
         if self.takes_values {
             // A local session gets the frame itself: nothing to encode here
             // and decode there.
-            let frame_bytes = approximate_size(frame) as u64;
+            let frame_bytes = frame.approximate_bytes() as u64;
             return self.queue_control(|outbox| outbox.push_control_frame(frame.clone(), frame_bytes));
         }
         let mut bytes = BytesMut::new();
@@ -165,9 +165,7 @@ impl ConnShared {
     /// [`ConnShared::send_control`] does.
     pub fn send_encoded(&self, bytes: &[u8]) {
         if self.takes_values {
-            let mut encoded = BytesMut::from(bytes);
-            let mut decoder = Decoder::new(u32::MAX);
-            while let Ok(Some(frame)) = decoder.decode(&mut encoded) {
+            for frame in crate::local::decode_whole_frames(bytes) {
                 self.send_control(&frame);
             }
             return;
@@ -213,7 +211,7 @@ impl ConnShared {
             let mut outbox = self.lock();
             match last {
                 Some(frame) if self.takes_values => {
-                    let frame_bytes = approximate_size(&frame) as u64;
+                    let frame_bytes = frame.approximate_bytes() as u64;
                     outbox.push_control_frame(frame, frame_bytes);
                 }
                 Some(frame) => {
@@ -284,7 +282,8 @@ pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
 /// Serves one in-process connection (see
 /// [`crate::server::BrokerShared::connect_in_process`]) until it closes:
 /// the same session as a socket's, over an in-memory pipe.
-pub async fn serve_in_process(stream: tokio::io::DuplexStream, origin: Origin, shared: Arc<BrokerShared>, id: u64) {
+pub async fn serve_in_process(stream: tokio::io::DuplexStream, shared: Arc<BrokerShared>, id: u64) {
+    let origin = Origin::EMBEDDED;
     let (reader, writer) = tokio::io::split(stream);
     serve_halves(reader, writer, shared, id, origin.door, origin.peer_text()).await;
 }
@@ -626,7 +625,7 @@ impl Session {
         loop {
             if !self.publisher.is_parked() {
                 if let Some(frame) = self.deferred.pop_front() {
-                    self.deferred_bytes -= approximate_size(&frame);
+                    self.deferred_bytes -= frame.approximate_bytes();
                     if !is_plain_best_effort(&frame) {
                         self.publisher.flush_staged();
                     }
@@ -646,7 +645,7 @@ impl Session {
                         self.publisher.flush_staged();
                     }
                     if self.publisher.is_parked() && matches!(frame, Frame::Publish(_)) {
-                        self.deferred_bytes += approximate_size(&frame);
+                        self.deferred_bytes += frame.approximate_bytes();
                         self.deferred.push_back(frame);
                     } else if !self.handle(frame) {
                         return Ok(false);
@@ -757,19 +756,5 @@ fn is_plain_best_effort(frame: &Frame) -> bool {
                 && publish.flags & sift_proto::publish_flags::AWAIT_DELIVERED == 0
         }
         _ => false,
-    }
-}
-
-/// Bytes a held-back frame stands for, for the read-ahead bound.
-pub(crate) fn approximate_size(frame: &Frame) -> usize {
-    match frame {
-        Frame::Publish(publish) => {
-            let message = &publish.message;
-            64 + message.topic.as_str().len()
-                + message.payload.len()
-                + message.metadata.as_ref().map_or(0, |metadata| metadata.len())
-                + message.properties.iter().map(|(name, _)| name.len() + 16).sum::<usize>()
-        }
-        _ => 64,
     }
 }

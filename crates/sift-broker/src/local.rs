@@ -25,7 +25,7 @@ use bytes::BytesMut;
 use sift_proto::{decode_message, DecodeError, Decoder, Deliver, Frame};
 use tokio::sync::mpsc;
 
-use crate::connection::{approximate_size, check_hello, open_connection, run_session, ConnectionError, Inbound};
+use crate::connection::{check_hello, open_connection, run_session, ConnectionError, Inbound};
 use crate::door::Origin;
 use crate::outbox::{DrainSink, Routed};
 use crate::server::BrokerShared;
@@ -94,7 +94,7 @@ struct LocalInbound {
 impl LocalInbound {
     /// Queues a batch; returns its estimated size.
     fn take(&mut self, batch: Vec<Frame>) -> usize {
-        let bytes = batch.iter().map(approximate_size).sum();
+        let bytes = batch.iter().map(Frame::approximate_bytes).sum();
         self.pending.push_back(batch);
         bytes
     }
@@ -153,22 +153,27 @@ impl Outlet for LocalOutlet {
     async fn close(self) {}
 }
 
-/// Frames drained for a local session. Control frames (confirms, replies,
-/// errors) are queued encoded in the outbox, and are decoded here: they
-/// are small beside deliveries, which are built from the routed message
-/// directly.
+/// The frames of `encoded`, whole frames this broker encoded (control
+/// frames meant for a local session, which takes them as values).
+pub(crate) fn decode_whole_frames(encoded: &[u8]) -> Vec<Frame> {
+    let mut buf = BytesMut::from(encoded);
+    let mut decoder = Decoder::new(u32::MAX);
+    let mut frames = Vec::new();
+    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
+        frames.push(frame);
+    }
+    debug_assert!(buf.is_empty(), "whole frames that this broker encoded");
+    frames
+}
+
+/// Frames drained for a local session: deliveries built from the routed
+/// message directly, and control frames (confirms, replies, errors) as the
+/// values a local session's outbox queues them as.
+#[derive(Default)]
 pub(crate) struct LocalBatch {
     frames: Vec<Frame>,
     /// Bytes the batch stands for, as the socket's batch would count them.
     taken_bytes: usize,
-    control: BytesMut,
-    decoder: Decoder,
-}
-
-impl Default for LocalBatch {
-    fn default() -> LocalBatch {
-        LocalBatch { frames: Vec::new(), taken_bytes: 0, control: BytesMut::new(), decoder: Decoder::new(u32::MAX) }
-    }
 }
 
 impl DrainSink for LocalBatch {
@@ -177,12 +182,10 @@ impl DrainSink for LocalBatch {
     }
 
     fn control(&mut self, encoded: &[u8]) {
+        // A local session's control frames are queued as values
+        // (`ConnShared::send_control`); encoded ones are still taken whole.
         self.taken_bytes += encoded.len();
-        self.control.extend_from_slice(encoded);
-        while let Ok(Some(frame)) = self.decoder.decode(&mut self.control) {
-            self.frames.push(frame);
-        }
-        debug_assert!(self.control.is_empty(), "the outbox holds whole frames that this broker encoded");
+        self.frames.extend(decode_whole_frames(encoded));
     }
 
     fn control_frame(&mut self, frame: Frame, frame_bytes: usize) {

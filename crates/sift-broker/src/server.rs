@@ -67,7 +67,7 @@ pub const IN_PROCESS_BACKLOG: usize = 1024;
 /// An in-process connection on its way to the accept loop: a pipe that
 /// carries the native protocol, or a local session's frame channels.
 enum InProcess {
-    Pipe(DuplexStream, Origin),
+    Pipe(DuplexStream),
     Local(LocalRequest),
 }
 
@@ -151,12 +151,12 @@ impl BrokerShared {
     /// that translate another protocol (HTTP, WebSocket) use it, so that
     /// their messages are matched, queued and acknowledged by the same
     /// session code as native clients'.
-    pub fn connect_in_process(&self, origin: Origin) -> Result<DuplexStream, InProcessError> {
+    pub fn connect_in_process(&self) -> Result<DuplexStream, InProcessError> {
         if self.is_shutting_down() {
             return Err(InProcessError::ShuttingDown);
         }
         let (client_end, broker_end) = tokio::io::duplex(self.config.delivery.in_process_pipe_bytes);
-        self.queue_in_process(InProcess::Pipe(broker_end, origin))?;
+        self.queue_in_process(InProcess::Pipe(broker_end))?;
         Ok(client_end)
     }
 
@@ -235,13 +235,7 @@ impl InProcessConnector {
     /// A new connection's client end, for an embedding application; see
     /// [`BrokerShared::connect_in_process`].
     pub fn connect(&self) -> Result<DuplexStream, InProcessError> {
-        self.shared.connect_in_process(Origin::EMBEDDED)
-    }
-
-    /// A new connection's client end for a session that serves a protocol
-    /// client: reports show it with `origin`'s door and peer.
-    pub fn connect_from(&self, origin: Origin) -> Result<DuplexStream, InProcessError> {
-        self.shared.connect_in_process(origin)
+        self.shared.connect_in_process()
     }
 
     /// A function that opens a new local session from `origin` each time it
@@ -268,13 +262,8 @@ impl InProcessConnector {
     /// refusals as I/O errors: the form a client that reconnects takes
     /// (`sift_client::Client::connect_in_process`).
     pub fn opener(&self) -> Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync> {
-        self.opener_from(Origin::EMBEDDED)
-    }
-
-    /// As [`InProcessConnector::opener`], for sessions from `origin`.
-    pub fn opener_from(&self, origin: Origin) -> Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync> {
         let connector = self.clone();
-        Arc::new(move || connector.connect_from(origin).map_err(std::io::Error::other))
+        Arc::new(move || connector.connect().map_err(std::io::Error::other))
     }
 }
 
@@ -470,7 +459,7 @@ async fn accept_loop(listener: TcpListener, mut in_process: InProcessQueue, shar
                 next_id += 1;
                 bump(&shared.stats.connections_in_process);
                 let accepted = match connection {
-                    InProcess::Pipe(pipe, origin) => Accepted::InProcess(pipe, origin),
+                    InProcess::Pipe(pipe) => Accepted::InProcess(pipe),
                     InProcess::Local(request) => Accepted::Local(request),
                 };
                 admit(accepted, id, &shared, &mut tasks);
@@ -496,7 +485,7 @@ async fn accept_loop(listener: TcpListener, mut in_process: InProcessQueue, shar
 /// [`BrokerShared::connect_in_process`].
 enum Accepted {
     Socket(TcpStream),
-    InProcess(DuplexStream, Origin),
+    InProcess(DuplexStream),
     Local(LocalRequest),
 }
 
@@ -511,7 +500,7 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
         bump(&shared.stats.errors_sent);
         match accepted {
             Accepted::Socket(stream) => tasks.spawn(refuse(stream, limit)),
-            Accepted::InProcess(pipe, _) => tasks.spawn(refuse(pipe, limit)),
+            Accepted::InProcess(pipe) => tasks.spawn(refuse(pipe, limit)),
             Accepted::Local(request) => tasks.spawn(refuse_local(request, limit)),
         };
         return;
@@ -519,7 +508,7 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
     bump(&shared.stats.connections_accepted);
     match accepted {
         Accepted::Socket(stream) => tasks.spawn(serve(stream, shared.clone(), id)),
-        Accepted::InProcess(pipe, origin) => tasks.spawn(serve_in_process(pipe, origin, shared.clone(), id)),
+        Accepted::InProcess(pipe) => tasks.spawn(serve_in_process(pipe, shared.clone(), id)),
         Accepted::Local(request) => tasks.spawn(crate::local::serve_local(request, shared.clone(), id)),
     };
 }

@@ -874,9 +874,7 @@ impl Client {
                     }
                 }
             }
-            batch_capacity =
-                staged.iter().map(|(_, batch)| batch.len()).max().unwrap_or(1).clamp(1, STAGED_BATCH_CAPACITY_MAX);
-            self.hand_over(&mut staged).await;
+            batch_capacity = self.hand_over(&mut staged).await;
         }
     }
 
@@ -906,9 +904,7 @@ impl Client {
                     Err(error) => tracing::warn!(%error, "skipping a malformed frame from the broker"),
                 }
             }
-            batch_capacity =
-                staged.iter().map(|(_, batch)| batch.len()).max().unwrap_or(1).clamp(1, STAGED_BATCH_CAPACITY_MAX);
-            self.hand_over(&mut staged).await;
+            batch_capacity = self.hand_over(&mut staged).await;
             if buf.capacity() - buf.len() < 16 * 1024 {
                 buf.reserve(64 * 1024);
             }
@@ -943,7 +939,12 @@ impl Client {
     /// Hands each subscription its batch. When the application is slow and
     /// its channel is full, this waits, which stops reading: the broker's
     /// queue for this connection fills and its policy applies.
-    async fn hand_over(&self, staged: &mut Vec<(u32, Vec<Delivery>)>) {
+    /// Returns how large the next read's batches start: as large as the
+    /// largest of this one, so that a busy stream does not regrow (and
+    /// copy) its batch each read.
+    async fn hand_over(&self, staged: &mut Vec<(u32, Vec<Delivery>)>) -> usize {
+        let next_capacity =
+            staged.iter().map(|(_, batch)| batch.len()).max().unwrap_or(1).clamp(1, STAGED_BATCH_CAPACITY_MAX);
         for (sub_id, batch) in staged.drain(..) {
             let waiting = {
                 let state = self.lock();
@@ -957,6 +958,7 @@ impl Client {
             let (sender, batch) = waiting;
             let _ = sender.send(batch).await;
         }
+        next_capacity
     }
 
     /// Acts on one frame from the broker; false when the connection ends.

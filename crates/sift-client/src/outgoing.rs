@@ -41,7 +41,7 @@ pub(crate) struct FrameBatches {
 
 impl FrameBatches {
     fn push(&mut self, frame: Frame) {
-        let frame_bytes = estimated_bytes(&frame);
+        let frame_bytes = frame.approximate_bytes();
         if !self.open.is_empty() && self.open_bytes + frame_bytes > LOCAL_BATCH_BYTES {
             self.close_open();
         }
@@ -73,26 +73,6 @@ impl Default for Outgoing {
     fn default() -> Outgoing {
         Outgoing::Encoded(BytesMut::new())
     }
-}
-
-/// An estimate of a frame's encoded size: exact enough to bound a buffer.
-fn estimated_bytes(frame: &Frame) -> usize {
-    /// Fixed fields and length prefixes of a frame or a message.
-    const OVERHEAD_BYTES: usize = 64;
-    match frame {
-        Frame::Publish(publish) => OVERHEAD_BYTES + message_bytes(&publish.message),
-        Frame::Deliver(deliver) => OVERHEAD_BYTES + message_bytes(&deliver.message),
-        Frame::Ack { delivery_tags } => OVERHEAD_BYTES + 8 * delivery_tags.len(),
-        _ => OVERHEAD_BYTES,
-    }
-}
-
-fn message_bytes(message: &Message) -> usize {
-    let properties: usize = message.properties.iter().map(|(name, _)| name.len() + 16).sum();
-    message.topic.as_str().len()
-        + properties
-        + message.metadata.as_ref().map_or(0, |metadata| metadata.len())
-        + message.payload.len()
 }
 
 impl Outgoing {
@@ -237,7 +217,7 @@ mod tests {
         let taken = batches.take_batches();
         assert!(taken.len() >= 3, "{} batches", taken.len());
         for batch in &taken {
-            let batch_bytes: usize = batch.iter().map(estimated_bytes).sum();
+            let batch_bytes: usize = batch.iter().map(Frame::approximate_bytes).sum();
             assert!(batch_bytes <= LOCAL_BATCH_BYTES);
         }
         let Frame::Publish(publish) = &taken[0][0] else { panic!("the publish first") };

@@ -557,6 +557,27 @@ pub enum Frame {
 }
 
 impl Frame {
+    /// About how many bytes the frame takes encoded, without encoding it:
+    /// exact enough to bound a buffer of frames kept as values (a local
+    /// session's batches, a broker's held-back publishes).
+    pub fn approximate_bytes(&self) -> usize {
+        /// Fixed fields and length prefixes of a frame or a message.
+        const OVERHEAD_BYTES: usize = 64;
+        let message_bytes = |message: &Message| {
+            let properties: usize = message.properties.iter().map(|(name, _)| name.len() + 16).sum();
+            message.topic.as_str().len()
+                + properties
+                + message.metadata.as_ref().map_or(0, |metadata| metadata.len())
+                + message.payload.len()
+        };
+        match self {
+            Frame::Publish(publish) => OVERHEAD_BYTES + message_bytes(&publish.message),
+            Frame::Deliver(deliver) => OVERHEAD_BYTES + message_bytes(&deliver.message),
+            Frame::Ack { delivery_tags } => OVERHEAD_BYTES + 8 * delivery_tags.len(),
+            _ => OVERHEAD_BYTES,
+        }
+    }
+
     /// The frame's type code.
     pub fn type_code(&self) -> u8 {
         use frame_type::*;

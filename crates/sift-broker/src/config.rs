@@ -14,7 +14,7 @@ use sift_proto::QueuePolicy;
 pub use crate::http_config::{HttpConfig, DEFAULT_HTTP_LISTEN};
 pub use crate::mqtt_config::{MqttConfig, DEFAULT_MQTT_LISTEN};
 pub use crate::stomp_config::{StompConfig, DEFAULT_STOMP_LISTEN};
-pub use crate::store::{StorageConfig, StreamDefinition};
+pub use crate::store::settings::{StorageConfig, StreamDefinition};
 
 pub use crate::network_config::{
     LinkTarget, NetworkConfig, RoutingMode, DEFAULT_CLUSTER, DEFAULT_LINK_COST, DEFAULT_LINK_HANDSHAKE_TIMEOUT_MS,
@@ -200,7 +200,7 @@ impl Config {
     /// removed when the broker shuts down.
     pub fn scratch() -> Config {
         let number = SCRATCH_DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("sift-scratch-{}-{number}-{}", std::process::id(), crate::publish::now_ns());
+        let name = format!("sift-scratch-{}-{number}-{}", std::process::id(), sift_core::system_now_ns());
         Config {
             listen: ([127, 0, 0, 1], 0).into(),
             data_dir: std::env::temp_dir().join(name),

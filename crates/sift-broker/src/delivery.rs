@@ -1,14 +1,12 @@
 //! Putting one routed message into one subscriber's queue, and handing a
 //! departing subscriber's messages to the rest of its queue group.
 
-use std::sync::Arc;
-
 use sift_proto::ErrorCode;
 
-use crate::connection::{error_frame, ConnShared};
+use crate::conn::{error_frame, ConnShared};
 use crate::outbox::{Entry, PushOutcome};
-use crate::server::BrokerShared;
-use crate::stats::bump;
+use crate::router::Router;
+use crate::stats::{bump, Stats};
 use crate::subscription::SubRef;
 
 /// Result of [`push_to`].
@@ -23,18 +21,18 @@ pub enum Pushed {
 }
 
 /// Queues `entry` for `target` and acts on the outcome. Never waits.
-pub fn push_to(shared: &BrokerShared, target: &SubRef, entry: Entry) -> Pushed {
+pub fn push_to(stats: &Stats, target: &SubRef, entry: Entry) -> Pushed {
     let outcome = target.conn.lock().push(target.sub_id, entry);
     let wake = matches!(outcome, PushOutcome::Queued { wake_writer: true });
     if wake {
         target.conn.writer_wake.notify_one();
     }
-    act_on(shared, target, outcome)
+    act_on(stats, target, outcome)
 }
 
 /// Queues a batch of best-effort entries for subscriptions of one
 /// connection under one lock, with at most one writer wake-up.
-pub fn push_batch(shared: &BrokerShared, conn: &ConnShared, batch: &mut Vec<(SubRef, Entry)>, lost: &mut u64) {
+pub fn push_batch(stats: &Stats, conn: &ConnShared, batch: &mut Vec<(SubRef, Entry)>, lost: &mut u64) {
     let mut outcomes = Vec::new();
     let mut wake = false;
     {
@@ -52,22 +50,22 @@ pub fn push_batch(shared: &BrokerShared, conn: &ConnShared, batch: &mut Vec<(Sub
     for (target, outcome) in outcomes {
         // Best-effort promises at most once: a copy whose subscriber just
         // went away is counted lost, not handed to another group member.
-        if act_on(shared, &target, outcome) == Pushed::Gone {
+        if act_on(stats, &target, outcome) == Pushed::Gone {
             *lost += 1;
         }
     }
 }
 
 /// Acts on a push outcome after the outbox lock is released.
-fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushed {
+fn act_on(stats: &Stats, target: &SubRef, outcome: PushOutcome) -> Pushed {
     match outcome {
         PushOutcome::Queued { .. } => {}
         PushOutcome::Dropped(dropped) => {
-            bump(&shared.stats.dropped_queue_full);
+            bump(&stats.dropped_queue_full);
             dropped.routed.report_lost(target.key);
         }
         PushOutcome::Evicted(evicted) => {
-            bump(&shared.stats.dropped_keep_last);
+            bump(&stats.dropped_keep_last);
             target.conn.writer_wake.notify_one();
             evicted.routed.report_lost(target.key);
         }
@@ -77,7 +75,7 @@ fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushe
             // Several copies of one batch can find the queue full; the
             // subscriber is disconnected (and counted) once.
             if target.conn.close(Some(error)) {
-                bump(&shared.stats.slow_consumer_disconnects);
+                bump(&stats.slow_consumer_disconnects);
             }
             dropped.routed.report_lost(target.key);
         }
@@ -90,30 +88,36 @@ fn act_on(shared: &BrokerShared, target: &SubRef, outcome: PushOutcome) -> Pushe
 /// Hands the messages of a departed subscription to another member of its
 /// queue group (reliable ones only: best-effort promises nothing), or counts
 /// them lost. Messages moved this way are marked redelivered.
-pub fn hand_over(shared: &Arc<BrokerShared>, departed: &SubRef, entries: Vec<Entry>) {
+pub fn hand_over((router, stats): (&Router, &Stats), departed: &SubRef, entries: Vec<Entry>) {
     let mut cursor = departed.key as usize;
     for entry in entries {
         let reliable = entry.routed.needs_ack;
         let taken = match (&departed.group, reliable) {
             (Some(group), true) => {
                 cursor += 1;
-                match take_over(shared, departed, group, entry, cursor) {
+                match take_over((router, stats), departed, group, entry, cursor) {
                     Ok(()) => continue,
                     Err(returned) => returned,
                 }
             }
             _ => entry,
         };
-        bump(&shared.stats.dropped_subscriber_gone);
+        bump(&stats.dropped_subscriber_gone);
         taken.routed.report_lost(departed.key);
     }
 }
 
 /// Gives `entry` to a live member of `group` that matches its topic and
 /// whose content filter, if any, passes it.
-fn take_over(shared: &BrokerShared, departed: &SubRef, group: &str, entry: Entry, cursor: usize) -> Result<(), Entry> {
+fn take_over(
+    (router, stats): (&Router, &Stats),
+    departed: &SubRef,
+    group: &str,
+    entry: Entry,
+    cursor: usize,
+) -> Result<(), Entry> {
     let Some(topic) = entry.routed.topic() else { return Err(entry) };
-    let matches = shared.router.matches_uncached(&topic);
+    let matches = router.matches_uncached(&topic);
     let Some((_, members)) = matches.groups.iter().find(|(name, _)| &**name == group) else {
         return Err(entry);
     };
@@ -141,7 +145,7 @@ fn take_over(shared: &BrokerShared, departed: &SubRef, group: &str, entry: Entry
                 if wake {
                     member.conn.writer_wake.notify_one();
                 }
-                bump(&shared.stats.redelivered);
+                bump(&stats.redelivered);
                 return Ok(());
             }
             Err(returned) => {

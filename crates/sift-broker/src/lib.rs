@@ -9,9 +9,9 @@
 //! wait in the outbox until acknowledged and are requeued when late; a
 //! [`report`] tells an await=delivered publisher when all acks are in.
 
-pub mod admin;
 pub mod budget;
 pub mod config;
+pub mod conn;
 pub mod connection;
 pub mod delivery;
 pub mod door;
@@ -27,10 +27,11 @@ pub mod publish;
 pub mod report;
 pub mod router;
 pub mod server;
+pub mod session;
+pub mod shared;
 pub mod stats;
 mod stomp_config;
 pub mod store;
-mod subscribe;
 pub mod subscription;
 pub mod topology_file;
 pub mod writer;

@@ -21,14 +21,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bytes::BytesMut;
-use sift_proto::{decode_message, DecodeError, Decoder, Deliver, Frame};
+use sift_proto::{decode_message, DecodeError, Deliver, Frame};
 use tokio::sync::mpsc;
 
-use crate::connection::{check_hello, open_connection, run_session, ConnectionError, Inbound};
+use crate::conn::decode_whole_frames;
 use crate::door::Origin;
 use crate::outbox::{DrainSink, Routed};
-use crate::server::BrokerShared;
+use crate::session::{check_hello, open_connection, run_session, ConnectionError, Inbound};
+use crate::shared::BrokerShared;
 use crate::stats::bump;
 use crate::writer::Outlet;
 
@@ -151,19 +151,6 @@ impl Outlet for LocalOutlet {
     }
 
     async fn close(self) {}
-}
-
-/// The frames of `encoded`, whole frames this broker encoded (control
-/// frames meant for a local session, which takes them as values).
-pub(crate) fn decode_whole_frames(encoded: &[u8]) -> Vec<Frame> {
-    let mut buf = BytesMut::from(encoded);
-    let mut decoder = Decoder::new(u32::MAX);
-    let mut frames = Vec::new();
-    while let Ok(Some(frame)) = decoder.decode(&mut buf) {
-        frames.push(frame);
-    }
-    debug_assert!(buf.is_empty(), "whole frames that this broker encoded");
-    frames
 }
 
 /// Frames drained for a local session: deliveries built from the routed

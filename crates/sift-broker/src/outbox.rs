@@ -26,7 +26,6 @@ use sift_proto::{
 
 use crate::budget::MemoryBudget;
 use crate::report::DeliveryReport;
-use crate::store::consumer::Consumer;
 
 /// Message priorities 0..=9, one queue level each.
 pub const PRIORITY_LEVELS: usize = 10;
@@ -62,13 +61,27 @@ pub struct Routed {
     pub stream: Option<StreamDelivery>,
 }
 
+/// A stream consumer as an outbox sees it: the position that a stream
+/// subscriber's acknowledgements move. The consumer itself lives in the
+/// store (`crate::store::consumer`), above connection data; the outbox
+/// knows it only through this.
+pub trait StreamPosition: Send + Sync + std::fmt::Debug {
+    /// The subscriber is done with the stored message `seq`: acknowledged
+    /// it, or it was given up for good.
+    fn done(&self, seq: u64);
+
+    /// Stores the position once for a batch of [`StreamPosition::done`]
+    /// calls and wakes the consumer: its subscriber's window opened.
+    fn persist_and_wake(&self);
+}
+
 /// A stored message on its way to a stream subscriber.
 #[derive(Debug)]
 pub struct StreamDelivery {
     /// Its sequence in the stream.
     pub seq: u64,
     /// The consumer that read it.
-    pub consumer: Arc<Consumer>,
+    pub consumer: Arc<dyn StreamPosition>,
 }
 
 /// Offset of the fixed fields (priority, mode, hop count, flags, id,
@@ -95,7 +108,7 @@ impl Routed {
     /// A stored message for a stream subscriber, its routing facts read
     /// from its encoding (as the broker stored it); `None` when the
     /// encoding is too short to hold them.
-    pub fn stored(encoded: Bytes, seq: u64, consumer: Arc<Consumer>) -> Option<Routed> {
+    pub fn stored(encoded: Bytes, seq: u64, consumer: Arc<dyn StreamPosition>) -> Option<Routed> {
         let topic_len = usize::from(u16::from_be_bytes([*encoded.first()?, *encoded.get(1)?]));
         let fixed = FIXED_AFTER_TOPIC + topic_len;
         let priority = (*encoded.get(fixed)?).min(sift_core::message::PRIORITY_MAX);
@@ -201,17 +214,17 @@ pub enum ReportEvent {
     Failed(Arc<DeliveryReport>, u64),
     /// A stream subscriber is done with the stored message of this
     /// sequence (acknowledged it, or it was given up for good).
-    StreamDone(Arc<Consumer>, u64),
+    StreamDone(Arc<dyn StreamPosition>, u64),
 }
 
 impl ReportEvent {
     /// Applies the event to its report or consumer. A consumer's position
-    /// is stored by the caller once per batch ([`crate::connection::apply_events`]).
+    /// is stored by the caller once per batch ([`crate::conn::apply_events`]).
     pub fn apply(self) {
         match self {
             ReportEvent::Acked(report, key) => report.acked(key),
             ReportEvent::Failed(report, key) => report.failed(key),
-            ReportEvent::StreamDone(consumer, seq) => consumer.cursor.acked(seq),
+            ReportEvent::StreamDone(consumer, seq) => consumer.done(seq),
         }
     }
 }

@@ -40,9 +40,9 @@ use sift_core::{MatchCache, MatchResult, Message};
 use sift_filter::{IndexScratch, XmlDocument};
 use sift_proto::{encode_message, encoded_deliver_len, ErrorCode};
 
-use crate::connection::LocalCounters;
-use crate::router::Route;
-use crate::server::BrokerShared;
+use crate::config::Config;
+use crate::router::{Route, Router};
+use crate::stats::{LocalCounters, Stats};
 use crate::store::stream::Stream;
 use crate::subscription::SubRef;
 
@@ -64,8 +64,8 @@ pub(crate) struct Refusal {
 /// `max_payload_bytes`, and metadata, when present, a well-formed XML
 /// document: XPath subscriptions are matched against it, and a publisher
 /// learns at once that it sent something no XPath filter could read.
-pub(crate) fn validate(shared: &BrokerShared, message: &Message) -> Result<(), Refusal> {
-    let max_payload_bytes = shared.config.limits.max_payload_bytes;
+pub(crate) fn validate(config: &Config, message: &Message) -> Result<(), Refusal> {
+    let max_payload_bytes = config.limits.max_payload_bytes;
     if message.payload.len() > max_payload_bytes as usize {
         let text = format!("payload is {} bytes; max_payload_bytes = {max_payload_bytes}", message.payload.len());
         return Err(Refusal { code: ErrorCode::PayloadTooLarge, text });
@@ -101,17 +101,23 @@ pub(crate) struct Pipeline {
     /// chunk, so that a message costs a reference count rather than an
     /// allocation (and a free on another thread).
     encode_arena: BytesMut,
+    /// `delivery.encode_arena_bytes`: the size of each arena chunk.
+    encode_arena_bytes: usize,
+    /// `limits.max_frame_bytes`: the largest `DELIVER` an encoding may make.
+    max_frame_bytes: u32,
 }
 
 impl Pipeline {
     /// An empty pipeline state, with the match cache sized by the config.
-    pub(crate) fn new(shared: &BrokerShared) -> Pipeline {
+    pub(crate) fn new(config: &Config) -> Pipeline {
         Pipeline {
-            cache: MatchCache::new(shared.config.delivery.match_cache_entries_max),
+            cache: MatchCache::new(config.delivery.match_cache_entries_max),
             index_scratch: IndexScratch::default(),
             counters: LocalCounters::default(),
             group_turns: HashMap::new(),
             encode_arena: BytesMut::new(),
+            encode_arena_bytes: config.delivery.encode_arena_bytes,
+            max_frame_bytes: config.limits.max_frame_bytes,
         }
     }
 
@@ -121,18 +127,18 @@ impl Pipeline {
     }
 
     /// Adds the counters of the current read to the broker's.
-    pub(crate) fn flush_counters(&mut self, shared: &BrokerShared) {
-        self.counters.flush(&shared.stats);
+    pub(crate) fn flush_counters(&mut self, stats: &Stats) {
+        self.counters.flush(stats);
     }
 
     /// Stage 3: encodes `message` once for all its stores and deliveries,
     /// in the next slice of the encode arena (a fresh chunk when the
     /// current one is full), and checks the size of its `DELIVER` frame.
-    pub(crate) fn encode(&mut self, shared: &BrokerShared, message: &Message) -> Result<Bytes, Refusal> {
+    pub(crate) fn encode(&mut self, message: &Message) -> Result<Bytes, Refusal> {
         let metadata_len = message.metadata.as_ref().map_or(0, |metadata| metadata.len());
         let needed = ENCODED_OVERHEAD_BYTES + message.topic.as_str().len() + metadata_len + message.payload.len();
         if self.encode_arena.capacity() < needed {
-            let chunk_bytes = shared.config.delivery.encode_arena_bytes;
+            let chunk_bytes = self.encode_arena_bytes;
             self.encode_arena = BytesMut::with_capacity(chunk_bytes.max(needed));
             self.counters.encode_arena_chunks += 1;
         }
@@ -141,7 +147,7 @@ impl Pipeline {
             return Err(Refusal { code: ErrorCode::InvalidField, text: error.to_string() });
         }
         let encoded = self.encode_arena.split().freeze();
-        let max_frame_bytes = shared.config.limits.max_frame_bytes;
+        let max_frame_bytes = self.max_frame_bytes;
         let deliver_bytes = encoded_deliver_len(encoded.len());
         if deliver_bytes > max_frame_bytes as usize {
             let text = format!("the delivery would be {deliver_bytes} bytes; max_frame_bytes = {max_frame_bytes}");
@@ -153,12 +159,12 @@ impl Pipeline {
     /// Stage 5: the local subscriptions that want `message`. The topic goes
     /// through the match cache; the content index runs only when the route
     /// names filter partitions.
-    pub(crate) fn route(&mut self, shared: &BrokerShared, message: &Message) -> Arc<MatchResult<SubRef>> {
-        let route = shared.router.route(&message.topic, &mut self.cache, &mut self.counters);
+    pub(crate) fn route(&mut self, router: &Router, message: &Message) -> Arc<MatchResult<SubRef>> {
+        let route = router.route(&message.topic, &mut self.cache, &mut self.counters);
         if route.is_topic_only() {
             route.matches.clone()
         } else {
-            Arc::new(shared.router.select(&route, message, &mut self.index_scratch))
+            Arc::new(router.select(&route, message, &mut self.index_scratch))
         }
     }
 

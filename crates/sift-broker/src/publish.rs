@@ -17,23 +17,16 @@ use bytes::Bytes;
 use sift_core::{DeliveryMode, MatchResult, Message};
 use sift_proto::{publish_flags, Confirm, ConfirmStatus, ErrorCode, Frame, Publish};
 
-use crate::connection::{send_refusal, ConnShared};
+use crate::conn::{send_refusal, ConnShared};
 use crate::delivery::{push_batch, push_to, Pushed};
 use crate::link::{Forwarded, LocalForward};
 use crate::outbox::{Entry, Routed};
 use crate::pipeline::{self, Pipeline, Refusal};
 use crate::report::{DeliveryReport, ReportSink};
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 use crate::store::gate::ConfirmGate;
 use crate::store::stream::Stream;
 use crate::subscription::SubRef;
-
-/// Nanoseconds since the Unix epoch by the system clock, or 0 if the clock
-/// is before it. What reads the broker's own time (stamps, expiry) reads
-/// `BrokerShared::clock` instead, which a test may move.
-pub fn now_ns() -> u64 {
-    sift_core::system_now_ns()
-}
 
 /// Connections whose staging buffers a reader keeps between reads.
 const STAGED_CONNECTIONS_MAX: usize = 64;
@@ -120,7 +113,7 @@ pub(crate) struct Publisher {
 impl Publisher {
     /// The publisher of connection `conn`.
     pub(crate) fn new(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) -> Publisher {
-        let pipeline = Pipeline::new(&shared);
+        let pipeline = Pipeline::new(&shared.config);
         Publisher { conn, shared, pipeline, parked: None, staged: Vec::new(), read_time_ns: 0 }
     }
 
@@ -132,12 +125,12 @@ impl Publisher {
     /// Ends a read: queues what was staged and publishes the counters.
     pub(crate) fn end_read(&mut self) {
         self.flush_staged();
-        self.pipeline.flush_counters(&self.shared);
+        self.pipeline.flush_counters(&self.shared.stats);
     }
 
     /// Publishes this connection's batched counters (before a stats report).
     pub(crate) fn flush_counters(&mut self) {
-        self.pipeline.flush_counters(&self.shared);
+        self.pipeline.flush_counters(&self.shared.stats);
     }
 
     /// True while a publish waits for space in a full queue.
@@ -173,7 +166,7 @@ impl Publisher {
         let mut message = *message;
         let await_delivered = flags & publish_flags::AWAIT_DELIVERED != 0;
         let asked = Asked { await_delivered, await_timeout_ms };
-        if let Err(refusal) = pipeline::validate(&self.shared, &message) {
+        if let Err(refusal) = pipeline::validate(&self.shared.config, &message) {
             return self.refuse(request_id, refusal);
         }
         if await_delivered && message.delivery_mode == DeliveryMode::BestEffort {
@@ -197,7 +190,7 @@ impl Publisher {
         };
         let Ok(gate) = self.store(&message, encoded.as_ref(), &streams, request_id) else { return };
         let confirm_to = ConfirmTo { request_id, wanted, gate };
-        let matches = self.pipeline.route(&self.shared, &message);
+        let matches = self.pipeline.route(&self.shared.router, &message);
         self.forward_and_deliver(message, encoded, matches, confirm_to, asked);
     }
 
@@ -237,7 +230,7 @@ impl Publisher {
 
     /// The encode stage; `None` when it refused the publish.
     fn encode(&mut self, message: &Message, request_id: u64) -> Option<Bytes> {
-        match self.pipeline.encode(&self.shared, message) {
+        match self.pipeline.encode(message) {
             Ok(encoded) => Some(encoded),
             Err(refusal) => {
                 self.refuse(request_id, refusal);
@@ -263,7 +256,9 @@ impl Publisher {
             pipeline::store_unconfirmed(streams, message, encoded);
             return Ok(None);
         }
-        if let Some((code, text)) = streams.iter().find_map(|stream| stream.refusal_while_failing(now_ns())) {
+        if let Some((code, text)) =
+            streams.iter().find_map(|stream| stream.refusal_while_failing(sift_core::system_now_ns()))
+        {
             crate::stats::bump(&self.shared.stats.persistent_refused);
             self.refuse(request_id, Refusal { code, text });
             return Err(());
@@ -396,7 +391,7 @@ impl Publisher {
     /// Serves the targets of a publish in order until done or blocked.
     fn continue_publish(&mut self, mut parked: Parked) {
         while let Some(target) = parked.target(parked.next).cloned() {
-            match push_to(&self.shared, &target, Entry::new(parked.routed.clone())) {
+            match push_to(&self.shared.stats, &target, Entry::new(parked.routed.clone())) {
                 Pushed::Done => {}
                 Pushed::Full => {
                     if self.parked.is_none() {
@@ -463,7 +458,7 @@ impl Publisher {
         let mut lost = 0;
         for batch in &mut self.staged {
             if !batch.items.is_empty() {
-                push_batch(&self.shared, &batch.conn, &mut batch.items, &mut lost);
+                push_batch(&self.shared.stats, &batch.conn, &mut batch.items, &mut lost);
             }
         }
         self.pipeline.counters().subscriber_gone += lost;
@@ -513,6 +508,6 @@ impl Publisher {
 
     /// Sends a non-fatal `ERROR` for the publish `request_id`.
     fn refuse(&self, request_id: u64, refusal: Refusal) {
-        send_refusal(&self.shared, &self.conn, refusal.code, request_id, refusal.text);
+        send_refusal(&self.shared.stats, &self.conn, refusal.code, request_id, refusal.text);
     }
 }

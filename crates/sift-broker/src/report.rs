@@ -22,8 +22,18 @@ use sift_net::BrokerName;
 use sift_proto::link::DeliveryReportFrame;
 use sift_proto::{Confirm, ConfirmStatus, Frame};
 
-use crate::connection::ConnShared;
-use crate::server::BrokerShared;
+use crate::conn::ConnShared;
+
+/// The way back to a message's origin broker for its `DELIVERY_REPORT`:
+/// the link network, reached through the broker's state (which implements
+/// this). Reports sit below the links, so they know the way only as this.
+pub trait ReportRoute: Send + Sync + std::fmt::Debug {
+    /// This broker's name: the report's reporter.
+    fn reporter(&self) -> BrokerName;
+
+    /// Sends `frame` towards its origin over the links.
+    fn route_report(&self, frame: DeliveryReportFrame);
+}
 
 /// Where a finished report goes.
 #[derive(Debug)]
@@ -40,9 +50,9 @@ pub enum ReportSink {
     },
     /// A `DELIVERY_REPORT` towards the broker the message was published at.
     Origin {
-        /// The broker, held weakly: a report left in a queue must not keep
-        /// a stopped broker alive.
-        shared: Weak<BrokerShared>,
+        /// The way to the origin, held weakly: a report left in a queue
+        /// must not keep a stopped broker alive.
+        route: Weak<dyn ReportRoute>,
         /// The message's origin.
         origin: BrokerName,
         /// The origin's number for the message.
@@ -208,9 +218,9 @@ impl DeliveryReport {
                     None => conn.send_control(&Frame::Confirm(confirm)),
                 }
             }
-            ReportSink::Origin { shared, origin, origin_sequence } => {
-                let Some(shared) = shared.upgrade() else { return };
-                let reporter = shared.links.name().clone();
+            ReportSink::Origin { route, origin, origin_sequence } => {
+                let Some(route) = route.upgrade() else { return };
+                let reporter = route.reporter();
                 let pending = pending
                     .into_iter()
                     .map(|label| if label.starts_with('@') { label } else { format!("{label}@{reporter}") })
@@ -223,7 +233,7 @@ impl DeliveryReport {
                     acked,
                     pending,
                 };
-                shared.links.route_report(frame, &shared.stats);
+                route.route_report(frame);
             }
         }
     }

@@ -26,7 +26,7 @@ use std::sync::{Arc, RwLock};
 use sift_core::{MatchCache, MatchResult, Message, SubjectTrie, TopicName};
 use sift_filter::{ContentIndex, IndexScratch};
 
-use crate::connection::LocalCounters;
+use crate::stats::LocalCounters;
 use crate::subscription::SubRef;
 
 /// What a topic matches: the subscriptions the topic alone decides, and the

@@ -1,10 +1,9 @@
 //! The listener: accepts connections, enforces `max_connections`, and shuts
 //! everything down in order when asked.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -15,12 +14,13 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::connection::{error_frame, serve, serve_in_process, ConnShared};
+use crate::conn::{error_frame, ConnShared};
+use crate::connection::{serve, serve_in_process};
 use crate::door::Origin;
-use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, LinkNetwork, RemoteInterest};
+use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, RemoteInterest};
 use crate::local::{LocalLink, LocalRequest};
-use crate::router::Router;
-use crate::stats::{bump, Stats, StatsSnapshot};
+use crate::shared::BrokerShared;
+use crate::stats::{bump, StatsSnapshot};
 use crate::store::Storage;
 
 /// How long shutdown waits for connections to flush and close.
@@ -85,65 +85,17 @@ pub enum InProcessError {
     Backlog,
 }
 
-/// State shared by every connection of one broker.
-#[derive(Debug)]
-pub struct BrokerShared {
-    /// The configuration in force.
-    pub config: Config,
-    /// Subscriptions by topic filter.
-    pub router: Router,
-    /// Counters.
-    pub stats: Stats,
-    /// Next message id; starts at the start time so that ids differ across restarts.
-    pub next_message_id: AtomicU64,
-    /// Next subscription key.
-    pub next_subscription_key: AtomicU64,
-    /// Links to other brokers and the cluster's topology.
-    pub links: LinkNetwork,
-    /// Streams and durable subscriptions.
-    pub storage: Storage,
-    /// Time from a message's stamp to the write of a delivery of it,
-    /// sampled once per write batch of each connection.
-    pub deliver_latency: sift_core::LatencyHistogram,
-    connections: Mutex<HashMap<u64, Arc<ConnShared>>>,
-    shutdown: watch::Sender<bool>,
-    /// The counters each protocol front-end registered.
-    pub doors: crate::door::DoorRegistry,
-    /// Bytes queued towards clients across every outbox, against
-    /// `limits.memory_bytes_max`.
-    pub memory: Arc<crate::budget::MemoryBudget>,
-    /// The clock that stamps messages and decides their expiry: the
-    /// system's, or one a test moves ([`RunningBroker::start_with_clock`]).
-    pub clock: sift_core::Clock,
+/// Opens connections to one broker inside the process; cheap to clone. It
+/// keeps the broker's shared state alive, not the broker: once the broker
+/// shuts down, [`InProcessConnector::connect`] fails.
+#[derive(Debug, Clone)]
+pub struct InProcessConnector {
+    shared: Arc<BrokerShared>,
     /// In-process connections on their way to the accept loop.
     in_process: tokio::sync::mpsc::Sender<InProcess>,
 }
 
-impl BrokerShared {
-    fn new(config: Config, storage: Storage, clock: sift_core::Clock) -> (Arc<BrokerShared>, InProcessQueue) {
-        let (shutdown, _) = watch::channel(false);
-        let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
-        let first_id = crate::publish::now_ns();
-        let shared = Arc::new(BrokerShared {
-            router: Router::default(),
-            stats: Stats::default(),
-            next_message_id: AtomicU64::new(first_id),
-            next_subscription_key: AtomicU64::new(1),
-            // Link-state sequences start at the start time too (§10.5).
-            links: LinkNetwork::new(&config, first_id),
-            storage,
-            deliver_latency: sift_core::LatencyHistogram::default(),
-            connections: Mutex::new(HashMap::new()),
-            shutdown,
-            doors: crate::door::DoorRegistry::default(),
-            memory: Arc::new(crate::budget::MemoryBudget::new(config.limits.memory_bytes_max)),
-            clock,
-            in_process,
-            config,
-        });
-        (shared, in_process_queue)
-    }
-
+impl InProcessConnector {
     /// Opens a connection to this broker inside the process: the returned
     /// end of an in-memory pipe speaks the native protocol (`HELLO` first),
     /// and the broker serves the other end exactly as it serves a socket,
@@ -152,10 +104,10 @@ impl BrokerShared {
     /// their messages are matched, queued and acknowledged by the same
     /// session code as native clients'.
     pub fn connect_in_process(&self) -> Result<DuplexStream, InProcessError> {
-        if self.is_shutting_down() {
+        if self.shared.is_shutting_down() {
             return Err(InProcessError::ShuttingDown);
         }
-        let (client_end, broker_end) = tokio::io::duplex(self.config.delivery.in_process_pipe_bytes);
+        let (client_end, broker_end) = tokio::io::duplex(self.shared.config.delivery.in_process_pipe_bytes);
         self.queue_in_process(InProcess::Pipe(broker_end))?;
         Ok(client_end)
     }
@@ -165,10 +117,10 @@ impl BrokerShared {
     /// of bytes through a pipe. Admitted by the accept loop under
     /// `max_connections`, as any connection.
     pub fn connect_local(&self, origin: Origin) -> Result<LocalLink, InProcessError> {
-        if self.is_shutting_down() {
+        if self.shared.is_shutting_down() {
             return Err(InProcessError::ShuttingDown);
         }
-        let batches = self.config.delivery.local_batches.max(1);
+        let batches = self.shared.config.delivery.local_batches.max(1);
         let (to_broker, requests) = tokio::sync::mpsc::channel(batches);
         let (replies, from_broker) = tokio::sync::mpsc::channel(batches);
         self.queue_in_process(InProcess::Local(LocalRequest { requests, replies, origin }))?;
@@ -182,69 +134,19 @@ impl BrokerShared {
         })
     }
 
-    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnShared>>> {
-        self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The open connections, in no order.
-    pub fn connection_list(&self) -> Vec<Arc<ConnShared>> {
-        self.connections().values().cloned().collect()
-    }
-
-    /// Records an open connection.
-    pub fn register(&self, conn: Arc<ConnShared>) {
-        self.connections().insert(conn.id, conn);
-        self.stats.connections_current.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Forgets a closed connection.
-    pub fn unregister(&self, id: u64) {
-        if self.connections().remove(&id).is_some() {
-            self.stats.connections_current.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// True once shutdown has begun.
-    pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-
-    /// A receiver that turns true when shutdown begins. One taken after
-    /// shutdown began reports a change at once: a fresh receiver counts the
-    /// current value as seen, so a task spawned just before
-    /// [`RunningBroker::shutdown`] but first run after it would otherwise
-    /// wait for a change that never comes.
-    pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
-        let mut receiver = self.shutdown.subscribe();
-        if *receiver.borrow() {
-            receiver.mark_changed();
-        }
-        receiver
-    }
-}
-
-/// Opens connections to one broker inside the process; cheap to clone. It
-/// keeps the broker's shared state alive, not the broker: once the broker
-/// shuts down, [`InProcessConnector::connect`] fails.
-#[derive(Debug, Clone)]
-pub struct InProcessConnector {
-    shared: Arc<BrokerShared>,
-}
-
-impl InProcessConnector {
     /// A new connection's client end, for an embedding application; see
-    /// [`BrokerShared::connect_in_process`].
+    /// [`InProcessConnector::connect_in_process`].
     pub fn connect(&self) -> Result<DuplexStream, InProcessError> {
-        self.shared.connect_in_process()
+        self.connect_in_process()
     }
 
     /// A function that opens a new local session from `origin` each time it
-    /// is called ([`BrokerShared::connect_local`]), with refusals as I/O
+    /// is called ([`InProcessConnector::connect_local`]), with refusals as I/O
     /// errors: the form a client that reconnects takes
     /// (`sift_client::Client::connect_local`).
     pub fn local_opener(&self, origin: Origin) -> Arc<dyn Fn() -> std::io::Result<LocalLink> + Send + Sync> {
-        let shared = self.shared.clone();
-        Arc::new(move || shared.connect_local(origin).map_err(std::io::Error::other))
+        let connector = self.clone();
+        Arc::new(move || connector.connect_local(origin).map_err(std::io::Error::other))
     }
 
     /// Registers a front-end's counters: the broker's `stats` report
@@ -284,6 +186,8 @@ pub struct RunningBroker {
     local_addr: SocketAddr,
     link_addr: Option<SocketAddr>,
     shared: Arc<BrokerShared>,
+    /// In-process connections on their way to the accept loop.
+    in_process: tokio::sync::mpsc::Sender<InProcess>,
     accept_task: tokio::task::JoinHandle<()>,
     link_task: tokio::task::JoinHandle<()>,
 }
@@ -317,22 +221,23 @@ impl RunningBroker {
                 }
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
-        let (shared, in_process_queue) = BrokerShared::new(config, storage, clock);
+        let shared = BrokerShared::new(config, storage, clock);
+        let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);
         }
         for consumer in shared.storage.durables() {
             shared.links.durable_interest(&consumer, true, &shared.stats);
         }
-        tokio::spawn(crate::store::sync_positions(shared.clone()));
+        tokio::spawn(crate::store::sync_positions(shared.storage.clone(), shared.shutdown_watch()));
         let accept_task = tokio::spawn(accept_loop(listener, in_process_queue, shared.clone()));
         let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
-        Ok(RunningBroker { local_addr, link_addr, shared, accept_task, link_task })
+        Ok(RunningBroker { local_addr, link_addr, shared, in_process, accept_task, link_task })
     }
 
     /// Opens in-process connections to this broker (front-ends use it).
     pub fn connector(&self) -> InProcessConnector {
-        InProcessConnector { shared: self.shared.clone() }
+        InProcessConnector { shared: self.shared.clone(), in_process: self.in_process.clone() }
     }
 
     /// The configuration the broker runs with.
@@ -410,7 +315,7 @@ impl RunningBroker {
     /// owed, and returns when all connection tasks ended (or the grace period
     /// ran out).
     pub async fn shutdown(self) -> StatsSnapshot {
-        self.shared.shutdown.send_replace(true);
+        self.shared.begin_shutdown();
         let _ = self.accept_task.await;
         let _ = self.link_task.await;
         self.shared.storage.sync_positions();
@@ -482,7 +387,7 @@ async fn accept_loop(listener: TcpListener, mut in_process: InProcessQueue, shar
 }
 
 /// A connection the accept loop took: from the listener or from
-/// [`BrokerShared::connect_in_process`].
+/// [`InProcessConnector::connect_in_process`].
 enum Accepted {
     Socket(TcpStream),
     InProcess(DuplexStream),

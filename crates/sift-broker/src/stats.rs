@@ -159,3 +159,43 @@ pub(crate) fn bump(counter: &AtomicU64) {
 pub(crate) fn add(counter: &AtomicU64, amount: u64) {
     counter.fetch_add(amount, Ordering::Relaxed);
 }
+
+/// Counters a reader updates per message, kept locally and added to the
+/// broker-wide [`crate::stats::Stats`] once per read, so that the hot path
+/// does not bounce shared cache lines between cores.
+#[derive(Debug, Default)]
+pub struct LocalCounters {
+    /// Messages accepted.
+    pub published: u64,
+    /// Publishes that matched nothing.
+    pub unmatched: u64,
+    /// Match lookups answered by the cache.
+    pub cache_hits: u64,
+    /// Match lookups that walked the trie.
+    pub cache_misses: u64,
+    /// Copies lost because their subscriber went away.
+    pub subscriber_gone: u64,
+    /// Encode-arena chunks allocated.
+    pub encode_arena_chunks: u64,
+    /// Persistent messages handed to their streams.
+    pub persistent_stored: u64,
+}
+
+impl LocalCounters {
+    pub(crate) fn flush(&mut self, stats: &Stats) {
+        let taken = std::mem::take(self);
+        for (counter, amount) in [
+            (&stats.messages_published, taken.published),
+            (&stats.messages_unmatched, taken.unmatched),
+            (&stats.match_cache_hits, taken.cache_hits),
+            (&stats.match_cache_misses, taken.cache_misses),
+            (&stats.dropped_subscriber_gone, taken.subscriber_gone),
+            (&stats.encode_arena_chunks, taken.encode_arena_chunks),
+            (&stats.persistent_published, taken.persistent_stored),
+        ] {
+            if amount != 0 {
+                add(counter, amount);
+            }
+        }
+    }
+}

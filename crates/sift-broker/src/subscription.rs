@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use sift_core::{Message, TopicFilter};
-use sift_filter::ContentFilter;
-use sift_proto::{AckMode, QueuePolicy};
+use sift_filter::{ContentFilter, FilterLanguage};
+use sift_proto::{AckMode, ErrorCode, FilterKind, QueuePolicy};
 
-use crate::connection::ConnShared;
+use crate::conn::ConnShared;
 
 /// One live subscription. Shared between the router (which finds it by
 /// topic) and its connection (which owns its queue).
@@ -63,5 +63,25 @@ impl std::ops::Deref for SubRef {
 
     fn deref(&self) -> &Subscription {
         &self.0
+    }
+}
+
+/// Parses the content filter of a subscribe request. A filter that does not
+/// parse is refused with its language, the byte position and what was
+/// expected there.
+pub(crate) fn parse_content_filter(
+    kind: FilterKind,
+    text: &str,
+) -> Result<Option<Arc<ContentFilter>>, (ErrorCode, String)> {
+    let language = match kind {
+        FilterKind::None => return Ok(None),
+        FilterKind::Tags => FilterLanguage::Tags,
+        FilterKind::Sql => FilterLanguage::Sql,
+        FilterKind::Xpath => FilterLanguage::Xpath,
+        FilterKind::Regex => FilterLanguage::Regex,
+    };
+    match ContentFilter::parse(language, text) {
+        Ok(filter) => Ok(Some(Arc::new(filter))),
+        Err(error) => Err((ErrorCode::InvalidFilter, format!("content filter: {error}"))),
     }
 }

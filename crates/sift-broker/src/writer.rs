@@ -1,4 +1,4 @@
-//! A connection's writer and redelivery timer.
+//! A connection's writer.
 //!
 //! The writer sleeps until its outbox has something, then moves as much as
 //! fits in one batch (`write_batch_bytes`) into its buffer under the outbox
@@ -7,20 +7,15 @@
 //! the wake-up is shared by all of them.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::connection::{apply_events, apply_settled, ConnShared};
+use crate::conn::{apply_events, ConnShared};
 use crate::outbox::DrainSink;
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 use crate::stats::add;
-
-/// Shortest interval between two scans for late acknowledgements.
-const REDELIVERY_SCAN_MIN: Duration = Duration::from_millis(5);
-/// Longest interval between two scans for late acknowledgements.
-const REDELIVERY_SCAN_MAX: Duration = Duration::from_secs(1);
 
 /// Where a writer sends what it drained: a socket (or pipe), or a local
 /// session's channel of frame values (`crate::local`).
@@ -95,29 +90,4 @@ pub(crate) async fn run(conn: Arc<ConnShared>, mut outlet: impl Outlet, shared: 
         add(&shared.stats.bytes_sent, taken_bytes as u64);
     }
     outlet.close().await;
-}
-
-/// Requeues reliable deliveries whose acknowledgement is later than
-/// `ack_timeout_ms`, so that they are sent again.
-pub async fn redelivery_timer(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) {
-    let delivery = &shared.config.delivery;
-    let ack_timeout = Duration::from_millis(u64::from(delivery.ack_timeout_ms));
-    let scan_every = (ack_timeout / 4).clamp(REDELIVERY_SCAN_MIN, REDELIVERY_SCAN_MAX);
-    let mut close_watch = conn.close_watch();
-    let mut ticker = tokio::time::interval(scan_every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = close_watch.changed() => return,
-        }
-        let settled = {
-            let mut outbox = conn.lock();
-            if outbox.unacked_count() == 0 {
-                continue;
-            }
-            outbox.requeue_expired(Instant::now(), ack_timeout, delivery.max_redeliveries)
-        };
-        apply_settled(&conn, &shared.stats, settled);
-    }
 }

@@ -267,7 +267,7 @@ fn apply_options(message: &mut Message, params: &PublishParams) -> Result<Publis
             .map_err(|_| ApiError::bad_request("invalid_field", format!("priority {level}: expected 0 to 9")))?;
     }
     if let Some(ttl_ms) = params.ttl_ms {
-        message.expiry_ns = now_ns().saturating_add(ttl_ms.saturating_mul(1_000_000));
+        message.expiry_ns = sift_core::system_now_ns().saturating_add(ttl_ms.saturating_mul(1_000_000));
     }
     let await_delivered = match params.await_.as_deref() {
         None => false,
@@ -279,10 +279,6 @@ fn apply_options(message: &mut Message, params: &PublishParams) -> Result<Publis
     };
     let await_timeout = params.await_timeout_ms.map(Duration::from_millis);
     Ok(PublishOptions { await_delivered, await_timeout })
-}
-
-fn now_ns() -> u64 {
-    sift_core::system_now_ns()
 }
 
 /// The answer to a confirmed publish.

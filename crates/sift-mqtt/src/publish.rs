@@ -9,11 +9,6 @@ use crate::message::message_of_publish;
 use crate::retained::RetainRefused;
 use crate::server::{MqttCounters, Shared};
 
-/// Nanoseconds since the Unix epoch.
-pub(crate) fn now_ns() -> u64 {
-    sift_core::system_now_ns()
-}
-
 /// Keeps `message` as `publish.topic`'s retained message when the publish
 /// asks for it (an empty payload removes the one kept). A message over
 /// the store's bounds is delivered but not kept, and counted.
@@ -41,7 +36,7 @@ pub(crate) fn retain(shared: &Shared, publish: &InboundPublish, message: &Messag
 
 /// Publishes a will through its session's native client.
 pub(crate) async fn publish_will(shared: &Shared, client: &Client, will: &Will) {
-    let message = match message_of_publish(&will.publish, now_ns()) {
+    let message = match message_of_publish(&will.publish, sift_core::system_now_ns()) {
         Ok(message) => message,
         Err(error) => {
             tracing::warn!(topic = %will.publish.topic, "will not published: {error}");

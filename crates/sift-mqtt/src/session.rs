@@ -36,7 +36,7 @@ use crate::codec::{
 use crate::message::{
     message_of_publish, message_on_topic, message_qos, publish_properties, published_retained, PublishError,
 };
-use crate::publish::{now_ns, publish_will, retain};
+use crate::publish::{publish_will, retain};
 use crate::server::{MqttCounters, Shared};
 use crate::sessions::{CodecState, Kick, Parked, SessionState};
 use crate::subscriptions::{Routed, SubscriptionDescription, FILTER_PROPERTIES};
@@ -545,7 +545,7 @@ impl Connection {
     async fn on_publish(&mut self, publish: InboundPublish) {
         MqttCounters::bump(&self.shared.counters.messages_received);
         let mapped = self.topics.sift(&publish.topic).map_err(PublishError::Topic);
-        let message = match mapped.and_then(|topic| message_on_topic(&publish, topic, now_ns())) {
+        let message = match mapped.and_then(|topic| message_on_topic(&publish, topic, sift_core::system_now_ns())) {
             Ok(message) => message,
             Err(PublishError::Topic(detail)) => {
                 MqttCounters::bump(&self.shared.counters.messages_refused);
@@ -641,7 +641,7 @@ impl Connection {
         let message = &delivery.message;
         let tag = delivery.delivery_tag;
         // It may have waited in the session's buffer past its expiry.
-        if message.expiry_ns != 0 && message.expiry_ns <= now_ns() {
+        if message.expiry_ns != 0 && message.expiry_ns <= sift_core::system_now_ns() {
             return self.state.ack(tag);
         }
         // The cache is taken out for the call: `write_publish` needs the
@@ -676,7 +676,7 @@ impl Connection {
             self.state.ack(tag);
         }
         let mut properties = match self.version {
-            Version::V5 => publish_properties(message, now_ns()),
+            Version::V5 => publish_properties(message, sift_core::system_now_ns()),
             Version::V3 => Default::default(),
         };
         properties.subscription_ids.extend(subscription_id);
@@ -722,7 +722,7 @@ impl Connection {
         self.wire.send(codec::suback(self.version, request.packet_id, &codes, reason.as_deref()));
         self.journal();
         for (filter, qos, subscription_id) in retained {
-            let now = now_ns();
+            let now = sift_core::system_now_ns();
             let kept = self
                 .shared
                 .retained

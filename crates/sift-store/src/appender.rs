@@ -152,7 +152,7 @@ impl Appender {
             }
         }
         if self.has_retention() && self.last_retention.elapsed() >= RETENTION_CHECK_INTERVAL {
-            if let Err(error) = self.retain(crate::now_ns()) {
+            if let Err(error) = self.retain(sift_core::system_now_ns()) {
                 self.count_error(&error);
             }
         }
@@ -242,7 +242,7 @@ impl Appender {
 
     fn retain_after_roll(&mut self) -> Result<(), StoreError> {
         match self.has_retention() {
-            true => crate::retention::remove_old_segments(&self.shared, crate::now_ns()).map(|_| ()),
+            true => crate::retention::remove_old_segments(&self.shared, sift_core::system_now_ns()).map(|_| ()),
             false => Ok(()),
         }
     }

@@ -59,8 +59,3 @@ pub use record::{RECORD_BODY_BYTES_MAX, RECORD_HEADER_BYTES, RECORD_MAGIC};
 pub use recovery::{verify, Damage, Recovery, TornTail, VerifyReport};
 pub use retention::RetentionOutcome;
 pub use stats::LogStats;
-
-/// Nanoseconds since the Unix epoch, or 0 if the clock is before it.
-pub(crate) fn now_ns() -> u64 {
-    sift_core::system_now_ns()
-}

@@ -6,10 +6,7 @@ mod common;
 use common::*;
 use sift_store::{GapReason, LogConfig, Retention, RECORD_HEADER_BYTES};
 
-fn now_ns() -> u64 {
-    let elapsed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
-    u64::try_from(elapsed.as_nanos()).expect("fits")
-}
+use sift_core::system_now_ns as now_ns;
 
 #[test]
 fn retention_by_count_keeps_the_newest_whole_segments_and_readers_are_told() {

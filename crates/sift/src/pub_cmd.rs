@@ -250,7 +250,7 @@ pub fn nth_message(args: &PubArgs, template: &Message, index: u64) -> Message {
         next.payload = Bytes::from(numbered);
     }
     if args.ttl_ms > 0 {
-        next.expiry_ns = sift_broker::publish::now_ns() + args.ttl_ms * 1_000_000;
+        next.expiry_ns = sift_core::system_now_ns() + args.ttl_ms * 1_000_000;
     }
     next
 }

@@ -23,7 +23,7 @@ use crate::delivery::{push_to, Pushed};
 use crate::outbox::{Entry, Routed};
 use crate::pipeline::{self, Pipeline};
 use crate::report::{DeliveryReport, ReportSink};
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 use crate::stats::bump;
 use crate::subscription::SubRef;
 
@@ -37,7 +37,7 @@ pub(crate) struct RemoteDelivery {
 
 impl RemoteDelivery {
     pub(crate) fn new(shared: &BrokerShared) -> RemoteDelivery {
-        RemoteDelivery { pipeline: Pipeline::new(shared) }
+        RemoteDelivery { pipeline: Pipeline::new(&shared.config) }
     }
 
     /// Runs `travelling` through the pipeline from its encode stage on
@@ -47,11 +47,11 @@ impl RemoteDelivery {
     pub(crate) fn deliver(&mut self, shared: &Arc<BrokerShared>, travelling: &Travelling) {
         let message = &travelling.message;
         let streams = shared.storage.streams_for_forwarded(message);
-        let matches = self.pipeline.route(shared, message);
+        let matches = self.pipeline.route(&shared.router, message);
         let targets = self.targets(&matches, travelling, shared.links.name());
         let report = travelling.awaits_report().then(|| self.start_report(shared, travelling, &targets));
         if !targets.is_empty() || !streams.is_empty() {
-            match self.pipeline.encode(shared, message) {
+            match self.pipeline.encode(message) {
                 Ok(encoded) => {
                     pipeline::store_unconfirmed(&streams, message, &encoded);
                     let routed = Arc::new(Routed::new(message, encoded, report));
@@ -67,7 +67,7 @@ impl RemoteDelivery {
                 }
             }
         }
-        self.pipeline.flush_counters(shared);
+        self.pipeline.flush_counters(&shared.stats);
     }
 
     /// The deliver stage for a forwarded message. A link session cannot
@@ -75,7 +75,7 @@ impl RemoteDelivery {
     /// drops the copy (counted, and reported as lost).
     fn push_all(&mut self, shared: &BrokerShared, routed: &Arc<Routed>, targets: &[SubRef]) {
         for target in targets {
-            match push_to(shared, target, Entry::new(routed.clone())) {
+            match push_to(&shared.stats, target, Entry::new(routed.clone())) {
                 Pushed::Done => {}
                 Pushed::Full => {
                     bump(&shared.stats.dropped_queue_full);
@@ -114,8 +114,10 @@ impl RemoteDelivery {
         travelling: &Travelling,
         targets: &[SubRef],
     ) -> Arc<DeliveryReport> {
+        let broker = Arc::downgrade(shared);
+        let route: std::sync::Weak<dyn crate::report::ReportRoute> = broker;
         let sink = ReportSink::Origin {
-            shared: Arc::downgrade(shared),
+            route,
             origin: travelling.origin.clone(),
             origin_sequence: travelling.origin_sequence,
         };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::LinkTarget;
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 use crate::stats::bump;
 
 use super::error::LinkError;

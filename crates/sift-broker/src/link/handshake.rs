@@ -14,7 +14,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use crate::config::DEFAULT_LINK_COST;
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 
 use super::error::LinkError;
 use super::frames::{encode, read_handshake_frame, write_frame};

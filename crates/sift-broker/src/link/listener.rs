@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 
 use super::{handshake, session};
 

@@ -46,7 +46,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 
 pub use error::LinkError;
 pub use forward::LinkTraffic;

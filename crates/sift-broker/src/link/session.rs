@@ -14,8 +14,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::publish::now_ns;
-use crate::server::BrokerShared;
+use crate::shared::BrokerShared;
 use crate::stats::bump;
 
 use super::bracket::BracketReader;
@@ -113,7 +112,7 @@ impl Session {
         let mut last_heard = Instant::now();
         // The first clock sample, so that forwarded timestamps can be
         // carried over from the start instead of after one interval.
-        self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: now_ns() });
+        self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: sift_core::system_now_ns() });
         loop {
             if self.shared.is_shutting_down() {
                 return Err(LinkError::ShuttingDown);
@@ -151,7 +150,7 @@ impl Session {
                     }
                     self.nonce += 1;
                     self.send_frame(&LinkFrame::Ping { nonce: self.nonce });
-                    self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: now_ns() });
+                    self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: sift_core::system_now_ns() });
                 }
                 _ = close.changed() => {
                     return Err(match *close.borrow() {
@@ -194,8 +193,8 @@ impl Session {
             LinkFrame::Ping { nonce } => self.send_frame(&LinkFrame::Pong { nonce }),
             LinkFrame::Pong { .. } => {}
             LinkFrame::Time { request_id, origin_ns } => {
-                let receive_ns = now_ns();
-                let reply = TimeReply { request_id, origin_ns, receive_ns, transmit_ns: now_ns() };
+                let receive_ns = sift_core::system_now_ns();
+                let reply = TimeReply { request_id, origin_ns, receive_ns, transmit_ns: sift_core::system_now_ns() };
                 self.send_frame(&LinkFrame::TimeReply(reply));
             }
             LinkFrame::TimeReply(reply) => {
@@ -203,7 +202,7 @@ impl Session {
                     origin_ns: reply.origin_ns,
                     receive_ns: reply.receive_ns,
                     transmit_ns: reply.transmit_ns,
-                    arrival_ns: now_ns(),
+                    arrival_ns: sift_core::system_now_ns(),
                 };
                 self.clock.add_exchange(exchange);
                 if let Some(estimate) = self.clock.estimate(exchange.arrival_ns) {
@@ -251,7 +250,7 @@ impl Session {
     /// this broker's, widening its error bound by the offset's. Before the
     /// first clock sample it is carried unchanged.
     fn carry_time(&self, message: &mut Message) {
-        let Some(estimate) = self.clock.estimate(now_ns()) else { return };
+        let Some(estimate) = self.clock.estimate(sift_core::system_now_ns()) else { return };
         message.timestamp_ns = estimate.to_local(message.timestamp_ns);
         let error_ns = u64::from(message.time_error_ns).saturating_add(estimate.error_ns);
         message.time_error_ns = u32::try_from(error_ns).unwrap_or(u32::MAX);

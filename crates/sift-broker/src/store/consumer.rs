@@ -21,15 +21,15 @@ use sift_core::TopicFilter;
 use sift_filter::ContentFilter;
 use sift_proto::{Frame, GapReason};
 use sift_store::{Gap, LogReader, Record};
+use tokio::sync::watch;
 
 use super::cursor::Cursor;
 use super::durable::DurableRecord;
 use super::stream::Stream;
-use crate::connection::ConnShared;
+use crate::conn::ConnShared;
 use crate::delivery::{push_to, Pushed};
-use crate::outbox::{topic_of_encoding, Entry, Routed};
-use crate::server::BrokerShared;
-use crate::stats::{add, bump};
+use crate::outbox::{topic_of_encoding, Entry, Routed, StreamPosition};
+use crate::stats::{add, bump, Stats};
 use crate::subscription::SubRef;
 
 /// How long a consumer blocked on a full queue waits before it looks again,
@@ -166,18 +166,46 @@ impl Consumer {
     }
 }
 
+impl StreamPosition for Consumer {
+    fn done(&self, seq: u64) {
+        self.cursor.acked(seq);
+    }
+
+    fn persist_and_wake(&self) {
+        self.persist();
+        self.cursor.wake.notify_one();
+    }
+}
+
+/// What a consumer task uses of its broker, and nothing more: the counters,
+/// the clock that decides expiry, how much to read at a time, and the
+/// signal that the broker stops.
+#[derive(Debug, Clone)]
+pub struct ConsumerContext {
+    /// The broker's counters.
+    pub stats: Arc<Stats>,
+    /// The broker's clock.
+    pub clock: sift_core::Clock,
+    /// `storage.read_batch_records`.
+    pub read_batch_records: usize,
+    /// `storage.read_batch_bytes`.
+    pub read_batch_bytes: usize,
+    /// Turns true when the broker shuts down.
+    pub shutdown: watch::Receiver<bool>,
+}
+
 /// Runs `consumer` until it has no subscriber left or the broker stops.
-pub async fn run(shared: Arc<BrokerShared>, consumer: Arc<Consumer>) {
+pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
     let mut reader = consumer.stream.log.reader();
     let mut records = Vec::new();
-    let mut shutdown = shared.shutdown_watch();
+    let mut shutdown = context.shutdown.clone();
     loop {
         let appended = consumer.stream.appended.notified();
         let woken = consumer.cursor.wake.notified();
         tokio::pin!(appended, woken);
         appended.as_mut().enable();
         woken.as_mut().enable();
-        let pass = one_pass(&shared, &consumer, &mut reader, &mut records);
+        let pass = one_pass(&context, &consumer, &mut reader, &mut records);
         consumer.persist();
         match pass {
             Pass::Yield => tokio::task::yield_now().await,
@@ -201,7 +229,7 @@ pub async fn run(shared: Arc<BrokerShared>, consumer: Arc<Consumer>) {
                 }
             }
         }
-        if shared.is_shutting_down() {
+        if *context.shutdown.borrow() {
             return;
         }
     }
@@ -209,15 +237,14 @@ pub async fn run(shared: Arc<BrokerShared>, consumer: Arc<Consumer>) {
 
 /// Serves returned messages, then reads on from the cursor.
 fn one_pass(
-    shared: &BrokerShared,
+    context: &ConsumerContext,
     consumer: &Arc<Consumer>,
     reader: &mut LogReader,
     records: &mut Vec<Record>,
 ) -> Pass {
-    if let Some(pass) = serve_returned(shared, consumer, reader, records) {
+    if let Some(pass) = serve_returned(context, consumer, reader, records) {
         return pass;
     }
-    let read = &shared.config.storage;
     let mut handled = 0;
     while handled < PASS_RECORDS_MAX {
         let from = consumer.cursor.next_read();
@@ -225,7 +252,7 @@ fn one_pass(
             return Pass::CaughtUp;
         }
         records.clear();
-        let outcome = match reader.read(from, read.read_batch_records, read.read_batch_bytes, records) {
+        let outcome = match reader.read(from, context.read_batch_records, context.read_batch_bytes, records) {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::warn!(stream = %consumer.stream.name(), %error, "cannot read the stream; a consumer waits");
@@ -233,7 +260,7 @@ fn one_pass(
             }
         };
         for gap in &outcome.gaps {
-            report_gap(shared, consumer, gap);
+            report_gap(&context.stats, consumer, gap);
         }
         if outcome.gaps.is_empty() && records.is_empty() {
             return Pass::CaughtUp;
@@ -243,7 +270,7 @@ fn one_pass(
             if consumer.cursor.is_done(record.seq) {
                 continue;
             }
-            match offer(shared, consumer, record) {
+            match offer(context, consumer, record) {
                 Offered::Delivered => {}
                 Offered::PassedOver => {}
                 Offered::Blocked(conn) => return Pass::Blocked(conn),
@@ -256,7 +283,7 @@ fn one_pass(
 
 /// Delivers again what a departed subscriber left unacknowledged, oldest first.
 fn serve_returned(
-    shared: &BrokerShared,
+    context: &ConsumerContext,
     consumer: &Arc<Consumer>,
     reader: &mut LogReader,
     records: &mut Vec<Record>,
@@ -272,10 +299,10 @@ fn serve_returned(
             }
         };
         for gap in &outcome.gaps {
-            report_gap(shared, consumer, gap);
+            report_gap(&context.stats, consumer, gap);
         }
         match records.pop() {
-            Some(record) if record.seq == seq => match offer(shared, consumer, record) {
+            Some(record) if record.seq == seq => match offer(context, consumer, record) {
                 Offered::Blocked(conn) => return Some(Pass::Blocked(conn)),
                 Offered::NoMembers => return Some(Pass::NoMembers),
                 Offered::Delivered | Offered::PassedOver => {}
@@ -289,7 +316,7 @@ fn serve_returned(
 
 /// Tells a subscriber which stored messages it will never get, and marks
 /// them done.
-fn report_gap(shared: &BrokerShared, consumer: &Consumer, gap: &Gap) {
+fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) {
     if gap.count == 0 {
         return;
     }
@@ -299,8 +326,8 @@ fn report_gap(shared: &BrokerShared, consumer: &Consumer, gap: &Gap) {
         sift_store::GapReason::Removed => GapReason::Removed,
         sift_store::GapReason::Damaged => GapReason::Damaged,
     };
-    bump(&shared.stats.stream_gaps);
-    add(&shared.stats.stream_gap_messages, gap.count);
+    bump(&stats.stream_gaps);
+    add(&stats.stream_gap_messages, gap.count);
     let member = consumer.members().list.first().cloned();
     if let Some(member) = member {
         let frame = Frame::Gap { sub_id: member.sub_id, first_seq: gap.first_seq, count: gap.count, reason };
@@ -309,7 +336,7 @@ fn report_gap(shared: &BrokerShared, consumer: &Consumer, gap: &Gap) {
 }
 
 /// Hands one stored message to the next subscriber whose queue has room.
-fn offer(shared: &BrokerShared, consumer: &Arc<Consumer>, record: Record) -> Offered {
+fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record) -> Offered {
     let seq = record.seq;
     match consumer.wants(&record) {
         Some(true) => {}
@@ -323,13 +350,13 @@ fn offer(shared: &BrokerShared, consumer: &Arc<Consumer>, record: Record) -> Off
             return Offered::PassedOver;
         }
     }
-    let Some(routed) = Routed::stored(record.body, seq, consumer.clone()) else {
+    let Some(routed) = Routed::stored(record.body, seq, consumer.clone() as Arc<dyn StreamPosition>) else {
         consumer.cursor.passed_over(seq);
         return Offered::PassedOver;
     };
     // Most stored messages have no expiry: no clock reading for them.
-    if routed.expiry_ns != 0 && routed.is_expired(shared.clock.now_ns()) {
-        bump(&shared.stats.dropped_expired);
+    if routed.expiry_ns != 0 && routed.is_expired(context.clock.now_ns()) {
+        bump(&context.stats.dropped_expired);
         consumer.cursor.passed_over(seq);
         return Offered::PassedOver;
     }
@@ -352,9 +379,9 @@ fn offer(shared: &BrokerShared, consumer: &Arc<Consumer>, record: Record) -> Off
         };
         // Marked in flight first: the subscriber may acknowledge at once.
         consumer.cursor.delivered(seq);
-        match push_to(shared, &member, Entry::new(routed.clone())) {
+        match push_to(&context.stats, &member, Entry::new(routed.clone())) {
             Pushed::Done => {
-                bump(&shared.stats.stream_deliveries);
+                bump(&context.stats.stream_deliveries);
                 return Offered::Delivered;
             }
             Pushed::Full => blocked_on = blocked_on.or_else(|| Some(member.conn.clone())),

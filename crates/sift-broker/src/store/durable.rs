@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use sift_store::{Position, PositionLog};
 
 use super::cursor::StoredPosition;
-use super::StorageError;
+use super::settings::StorageError;
 
 /// File holding a durable subscription's definition, in its directory.
 pub const DEFINITION_FILE: &str = "durable.json";

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use sift_proto::{Confirm, ConfirmStatus, ErrorCode, Frame};
 use sift_store::StoreError;
 
-use crate::connection::{error_frame, ConnShared};
+use crate::conn::{error_frame, ConnShared};
 
 /// What the store said about one persistent publish.
 #[derive(Debug)]

@@ -13,8 +13,10 @@ use sift_proto::{ErrorCode, FilterKind, StartPosition};
 use super::consumer::Consumer;
 use super::cursor::{Cursor, StoredPosition};
 use super::durable::{DurableDefinition, DurableRecord};
-use super::stream::{check_name, Stream, StreamDefinition, DEFAULT_STREAM};
-use super::{DataDirLock, StorageConfig, StorageError};
+use super::settings::{check_name, StreamDefinition, DEFAULT_STREAM, DEFINITION_FILE};
+use super::settings::{StorageConfig, StorageError};
+use super::stream::Stream;
+use super::DataDirLock;
 use crate::subscription::SubRef;
 
 /// A refusal to send back to a client: its code and what, where, why.
@@ -279,7 +281,7 @@ impl Storage {
         // Renamed first, so that a stream added again under the same name
         // never shares a directory with the old log's last writes.
         let dir = self.root.join(STREAMS_DIR).join(name);
-        let doomed = self.root.join(STREAMS_DIR).join(format!(".removed-{name}-{}", crate::publish::now_ns()));
+        let doomed = self.root.join(STREAMS_DIR).join(format!(".removed-{name}-{}", sift_core::system_now_ns()));
         std::fs::rename(&dir, &doomed)
             .and_then(|()| std::fs::remove_dir_all(&doomed))
             .map_err(|error| (ErrorCode::StorageError, format!("{}: {error}", dir.display())))?;
@@ -468,7 +470,7 @@ fn parse_definition(definition: &DurableDefinition) -> Result<(TopicFilter, Opti
         "regex" => FilterKind::Regex,
         other => return Err(format!("unknown filter kind {other:?}")),
     };
-    let content = crate::subscribe::parse_content_filter(kind, &definition.filter).map_err(|(_, error)| error)?;
+    let content = crate::subscription::parse_content_filter(kind, &definition.filter).map_err(|(_, error)| error)?;
     Ok((topic_filter, content))
 }
 
@@ -476,7 +478,7 @@ fn open_stream(root: &Path, definition: StreamDefinition, config: &StorageConfig
     let dir = root.join(STREAMS_DIR).join(&definition.name);
     std::fs::create_dir_all(&dir).map_err(|source| StorageError::Io { path: dir.clone(), source })?;
     let text = serde_json::to_vec_pretty(&definition).map_err(|error| StorageError::Invalid(error.to_string()))?;
-    sift_store::write_file_atomically(&dir.join(super::stream::DEFINITION_FILE), &text)?;
+    sift_store::write_file_atomically(&dir.join(DEFINITION_FILE), &text)?;
     let (stream, recovery) = Stream::open(&dir, definition, config)?;
     if recovery.torn_tail.is_some() || !recovery.damaged.is_empty() {
         tracing::warn!(stream = %stream.name(), "recovered: {recovery}");
@@ -490,7 +492,7 @@ fn open_stream(root: &Path, definition: StreamDefinition, config: &StorageConfig
 fn stored_stream_definitions(dir: &Path) -> Result<BTreeMap<String, StreamDefinition>, StorageError> {
     let mut definitions = BTreeMap::new();
     for path in subdirectories(dir)? {
-        let file = path.join(super::stream::DEFINITION_FILE);
+        let file = path.join(DEFINITION_FILE);
         let Ok(text) = std::fs::read(&file) else { continue };
         match serde_json::from_slice::<StreamDefinition>(&text) {
             Ok(definition) => {

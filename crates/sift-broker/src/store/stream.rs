@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sift_core::{TopicFilter, TopicName};
 use sift_proto::ErrorCode;
@@ -17,96 +16,7 @@ use sift_store::{FsyncPolicy, Log, LogConfig, Recovery, Retention, StoreError};
 use tokio::sync::Notify;
 
 use super::gate::ConfirmGate;
-use super::StorageConfig;
-
-/// Name of the stream that keeps persistent messages no named stream holds.
-pub const DEFAULT_STREAM: &str = "default";
-
-/// Longest stream or durable subscription name.
-pub const NAME_BYTES_MAX: usize = 128;
-
-/// File holding a stream's definition, in its directory.
-pub const DEFINITION_FILE: &str = "stream.json";
-
-/// A stream as configured: in `[[streams]]`, by `sift stream add`, or in
-/// its `stream.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamDefinition {
-    /// The stream's name: letters, digits, `-`, `_` and `.`.
-    pub name: String,
-    /// Topic filters whose messages it stores (every mode).
-    #[serde(default)]
-    pub topics: Vec<String>,
-    /// Messages older than this are removed (whole segments); 0 = no limit.
-    #[serde(default)]
-    pub max_age_ms: u64,
-    /// Stored bytes kept at most (whole segments); 0 = no limit.
-    #[serde(default)]
-    pub max_bytes: u64,
-    /// Messages kept at most (whole segments); 0 = no limit.
-    #[serde(default)]
-    pub max_msgs: u64,
-    /// `always`, `every:MS` or `os`; empty = `storage.fsync_default`.
-    #[serde(default)]
-    pub fsync: String,
-}
-
-/// Checks a stream or durable subscription name, which becomes a directory name.
-pub fn check_name(kind: &str, name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > NAME_BYTES_MAX {
-        return Err(format!("{kind} name {name:?} must be 1 to {NAME_BYTES_MAX} bytes"));
-    }
-    if name.starts_with('.') {
-        return Err(format!("{kind} name {name:?} must not start with '.'"));
-    }
-    match name.char_indices().find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
-        Some((position, c)) => {
-            Err(format!("{kind} name {name:?} has {c:?} at byte {position}; use letters, digits, '-', '_' and '.'"))
-        }
-        None => Ok(()),
-    }
-}
-
-impl StreamDefinition {
-    /// The definition of the `default` stream.
-    pub fn default_stream(config: &StorageConfig) -> StreamDefinition {
-        StreamDefinition {
-            name: DEFAULT_STREAM.to_string(),
-            topics: Vec::new(),
-            max_age_ms: config.default_max_age_ms,
-            max_bytes: config.default_max_bytes,
-            max_msgs: config.default_max_msgs,
-            fsync: String::new(),
-        }
-    }
-
-    /// Checks the definition and parses its topic filters and policy.
-    pub fn parse(&self, config: &StorageConfig) -> Result<(Vec<TopicFilter>, FsyncPolicy), String> {
-        check_name("stream", &self.name)?;
-        if self.name != DEFAULT_STREAM && self.topics.is_empty() {
-            return Err(format!("stream {} needs at least one topic filter", self.name));
-        }
-        if self.name == DEFAULT_STREAM && !self.topics.is_empty() {
-            return Err(
-                "the default stream takes the persistent messages no named stream holds; it has no topics".into()
-            );
-        }
-        let topics = self
-            .topics
-            .iter()
-            .map(|topic| {
-                TopicFilter::new(topic.as_str())
-                    .map_err(|error| format!("stream {}: topic filter {topic:?}: {error}", self.name))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let fsync_text = if self.fsync.is_empty() { config.fsync_default.as_str() } else { self.fsync.as_str() };
-        let fsync = fsync_text
-            .parse::<FsyncPolicy>()
-            .map_err(|error| format!("stream {}: fsync {fsync_text:?}: {error}", self.name))?;
-        Ok((topics, fsync))
-    }
-}
+use super::settings::{StorageConfig, StreamDefinition};
 
 /// One open stream.
 #[derive(Debug)]
@@ -145,7 +55,7 @@ impl WriteHealth {
             Ok(_) => self.failed_at_ns.store(0, Ordering::Relaxed),
             Err(error) => {
                 self.full.store(error.is_full(), Ordering::Relaxed);
-                self.failed_at_ns.store(crate::publish::now_ns().max(1), Ordering::Relaxed);
+                self.failed_at_ns.store(sift_core::system_now_ns().max(1), Ordering::Relaxed);
             }
         }
     }

@@ -22,7 +22,7 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new(label: &str) -> TempDir {
-        let name = format!("sift-test-{label}-{}-{}", std::process::id(), sift_broker::publish::now_ns());
+        let name = format!("sift-test-{label}-{}-{}", std::process::id(), sift_core::system_now_ns());
         let path = std::env::temp_dir().join(name);
         std::fs::create_dir_all(&path).expect("temp dir");
         TempDir(path)
@@ -245,7 +245,7 @@ async fn replays_start_where_asked_and_follow_live_messages() {
             .publish_confirmed(message("orders.x", &index.to_string()), PublishOptions::default())
             .await
             .expect("ok");
-        stamps.push(sift_broker::publish::now_ns());
+        stamps.push(sift_core::system_now_ns());
     }
     let reader = client(&broker, "reader").await;
     // Unconfirmed appends complete in the stream's own time.
@@ -310,7 +310,7 @@ async fn archive_queries_select_in_every_language_with_time_bounds() {
         message.metadata = Some(format!("<ATO><nickname>N{index}</nickname></ATO>").into());
         if index == 10 {
             publisher.ping().await.expect("first half read");
-            middle_ns = sift_broker::publish::now_ns();
+            middle_ns = sift_core::system_now_ns();
         }
         publisher.publish_confirmed(message, PublishOptions::default()).await.expect("stored");
     }

@@ -12,10 +12,10 @@ use sift_core::TopicFilter;
 use sift_filter::ContentFilter;
 use sift_proto::{ErrorCode, Frame, QueuePolicy, StreamSource, Subscribe};
 
-use super::consumer::{self, Consumer};
-use super::cursor::Cursor;
-use super::registry::{start_seq, DurableRequest, OpenedDurable, Refusal};
-use crate::connection::Session;
+use crate::session::Session;
+use crate::store::consumer::{self, Consumer};
+use crate::store::cursor::Cursor;
+use crate::store::registry::{start_seq, DurableRequest, OpenedDurable, Refusal};
 use crate::subscription::{SubRef, Subscription};
 
 impl Session {
@@ -81,11 +81,11 @@ impl Session {
         self.conn.lock().add_subscription(sub_id, options);
         // SUBSCRIBED goes out before any delivery: control frames come first.
         self.conn.send_control(&Frame::Subscribed { sub_id });
-        self.conn.list_subscription(sub_id, crate::subscribe::describe(&subscription, &request));
+        self.conn.list_subscription(sub_id, super::subscribe::describe(&subscription, &request));
         self.subscriptions.insert(sub_id, subscription);
         self.stream_subs.insert(sub_id, consumer.clone());
         if start_task {
-            tokio::spawn(consumer::run(self.shared.clone(), consumer));
+            tokio::spawn(consumer::run(self.shared.consumer_context(), consumer));
         }
         true
     }

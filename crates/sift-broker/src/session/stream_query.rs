@@ -18,11 +18,12 @@ use sift_filter::ContentFilter;
 use sift_proto::{encode_query_result_prefix, ErrorCode, Frame, Query};
 use sift_store::Record;
 
-use super::stream::Stream;
-use crate::connection::{ConnShared, Session};
+use crate::conn::ConnShared;
 use crate::outbox::topic_of_encoding;
-use crate::server::BrokerShared;
+use crate::session::Session;
+use crate::shared::BrokerShared;
 use crate::stats::{add, bump};
+use crate::store::stream::Stream;
 
 /// How long a query waiting for its client to read looks again at the
 /// connection's unsent bytes, in case the writer's wake-up came first.
@@ -77,7 +78,7 @@ impl Session {
                 TopicFilter::new(text).map_err(|error| (ErrorCode::InvalidTopic, format!("topic filter: {error}")))?,
             ),
         };
-        let content = crate::subscribe::parse_content_filter(query.filter_kind, &query.filter)?;
+        let content = crate::subscription::parse_content_filter(query.filter_kind, &query.filter)?;
         if query.until_ns != 0 && query.until_ns < query.since_ns {
             let message = format!("until ({}) is before since ({})", query.until_ns, query.since_ns);
             return Err((ErrorCode::InvalidField, message));
@@ -193,5 +194,5 @@ async fn wait_for_room(conn: &ConnShared, max_bytes: u64) -> bool {
 fn fail(shared: &BrokerShared, conn: &ConnShared, request_id: u64, why: &str) {
     bump(&shared.stats.errors_sent);
     let message = format!("query failed while reading the stream: {why}");
-    conn.send_control(&crate::connection::error_frame(ErrorCode::StorageError, request_id, false, message));
+    conn.send_control(&crate::conn::error_frame(ErrorCode::StorageError, request_id, false, message));
 }

@@ -5,37 +5,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sift_core::TopicFilter;
-use sift_filter::{ContentFilter, FilterLanguage};
-use sift_proto::{subscribe_flags, ErrorCode, FilterKind, Frame, Subscribe};
+use sift_filter::ContentFilter;
+use sift_proto::{subscribe_flags, ErrorCode, Frame, Subscribe};
 
-use crate::connection::{apply_settled, Session};
+use crate::conn::apply_settled;
 use crate::delivery::hand_over;
 use crate::outbox::{CreditError, QueueOptions, Settled};
-use crate::subscription::{SubRef, Subscription};
+use crate::session::Session;
+use crate::subscription::{parse_content_filter, SubRef, Subscription};
 
 /// A subscribe request that passed every check: its topic filter, its
 /// parsed content filter and its queue options.
 pub(crate) type Checked = (TopicFilter, Option<Arc<ContentFilter>>, QueueOptions);
-
-/// Parses the content filter of a subscribe request. A filter that does not
-/// parse is refused with its language, the byte position and what was
-/// expected there.
-pub(crate) fn parse_content_filter(
-    kind: FilterKind,
-    text: &str,
-) -> Result<Option<Arc<ContentFilter>>, (ErrorCode, String)> {
-    let language = match kind {
-        FilterKind::None => return Ok(None),
-        FilterKind::Tags => FilterLanguage::Tags,
-        FilterKind::Sql => FilterLanguage::Sql,
-        FilterKind::Xpath => FilterLanguage::Xpath,
-        FilterKind::Regex => FilterLanguage::Regex,
-    };
-    match ContentFilter::parse(language, text) {
-        Ok(filter) => Ok(Some(Arc::new(filter))),
-        Err(error) => Err((ErrorCode::InvalidFilter, format!("content filter: {error}"))),
-    }
-}
 
 /// A subscription as `ADMIN subscriptions` shows it.
 pub(crate) fn describe(subscription: &Subscription, request: &Subscribe) -> serde_json::Value {
@@ -169,7 +150,7 @@ impl Session {
             self.shared.links.local_unsubscribed(subscription, &self.shared.stats);
         }
         let entries = self.conn.lock().remove_subscription(subscription.sub_id);
-        hand_over(&self.shared, subscription, entries);
+        hand_over((&self.shared.router, &self.shared.stats), subscription, entries);
         self.conn.space.notify_waiters();
     }
 

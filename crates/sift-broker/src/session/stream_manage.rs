@@ -4,11 +4,11 @@
 use serde_json::{json, Value};
 use sift_proto::{ErrorCode, Frame, ManageOp};
 
-use super::consumer::Consumer;
-use super::registry::Refusal;
-use super::stream::StreamDefinition;
-use crate::connection::Session;
-use crate::server::BrokerShared;
+use crate::session::Session;
+use crate::shared::BrokerShared;
+use crate::store::consumer::Consumer;
+use crate::store::registry::Refusal;
+use crate::store::settings::StreamDefinition;
 
 /// Bytes of an `ADMIN_REPLY` besides its JSON: type, request id, length.
 const REPLY_OVERHEAD_BYTES: usize = 1 + 8 + 4;

@@ -8,9 +8,9 @@
 use serde_json::{json, Map, Value};
 use sift_proto::{AdminQuery, ErrorCode, Frame};
 
-use crate::connection::Session;
 use crate::link::{ContentText, LinkInfo, RouteInfo};
-use crate::server::BrokerShared;
+use crate::session::Session;
+use crate::shared::BrokerShared;
 
 /// Bytes of an `ADMIN_REPLY` besides its JSON: type, request id, length.
 const REPLY_OVERHEAD_BYTES: usize = 1 + 8 + 4;

@@ -8,12 +8,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use sift_proto::QueuePolicy;
 
-pub use crate::http_config::{HttpConfig, DEFAULT_HTTP_LISTEN};
-pub use crate::mqtt_config::{MqttConfig, DEFAULT_MQTT_LISTEN};
-pub use crate::stomp_config::{StompConfig, DEFAULT_STOMP_LISTEN};
 pub use crate::store::settings::{StorageConfig, StreamDefinition};
 
 pub use crate::network_config::{
@@ -63,6 +61,23 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+impl From<toml::de::Error> for ConfigError {
+    /// A parse error of text not yet tied to a file ([`ConfigError::at`]).
+    fn from(source: toml::de::Error) -> ConfigError {
+        ConfigError::Parse { path: PathBuf::from("<text>"), source: Box::new(source) }
+    }
+}
+
+impl ConfigError {
+    /// The error, naming `path` as the file whose text it is about.
+    pub fn at(self, path: &Path) -> ConfigError {
+        match self {
+            ConfigError::Parse { source, .. } => ConfigError::Parse { path: path.to_path_buf(), source },
+            other => other,
+        }
+    }
+}
+
 /// The whole broker configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -81,12 +96,17 @@ pub struct Config {
     pub network: NetworkConfig,
     /// Where and how messages are stored.
     pub storage: StorageConfig,
-    /// The HTTP front-end (served by the `sift-http` crate).
-    pub http: HttpConfig,
-    /// The STOMP front-end (served by the `sift-stomp` crate).
-    pub stomp: StompConfig,
-    /// The MQTT front-end (served by the `sift-mqtt` crate).
-    pub mqtt: MqttConfig,
+    /// `[http]`, `[stomp]` and `[mqtt]` belong to the front-end crates,
+    /// which read them from the same file (`HttpConfig::from_toml` in
+    /// `sift-http`, and so on); the broker lets them through unread.
+    #[serde(rename = "http")]
+    pub http_section: IgnoredAny,
+    /// See `http_section`.
+    #[serde(rename = "stomp")]
+    pub stomp_section: IgnoredAny,
+    /// See `http_section`.
+    #[serde(rename = "mqtt")]
+    pub mqtt_section: IgnoredAny,
     /// Streams the broker keeps (`[[streams]]`); created at start when
     /// missing, and their definitions win over stored ones.
     pub streams: Vec<StreamDefinition>,
@@ -182,9 +202,9 @@ impl Default for Config {
             delivery: DeliveryConfig::default(),
             network: NetworkConfig::default(),
             storage: StorageConfig::default(),
-            http: HttpConfig::default(),
-            stomp: StompConfig::default(),
-            mqtt: MqttConfig::default(),
+            http_section: IgnoredAny,
+            stomp_section: IgnoredAny,
+            mqtt_section: IgnoredAny,
             streams: Vec::new(),
             remove_data_dir_on_shutdown: false,
         }
@@ -205,9 +225,6 @@ impl Config {
             listen: ([127, 0, 0, 1], 0).into(),
             data_dir: std::env::temp_dir().join(name),
             remove_data_dir_on_shutdown: true,
-            http: HttpConfig { listen: ([127, 0, 0, 1], 0).into(), ..HttpConfig::default() },
-            stomp: StompConfig { listen: ([127, 0, 0, 1], 0).into(), ..StompConfig::default() },
-            mqtt: MqttConfig { listen: ([127, 0, 0, 1], 0).into(), ..MqttConfig::default() },
             ..Config::default()
         }
     }
@@ -258,16 +275,12 @@ impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        Config::from_toml(&text).map_err(|error| match error {
-            ConfigError::Parse { source, .. } => ConfigError::Parse { path: path.to_path_buf(), source },
-            other => other,
-        })
+        Config::from_toml(&text).map_err(|error| error.at(path))
     }
 
     /// Parses TOML text over the defaults and checks the result.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text)
-            .map_err(|source| ConfigError::Parse { path: PathBuf::from("<text>"), source: Box::new(source) })?;
+        let config: Config = toml::from_str(text).map_err(ConfigError::from)?;
         config.validate()?;
         Ok(config)
     }
@@ -316,9 +329,6 @@ impl Config {
             .map_err(|error| ConfigError::Invalid(format!("delivery.policy_default: {error}")))?;
         self.network.validate()?;
         self.storage.validate().map_err(ConfigError::Invalid)?;
-        self.http.validate().map_err(ConfigError::Invalid)?;
-        self.stomp.validate().map_err(ConfigError::Invalid)?;
-        self.mqtt.validate().map_err(ConfigError::Invalid)?;
         for stream in &self.streams {
             stream.parse(&self.storage).map_err(|error| ConfigError::Invalid(format!("[[streams]]: {error}")))?;
         }
@@ -327,7 +337,7 @@ impl Config {
 }
 
 /// Checks options that make no sense at 0; the error names the first that is.
-pub(crate) fn require_positive(options: &[(&str, u64)]) -> Result<(), String> {
+pub fn require_positive(options: &[(&str, u64)]) -> Result<(), String> {
     match options.iter().find(|(_, value)| *value == 0) {
         Some((name, _)) => Err(format!("{name} must be greater than 0")),
         None => Ok(()),

@@ -15,6 +15,7 @@
 
 mod admin;
 mod callback;
+pub mod config;
 mod counters;
 mod dashboard;
 mod error;
@@ -28,5 +29,6 @@ mod streams;
 mod subscriptions;
 mod ws;
 
+pub use config::{HttpConfig, DEFAULT_HTTP_LISTEN};
 pub use counters::HttpCounters;
 pub use server::{HttpError, HttpFrontEnd};

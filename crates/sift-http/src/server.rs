@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::HttpConfig;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -13,7 +14,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use sift_broker::config::HttpConfig;
 use sift_broker::front_end::Listening;
 use sift_broker::InProcessConnector;
 use tokio::net::{TcpListener, TcpStream};

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sift_broker::config::HttpConfig;
+use crate::config::HttpConfig;
 use sift_broker::InProcessConnector;
 use sift_client::{Client, ClientError, ClientOptions};
 

@@ -13,6 +13,7 @@
 //! listener. `docs/PROTOCOLS.md` documents the mapping.
 
 pub mod codec;
+pub mod config;
 pub mod journal;
 pub mod message;
 mod publish;
@@ -23,4 +24,5 @@ mod sessions;
 mod subscriptions;
 pub mod topic;
 
+pub use config::{MqttConfig, DEFAULT_MQTT_LISTEN};
 pub use server::{MqttCounters, MqttError, MqttFrontEnd};

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use sift_broker::config::MqttConfig;
+use crate::config::MqttConfig;
 use sift_broker::front_end::{Accepted, Listening};
 use sift_broker::InProcessConnector;
 use tokio::net::TcpListener;

@@ -12,17 +12,18 @@ use mqtt_protocol_core::mqtt::packet::{v5_0, GenericPacket, GenericPacketTrait, 
 use mqtt_protocol_core::mqtt::result_code::{ConnectReasonCode, DisconnectReasonCode, SubackReasonCode};
 use mqtt_protocol_core::mqtt::{role, Connection, Version};
 use sift_broker::{Config, RunningBroker};
-use sift_mqtt::MqttFrontEnd;
+use sift_mqtt::{MqttConfig, MqttFrontEnd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Longest wait for something that should happen.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-async fn served(adjust: impl FnOnce(&mut Config)) -> (RunningBroker, MqttFrontEnd) {
-    let mut config = Config::scratch();
-    adjust(&mut config);
-    let (mqtt_config, data_dir) = (config.mqtt.clone(), config.data_dir.clone());
+async fn served(adjust: impl FnOnce(&mut MqttConfig)) -> (RunningBroker, MqttFrontEnd) {
+    let mut mqtt_config = MqttConfig::scratch();
+    adjust(&mut mqtt_config);
+    let config = Config::scratch();
+    let data_dir = config.data_dir.clone();
     let broker = RunningBroker::start(config).await.expect("broker starts");
     let mqtt = MqttFrontEnd::start(mqtt_config, &data_dir, broker.connector()).await.expect("MQTT starts");
     (broker, mqtt)
@@ -201,7 +202,7 @@ async fn a_topic_name_with_a_wildcard_is_refused() {
 
 #[tokio::test]
 async fn a_packet_over_the_limit_gets_0x95() {
-    let (broker, mqtt) = served(|config| config.mqtt.max_packet_bytes = 1_024).await;
+    let (broker, mqtt) = served(|config| config.max_packet_bytes = 1_024).await;
     let (mut watcher, _) = TestClient::connect(&mqtt, "watcher").await;
     watcher.subscribe("watch/#").await;
     let (mut big, code) = TestClient::connect(&mqtt, "big").await;
@@ -217,7 +218,7 @@ async fn a_packet_over_the_limit_gets_0x95() {
 
 #[tokio::test]
 async fn connections_over_the_limit_get_server_busy() {
-    let (broker, mqtt) = served(|config| config.mqtt.max_connections = 1).await;
+    let (broker, mqtt) = served(|config| config.max_connections = 1).await;
     let (_first, code) = TestClient::connect(&mqtt, "first").await;
     assert_eq!(code, Some(ConnectReasonCode::Success));
     let (mut second, code) = TestClient::connect(&mqtt, "second").await;
@@ -228,7 +229,7 @@ async fn connections_over_the_limit_get_server_busy() {
 
 #[tokio::test]
 async fn a_silent_connection_is_closed_after_the_connect_timeout() {
-    let (broker, mqtt) = served(|config| config.mqtt.connect_timeout_ms = 50).await;
+    let (broker, mqtt) = served(|config| config.connect_timeout_ms = 50).await;
     let mut silent = TestClient::open(&mqtt).await;
     assert_eq!(silent.closed_with().await, None);
     stop(broker, mqtt).await;
@@ -236,7 +237,7 @@ async fn a_silent_connection_is_closed_after_the_connect_timeout() {
 
 #[tokio::test]
 async fn subscriptions_over_the_limit_get_quota_exceeded() {
-    let (broker, mqtt) = served(|config| config.mqtt.max_subscriptions = 1).await;
+    let (broker, mqtt) = served(|config| config.max_subscriptions = 1).await;
     let (mut client, _) = TestClient::connect(&mqtt, "greedy").await;
     assert_eq!(client.subscribe("a/#").await, SubackReasonCode::GrantedQos0);
     assert_eq!(client.subscribe("a/#").await, SubackReasonCode::GrantedQos0, "a replacement is not a new one");

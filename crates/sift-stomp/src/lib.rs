@@ -9,9 +9,11 @@
 //! of destinations, headers and messages, `session` one connection and
 //! `server` the listener. `docs/PROTOCOLS.md` documents the mapping.
 
+pub mod config;
 pub mod frame;
 pub mod mapping;
 mod server;
 mod session;
 
+pub use config::{StompConfig, DEFAULT_STOMP_LISTEN};
 pub use server::{StompCounters, StompError, StompFrontEnd};

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::StompConfig;
 use bytes::BytesMut;
-use sift_broker::config::StompConfig;
 use sift_broker::front_end::{Accepted, Listening};
 use sift_broker::InProcessConnector;
 use tokio::io::AsyncWriteExt;

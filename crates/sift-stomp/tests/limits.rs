@@ -6,18 +6,17 @@ use std::time::Duration;
 use bytes::BytesMut;
 use sift_broker::{Config, RunningBroker};
 use sift_stomp::frame::{Command, Decoded, Decoder, Frame, Limits};
-use sift_stomp::StompFrontEnd;
+use sift_stomp::{StompConfig, StompFrontEnd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Longest wait for something that should happen.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-async fn served(adjust: impl FnOnce(&mut Config)) -> (RunningBroker, StompFrontEnd) {
-    let mut config = Config::scratch();
-    adjust(&mut config);
-    let stomp_config = config.stomp.clone();
-    let broker = RunningBroker::start(config).await.expect("broker starts");
+async fn served(adjust: impl FnOnce(&mut StompConfig)) -> (RunningBroker, StompFrontEnd) {
+    let mut stomp_config = StompConfig::scratch();
+    adjust(&mut stomp_config);
+    let broker = RunningBroker::start(Config::scratch()).await.expect("broker starts");
     let stomp = StompFrontEnd::start(stomp_config, broker.connector()).await.expect("STOMP starts");
     (broker, stomp)
 }
@@ -106,7 +105,7 @@ async fn versions_are_negotiated_and_unsupported_ones_refused() {
 
 #[tokio::test]
 async fn heart_beats_flow_both_ways_and_a_silent_client_is_closed() {
-    let (broker, stomp) = served(|config| config.stomp.heart_beat_ms = 200).await;
+    let (broker, stomp) = served(|config| config.heart_beat_ms = 200).await;
     let mut raw = Raw::open(&stomp).await;
     raw.send(connect(Some("1.2"), "200,200")).await;
     assert_eq!(raw.frame().await.map(|frame| frame.command), Some(Command::Connected));
@@ -126,10 +125,10 @@ async fn heart_beats_flow_both_ways_and_a_silent_client_is_closed() {
 #[tokio::test]
 async fn limits_get_error_frames_and_the_connection_closes() {
     let (broker, stomp) = served(|config| {
-        config.stomp.connect_timeout_ms = 100;
-        config.stomp.max_frame_bytes = 1024;
-        config.stomp.max_transaction_frames = 2;
-        config.stomp.max_connections = 3;
+        config.connect_timeout_ms = 100;
+        config.max_frame_bytes = 1024;
+        config.max_transaction_frames = 2;
+        config.max_connections = 3;
     })
     .await;
     // No CONNECT in time.
@@ -170,7 +169,7 @@ async fn limits_get_error_frames_and_the_connection_closes() {
 
 #[tokio::test]
 async fn connections_over_the_limit_are_refused_with_an_error() {
-    let (broker, stomp) = served(|config| config.stomp.max_connections = 1).await;
+    let (broker, stomp) = served(|config| config.max_connections = 1).await;
     let mut first = Raw::open(&stomp).await;
     first.send(connect(Some("1.2"), "0,0")).await;
     first.frame().await.expect("CONNECTED");

@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use sift_broker::config::{HttpConfig, LinkTarget, MqttConfig, RoutingMode, StompConfig};
+use sift_broker::config::{LinkTarget, RoutingMode};
 use sift_broker::{Config, RunningBroker};
 
-use crate::broker_doors::{BoundDoors, DoorPlan};
+use crate::broker_doors::{load_config, BoundDoors, DoorPlan, FrontEndConfigs};
 use crate::CliError;
 
 /// Arguments of `sift broker`.
@@ -88,9 +88,9 @@ impl std::str::FromStr for Listen {
 
 /// Runs a broker until SIGINT or SIGTERM, then shuts it down cleanly.
 pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
+    let (mut config, mut front_ends) = match &args.config {
+        Some(path) => load_config(path)?,
+        None => (Config::default(), FrontEndConfigs::default()),
     };
     if let Some(listen) = args.listen {
         config.listen = listen;
@@ -110,28 +110,28 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     }
     config.network.links.extend(args.links.into_iter().map(LinkTarget::new));
     if let Some(http) = args.http {
-        http.apply(&mut config.http.enabled, &mut config.http.listen);
+        http.apply(&mut front_ends.http.enabled, &mut front_ends.http.listen);
     }
     if let Some(stomp) = args.stomp {
-        stomp.apply(&mut config.stomp.enabled, &mut config.stomp.listen);
+        stomp.apply(&mut front_ends.stomp.enabled, &mut front_ends.stomp.listen);
     }
     if let Some(mqtt) = args.mqtt {
-        mqtt.apply(&mut config.mqtt.enabled, &mut config.mqtt.listen);
+        mqtt.apply(&mut front_ends.mqtt.enabled, &mut front_ends.mqtt.listen);
     }
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
     // Every door is bound before the broker opens (and locks) its data
     // directory, so that a failed start leaves it untouched.
-    let plan = DoorPlan::of(&config);
-    let doors = BoundDoors::bind(&config, &plan).await?;
-    let front_end_configs = (config.http.clone(), config.stomp.clone(), config.mqtt.clone(), config.data_dir.clone());
+    let plan = DoorPlan::of(&config, &front_ends);
+    let doors = BoundDoors::bind(&front_ends, &plan).await?;
+    let data_dir = config.data_dir.clone();
     let broker = RunningBroker::start(config).await.map_err(|error| plan.broker_error(error))?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
         say(&format!("sift broker accepting links on {link_addr}"));
     }
-    let front_ends = match FrontEnds::start(&broker, doors, front_end_configs).await {
+    let front_ends = match FrontEnds::start(&broker, doors, front_ends, &data_dir).await {
         Ok(front_ends) => front_ends,
         Err(error) => {
             broker.shutdown().await;
@@ -161,10 +161,11 @@ impl FrontEnds {
     async fn start(
         broker: &RunningBroker,
         doors: BoundDoors,
-        (http, stomp, mqtt, data_dir): (HttpConfig, StompConfig, MqttConfig, PathBuf),
+        configs: FrontEndConfigs,
+        data_dir: &std::path::Path,
     ) -> Result<FrontEnds, CliError> {
         let mut started = FrontEnds::default();
-        if let Err(error) = started.start_each(broker, doors, http, stomp, mqtt, &data_dir).await {
+        if let Err(error) = started.start_each(broker, doors, configs, data_dir).await {
             started.shutdown().await;
             return Err(error);
         }
@@ -175,9 +176,7 @@ impl FrontEnds {
         &mut self,
         broker: &RunningBroker,
         doors: BoundDoors,
-        http: HttpConfig,
-        stomp: StompConfig,
-        mqtt: MqttConfig,
+        FrontEndConfigs { http, stomp, mqtt }: FrontEndConfigs,
         data_dir: &std::path::Path,
     ) -> Result<(), CliError> {
         if let Some(listener) = doors.http {

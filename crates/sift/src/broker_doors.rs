@@ -10,10 +10,42 @@
 
 use std::net::SocketAddr;
 
-use sift_broker::{BrokerError, Config};
+use std::path::Path;
+
+use sift_broker::{BrokerError, Config, ConfigError};
+use sift_http::HttpConfig;
+use sift_mqtt::MqttConfig;
+use sift_stomp::StompConfig;
 use tokio::net::TcpListener;
 
 use crate::CliError;
+
+/// The sections of the configuration file each front-end crate owns.
+#[derive(Debug, Clone, Default)]
+pub struct FrontEndConfigs {
+    /// `[http]`.
+    pub http: HttpConfig,
+    /// `[stomp]`.
+    pub stomp: StompConfig,
+    /// `[mqtt]`.
+    pub mqtt: MqttConfig,
+}
+
+/// Reads a configuration file once: the broker's part, and each
+/// front-end's section by the crate that owns it.
+pub fn load_config(path: &Path) -> Result<(Config, FrontEndConfigs), ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let read = || -> Result<(Config, FrontEndConfigs), ConfigError> {
+        let front_ends = FrontEndConfigs {
+            http: HttpConfig::from_toml(&text)?,
+            stomp: StompConfig::from_toml(&text)?,
+            mqtt: MqttConfig::from_toml(&text)?,
+        };
+        Ok((Config::from_toml(&text)?, front_ends))
+    };
+    read().map_err(|error| error.at(path))
+}
 
 /// One door: its flag, and its address or `None` when it is off.
 struct Door {
@@ -27,16 +59,17 @@ pub struct DoorPlan {
 }
 
 impl DoorPlan {
-    /// The doors of `config`.
-    pub fn of(config: &Config) -> DoorPlan {
+    /// The doors of `config` and `front_ends`.
+    pub fn of(config: &Config, front_ends: &FrontEndConfigs) -> DoorPlan {
+        let FrontEndConfigs { http, stomp, mqtt } = front_ends;
         let enabled = |on: bool, address: SocketAddr| on.then_some(address);
         DoorPlan {
             doors: vec![
                 Door { flag: "--listen", address: Some(config.listen) },
                 Door { flag: "--link-listen", address: config.network.link_listen },
-                Door { flag: "--http", address: enabled(config.http.enabled, config.http.listen) },
-                Door { flag: "--stomp", address: enabled(config.stomp.enabled, config.stomp.listen) },
-                Door { flag: "--mqtt", address: enabled(config.mqtt.enabled, config.mqtt.listen) },
+                Door { flag: "--http", address: enabled(http.enabled, http.listen) },
+                Door { flag: "--stomp", address: enabled(stomp.enabled, stomp.listen) },
+                Door { flag: "--mqtt", address: enabled(mqtt.enabled, mqtt.listen) },
             ],
         }
     }
@@ -84,12 +117,13 @@ pub struct BoundDoors {
 }
 
 impl BoundDoors {
-    /// Binds the listener of each enabled front-end of `config`.
-    pub async fn bind(config: &Config, plan: &DoorPlan) -> Result<BoundDoors, CliError> {
+    /// Binds the listener of each enabled front-end.
+    pub async fn bind(front_ends: &FrontEndConfigs, plan: &DoorPlan) -> Result<BoundDoors, CliError> {
+        let FrontEndConfigs { http, stomp, mqtt } = front_ends;
         Ok(BoundDoors {
-            http: bind_if(config.http.enabled, "--http", config.http.listen, plan).await?,
-            stomp: bind_if(config.stomp.enabled, "--stomp", config.stomp.listen, plan).await?,
-            mqtt: bind_if(config.mqtt.enabled, "--mqtt", config.mqtt.listen, plan).await?,
+            http: bind_if(http.enabled, "--http", http.listen, plan).await?,
+            stomp: bind_if(stomp.enabled, "--stomp", stomp.listen, plan).await?,
+            mqtt: bind_if(mqtt.enabled, "--mqtt", mqtt.listen, plan).await?,
         })
     }
 }

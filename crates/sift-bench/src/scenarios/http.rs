@@ -101,7 +101,7 @@ impl Target {
             return Ok(Target { endpoints, http: None, native, http_addr });
         }
         let broker = endpoints.embedded().first().ok_or_else(|| BenchError::Usage("no embedded broker".into()))?;
-        let front_end = sift_http::HttpFrontEnd::start(broker.config().http.clone(), broker.connector())
+        let front_end = sift_http::HttpFrontEnd::start(sift_http::HttpConfig::scratch(), broker.connector())
             .await
             .map_err(|error| BenchError::Usage(error.to_string()))?;
         let http_addr = front_end.local_addr();

@@ -131,7 +131,7 @@ struct Embedded {
 impl Embedded {
     async fn start() -> Result<Embedded, BenchError> {
         let config = sift_broker::Config::scratch();
-        let stomp_config = config.stomp.clone();
+        let stomp_config = sift_stomp::StompConfig::scratch();
         let broker = sift_broker::RunningBroker::start(config).await?;
         match sift_stomp::StompFrontEnd::start(stomp_config, broker.connector()).await {
             Ok(stomp) => Ok(Embedded { broker, stomp }),

@@ -122,7 +122,7 @@ async fn deliveries_are_posted_to_the_callback_in_order() {
 
 #[tokio::test]
 async fn reliable_deliveries_are_retried_until_the_listener_recovers() {
-    let served = served_with(|config| config.http.callback_backoff_max_ms = 20).await;
+    let served = served_with(|config| config.callback_backoff_max_ms = 20).await;
     let mut listener = Listener::start(3).await;
     let callback = format!("http://{}/hook", listener.address);
     create_subscription(served.http_addr(), json!({ "topic": "jobs", "callback": callback })).await;
@@ -141,7 +141,7 @@ async fn reliable_deliveries_are_retried_until_the_listener_recovers() {
 
 #[tokio::test]
 async fn a_callback_listener_that_is_down_gets_its_deliveries_once_it_is_up() {
-    let served = served_with(|config| config.http.callback_backoff_max_ms = 20).await;
+    let served = served_with(|config| config.callback_backoff_max_ms = 20).await;
     // Take a free port, then free it: nothing listens there yet.
     let reserved = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = reserved.local_addr().expect("address");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sift_broker::{Config, RunningBroker};
 use sift_client::{Client, ClientOptions, Delivery, Subscription};
-use sift_http::HttpFrontEnd;
+use sift_http::{HttpConfig, HttpFrontEnd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -33,10 +33,20 @@ impl Served {
 }
 
 /// A broker with `adjust` applied to the scratch defaults, and its front-end.
-pub async fn served_with(adjust: impl FnOnce(&mut Config)) -> Served {
+pub async fn served_with(adjust: impl FnOnce(&mut HttpConfig)) -> Served {
+    served_with_broker(|_| {}, adjust).await
+}
+
+/// A broker with `adjust_broker` applied to its scratch defaults, and its
+/// front-end with `adjust`.
+pub async fn served_with_broker(
+    adjust_broker: impl FnOnce(&mut Config),
+    adjust: impl FnOnce(&mut HttpConfig),
+) -> Served {
+    let mut http_config = HttpConfig::scratch();
+    adjust(&mut http_config);
     let mut config = Config::scratch();
-    adjust(&mut config);
-    let http_config = config.http.clone();
+    adjust_broker(&mut config);
     let broker = RunningBroker::start(config).await.expect("broker starts");
     let http = HttpFrontEnd::start(http_config, broker.connector()).await.expect("HTTP starts");
     Served { broker, http }

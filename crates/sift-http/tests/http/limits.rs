@@ -56,7 +56,7 @@ async fn bad_metadata_is_refused_by_the_broker_with_its_byte_position() {
 
 #[tokio::test]
 async fn bodies_over_the_limit_get_413_whether_declared_or_streamed() {
-    let served = served_with(|config| config.http.max_body_bytes = 1024).await;
+    let served = served_with(|config| config.max_body_bytes = 1024).await;
     let address = served.http_addr();
     let declared = request(address, "POST", "/v1/messages?topic=t", &[], &[b'x'; 2048]).await;
     assert_eq!(declared.status, 413);
@@ -76,7 +76,7 @@ async fn bodies_over_the_limit_get_413_whether_declared_or_streamed() {
 
 #[tokio::test]
 async fn payloads_over_the_brokers_limit_get_413_named_by_the_broker() {
-    let served = served_with(|config| config.limits.max_payload_bytes = 100).await;
+    let served = served_with_broker(|config| config.limits.max_payload_bytes = 100, |_| {}).await;
     let reply = request(served.http_addr(), "POST", "/v1/messages?topic=t", &[], &[b'z'; 200]).await;
     assert_eq!(reply.status, 413, "{}", reply.text());
     assert_eq!(reply.json()["error"], "max_payload_bytes");
@@ -85,7 +85,7 @@ async fn payloads_over_the_brokers_limit_get_413_named_by_the_broker() {
 
 #[tokio::test]
 async fn request_heads_over_the_limit_get_431() {
-    let served = served_with(|config| config.http.max_header_bytes = 8192).await;
+    let served = served_with(|config| config.max_header_bytes = 8192).await;
     let huge = "v".repeat(16 * 1024);
     let reply = request(served.http_addr(), "GET", "/v1/admin/stats", &[("x-filler", &huge)], b"").await;
     assert_eq!(reply.status, 431);
@@ -94,7 +94,7 @@ async fn request_heads_over_the_limit_get_431() {
 
 #[tokio::test]
 async fn idle_and_silent_connections_are_closed_after_the_header_timeout() {
-    let served = served_with(|config| config.http.header_timeout_ms = 200).await;
+    let served = served_with(|config| config.header_timeout_ms = 200).await;
     let address = served.http_addr();
     // Never says anything.
     let mut silent = TcpStream::connect(address).await.expect("connect");
@@ -109,7 +109,7 @@ async fn idle_and_silent_connections_are_closed_after_the_header_timeout() {
 
 #[tokio::test]
 async fn a_body_that_stalls_gets_408_after_the_body_timeout() {
-    let served = served_with(|config| config.http.body_timeout_ms = 200).await;
+    let served = served_with(|config| config.body_timeout_ms = 200).await;
     let mut stream = TcpStream::connect(served.http_addr()).await.expect("connect");
     let head = "POST /v1/messages?topic=t HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123456789";
     stream.write_all(head.as_bytes()).await.expect("part of a request");
@@ -122,7 +122,7 @@ async fn a_body_that_stalls_gets_408_after_the_body_timeout() {
 
 #[tokio::test]
 async fn connections_over_the_limit_are_closed_and_counted() {
-    let served = served_with(|config| config.http.max_connections = 1).await;
+    let served = served_with(|config| config.max_connections = 1).await;
     let address = served.http_addr();
     let mut first = TcpStream::connect(address).await.expect("connect");
     first.write_all(b"GET /v1/admin/links HTTP/1.1\r\nHost: t\r\n\r\n").await.expect("request");

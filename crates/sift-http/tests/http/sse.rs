@@ -84,7 +84,7 @@ async fn a_durable_event_stream_resumes_after_last_event_id_without_duplicates()
 
 #[tokio::test]
 async fn subscriptions_are_listed_consumed_once_deleted_and_expire_when_idle() {
-    let served = served_with(|config| config.http.subscription_idle_ms = 300).await;
+    let served = served_with(|config| config.subscription_idle_ms = 300).await;
     let address = served.http_addr();
     let id = create_subscription(address, json!({ "topic": "t" })).await;
     let listed = get(address, "/v1/subscriptions").await.json();
@@ -140,8 +140,8 @@ async fn bad_subscriptions_are_refused_with_the_filter_position() {
 #[tokio::test]
 async fn a_client_that_stops_reading_is_cut_off_and_the_broker_goes_on() {
     let served = served_with(|config| {
-        config.http.slow_client_timeout_ms = 200;
-        config.http.event_buffer = 4;
+        config.slow_client_timeout_ms = 200;
+        config.event_buffer = 4;
     })
     .await;
     let address = served.http_addr();

@@ -166,9 +166,9 @@ async fn open(args: &JbiArgs) -> Result<(Endpoints, Option<sift_http::HttpFrontE
         }
         (ViaArg::Http, None) => {
             let mut config = sift_broker::Config::scratch();
-            config.http.max_subscriptions = HTTP_SUBSCRIPTIONS_MAX;
             config.limits.max_connections = HTTP_SUBSCRIPTIONS_MAX + 1_000;
-            let http_config = config.http.clone();
+            let http_config =
+                sift_http::HttpConfig { max_subscriptions: HTTP_SUBSCRIPTIONS_MAX, ..sift_http::HttpConfig::scratch() };
             let endpoints = Endpoints::single(config).await?;
             let broker = endpoints.embedded().first().ok_or_else(|| BenchError::Usage("no embedded broker".into()))?;
             let front_end = match sift_http::HttpFrontEnd::start(http_config, broker.connector()).await {

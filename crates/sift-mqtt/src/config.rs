@@ -1,9 +1,13 @@
-//! `[mqtt]`: the MQTT front-end's address and limits (the front-end is the
-//! `sift-mqtt` crate; its configuration lives with the broker's).
+//! `[mqtt]`: the MQTT front-end's address and limits.
+//!
+//! This crate owns its section of the configuration file: the broker's
+//! `Config` lets `[mqtt]` through unread, and [`MqttConfig::from_toml`] reads
+//! it from the same text. Every limit has a default a user can run with.
 
 use std::net::SocketAddr;
 
 use serde::Deserialize;
+use sift_broker::ConfigError;
 
 /// Address the MQTT front-end listens on by default (MQTT's usual port).
 pub const DEFAULT_MQTT_LISTEN: &str = "127.0.0.1:1883";
@@ -101,6 +105,55 @@ impl MqttConfig {
             ("mqtt.session_buffer_deliveries", self.session_buffer_deliveries as u64),
             ("mqtt.journal_compact_bytes", self.journal_compact_bytes),
         ];
-        crate::config::require_positive(&positive)
+        sift_broker::config::require_positive(&positive)
+    }
+}
+
+/// A configuration file as this front-end reads it: its own section only;
+/// the rest belongs to the broker and the other front-ends.
+#[derive(Deserialize)]
+struct OwnSection {
+    #[serde(default)]
+    mqtt: MqttConfig,
+}
+
+impl MqttConfig {
+    /// Reads and checks `[mqtt]` from a configuration file's text; the
+    /// defaults when the file has no such section.
+    pub fn from_toml(text: &str) -> Result<MqttConfig, ConfigError> {
+        let file: OwnSection = toml::from_str(text)?;
+        file.mqtt.validate().map_err(ConfigError::Invalid)?;
+        Ok(file.mqtt)
+    }
+
+    /// The defaults on a free loopback port: for front-ends embedded in
+    /// tests and benchmarks.
+    pub fn scratch() -> MqttConfig {
+        MqttConfig { listen: ([127, 0, 0, 1], 0).into(), ..MqttConfig::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_documents_the_defaults() {
+        let text = include_str!("../../../sift.example.toml");
+        let parsed = MqttConfig::from_toml(text).expect("the example's [mqtt] parses");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", MqttConfig::default()));
+    }
+
+    #[test]
+    fn a_misspelt_key_is_an_error_that_names_its_line() {
+        let text = "name = \"b\"\n\n[mqtt]\nmax_packet_bytess = 1\n";
+        let error = MqttConfig::from_toml(text).expect_err("unknown key").to_string();
+        assert!(error.contains("max_packet_bytess") && error.contains("line 4"), "{error}");
+    }
+
+    #[test]
+    fn a_file_without_the_section_gives_the_defaults() {
+        let parsed = MqttConfig::from_toml("name = \"b\"\n").expect("parses");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", MqttConfig::default()));
     }
 }

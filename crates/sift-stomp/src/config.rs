@@ -1,9 +1,13 @@
-//! `[stomp]`: the STOMP front-end's address and limits (the front-end is
-//! the `sift-stomp` crate; its configuration lives with the broker's).
+//! `[stomp]`: the STOMP front-end's address and limits.
+//!
+//! This crate owns its section of the configuration file: the broker's
+//! `Config` lets `[stomp]` through unread, and [`StompConfig::from_toml`] reads
+//! it from the same text. Every limit has a default a user can run with.
 
 use std::net::SocketAddr;
 
 use serde::Deserialize;
+use sift_broker::ConfigError;
 
 /// Address the STOMP front-end listens on by default (STOMP's usual port).
 pub const DEFAULT_STOMP_LISTEN: &str = "127.0.0.1:61613";
@@ -69,6 +73,55 @@ impl StompConfig {
             ("stomp.max_transaction_frames", self.max_transaction_frames as u64),
             ("stomp.outgoing_frames", self.outgoing_frames as u64),
         ];
-        crate::config::require_positive(&positive)
+        sift_broker::config::require_positive(&positive)
+    }
+}
+
+/// A configuration file as this front-end reads it: its own section only;
+/// the rest belongs to the broker and the other front-ends.
+#[derive(Deserialize)]
+struct OwnSection {
+    #[serde(default)]
+    stomp: StompConfig,
+}
+
+impl StompConfig {
+    /// Reads and checks `[stomp]` from a configuration file's text; the
+    /// defaults when the file has no such section.
+    pub fn from_toml(text: &str) -> Result<StompConfig, ConfigError> {
+        let file: OwnSection = toml::from_str(text)?;
+        file.stomp.validate().map_err(ConfigError::Invalid)?;
+        Ok(file.stomp)
+    }
+
+    /// The defaults on a free loopback port: for front-ends embedded in
+    /// tests and benchmarks.
+    pub fn scratch() -> StompConfig {
+        StompConfig { listen: ([127, 0, 0, 1], 0).into(), ..StompConfig::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_documents_the_defaults() {
+        let text = include_str!("../../../sift.example.toml");
+        let parsed = StompConfig::from_toml(text).expect("the example's [stomp] parses");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", StompConfig::default()));
+    }
+
+    #[test]
+    fn a_misspelt_key_is_an_error_that_names_its_line() {
+        let text = "name = \"b\"\n\n[stomp]\nmax_frame_bytess = 1\n";
+        let error = StompConfig::from_toml(text).expect_err("unknown key").to_string();
+        assert!(error.contains("max_frame_bytess") && error.contains("line 4"), "{error}");
+    }
+
+    #[test]
+    fn a_file_without_the_section_gives_the_defaults() {
+        let parsed = StompConfig::from_toml("name = \"b\"\n").expect("parses");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", StompConfig::default()));
     }
 }

@@ -1,12 +1,13 @@
 //! `[http]`: the HTTP front-end's address and limits.
 //!
-//! The front-end itself lives in the `sift-http` crate; its configuration
-//! lives here so that one TOML file and one [`crate::Config`] describe the
-//! whole broker. Every limit has a default that a user can run with.
+//! This crate owns its section of the configuration file: the broker's
+//! `Config` lets `[http]` through unread, and [`HttpConfig::from_toml`] reads
+//! it from the same text. Every limit has a default a user can run with.
 
 use std::net::SocketAddr;
 
 use serde::Deserialize;
+use sift_broker::ConfigError;
 
 /// Address the HTTP front-end listens on by default.
 pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:7480";
@@ -91,10 +92,59 @@ impl HttpConfig {
             ("http.callback_backoff_max_ms", self.callback_backoff_max_ms),
             ("http.max_ws_message_bytes", self.max_ws_message_bytes as u64),
         ];
-        crate::config::require_positive(&positive)?;
+        sift_broker::config::require_positive(&positive)?;
         if self.max_header_bytes < 8192 {
             return Err(format!("http.max_header_bytes is {}; it must be at least 8192", self.max_header_bytes));
         }
         Ok(())
+    }
+}
+
+/// A configuration file as this front-end reads it: its own section only;
+/// the rest belongs to the broker and the other front-ends.
+#[derive(Deserialize)]
+struct OwnSection {
+    #[serde(default)]
+    http: HttpConfig,
+}
+
+impl HttpConfig {
+    /// Reads and checks `[http]` from a configuration file's text; the
+    /// defaults when the file has no such section.
+    pub fn from_toml(text: &str) -> Result<HttpConfig, ConfigError> {
+        let file: OwnSection = toml::from_str(text)?;
+        file.http.validate().map_err(ConfigError::Invalid)?;
+        Ok(file.http)
+    }
+
+    /// The defaults on a free loopback port: for front-ends embedded in
+    /// tests and benchmarks.
+    pub fn scratch() -> HttpConfig {
+        HttpConfig { listen: ([127, 0, 0, 1], 0).into(), ..HttpConfig::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_documents_the_defaults() {
+        let text = include_str!("../../../sift.example.toml");
+        let parsed = HttpConfig::from_toml(text).expect("the example's [http] parses");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", HttpConfig::default()));
+    }
+
+    #[test]
+    fn a_misspelt_key_is_an_error_that_names_its_line() {
+        let text = "name = \"b\"\n\n[http]\nmax_body_bytess = 1\n";
+        let error = HttpConfig::from_toml(text).expect_err("unknown key").to_string();
+        assert!(error.contains("max_body_bytess") && error.contains("line 4"), "{error}");
+    }
+
+    #[test]
+    fn a_file_without_the_section_gives_the_defaults() {
+        let parsed = HttpConfig::from_toml("name = \"b\"\n").expect("parses");
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", HttpConfig::default()));
     }
 }

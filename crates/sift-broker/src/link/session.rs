@@ -110,6 +110,11 @@ impl Session {
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut shutdown = self.shared.shutdown_watch();
         let mut last_heard = Instant::now();
+        // Silence is counted in ticks with nothing read between them, not
+        // only in elapsed time: a broker whose own runtime was starved
+        // wakes to one late tick (missed ticks are delayed, not replayed)
+        // and reads what its peer sent meanwhile before it can count three.
+        let mut silent_ticks = 0u32;
         // The first clock sample, so that forwarded timestamps can be
         // carried over from the start instead of after one interval.
         self.send_frame(&LinkFrame::Time { request_id: self.nonce, origin_ns: sift_core::system_now_ns() });
@@ -141,10 +146,13 @@ impl Session {
                     if read? == 0 {
                         return Err(LinkError::Closed);
                     }
+                    silent_ticks = 0;
+                    last_heard = Instant::now();
                 }
                 _ = ticker.tick() => {
+                    silent_ticks += 1;
                     let silent = last_heard.elapsed();
-                    if silent >= interval * SILENT_INTERVALS {
+                    if silent_ticks >= SILENT_INTERVALS && silent >= interval * SILENT_INTERVALS {
                         bump(&self.shared.stats.link_errors);
                         return Err(LinkError::Silent(silent));
                     }

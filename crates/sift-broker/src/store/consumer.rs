@@ -260,7 +260,9 @@ fn one_pass(
             }
         };
         for gap in &outcome.gaps {
-            report_gap(&context.stats, consumer, gap);
+            if !report_gap(&context.stats, consumer, gap) {
+                return Pass::NoMembers;
+            }
         }
         if outcome.gaps.is_empty() && records.is_empty() {
             return Pass::CaughtUp;
@@ -270,7 +272,7 @@ fn one_pass(
             if consumer.cursor.is_done(record.seq) {
                 continue;
             }
-            match offer(context, consumer, record) {
+            match offer(context, consumer, record, false) {
                 Offered::Delivered => {}
                 Offered::PassedOver => {}
                 Offered::Blocked(conn) => return Pass::Blocked(conn),
@@ -299,10 +301,12 @@ fn serve_returned(
             }
         };
         for gap in &outcome.gaps {
-            report_gap(&context.stats, consumer, gap);
+            if !report_gap(&context.stats, consumer, gap) {
+                return Some(Pass::NoMembers);
+            }
         }
         match records.pop() {
-            Some(record) if record.seq == seq => match offer(context, consumer, record) {
+            Some(record) if record.seq == seq => match offer(context, consumer, record, true) {
                 Offered::Blocked(conn) => return Some(Pass::Blocked(conn)),
                 Offered::NoMembers => return Some(Pass::NoMembers),
                 Offered::Delivered | Offered::PassedOver => {}
@@ -315,11 +319,13 @@ fn serve_returned(
 }
 
 /// Tells a subscriber which stored messages it will never get, and marks
-/// them done.
-fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) {
+/// them done. Returns false, marking nothing, when no subscriber is there
+/// to be told: a durable without its subscriber must tell it on resume.
+fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) -> bool {
     if gap.count == 0 {
-        return;
+        return true;
     }
+    let Some(member) = consumer.members().list.first().cloned() else { return false };
     let last = gap.first_seq + gap.count - 1;
     consumer.cursor.done_range(gap.first_seq, last);
     let reason = match gap.reason {
@@ -328,15 +334,15 @@ fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) {
     };
     bump(&stats.stream_gaps);
     add(&stats.stream_gap_messages, gap.count);
-    let member = consumer.members().list.first().cloned();
-    if let Some(member) = member {
-        let frame = Frame::Gap { sub_id: member.sub_id, first_seq: gap.first_seq, count: gap.count, reason };
-        member.conn.send_control(&frame);
-    }
+    let frame = Frame::Gap { sub_id: member.sub_id, first_seq: gap.first_seq, count: gap.count, reason };
+    member.conn.send_control(&frame);
+    true
 }
 
-/// Hands one stored message to the next subscriber whose queue has room.
-fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record) -> Offered {
+/// Hands one stored message to the next subscriber whose queue has room;
+/// `redelivered` for one a departed subscriber had and did not acknowledge,
+/// which its `DELIVER` says (`REDELIVERED`, STOMP `redelivered:true`).
+fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, redelivered: bool) -> Offered {
     let seq = record.seq;
     match consumer.wants(&record) {
         Some(true) => {}
@@ -379,7 +385,8 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record) ->
         };
         // Marked in flight first: the subscriber may acknowledge at once.
         consumer.cursor.delivered(seq);
-        match push_to(&context.stats, &member, Entry::new(routed.clone())) {
+        let entry = Entry { routed: routed.clone(), attempts: u32::from(redelivered) };
+        match push_to(&context.stats, &member, entry) {
             Pushed::Done => {
                 bump(&context.stats.stream_deliveries);
                 return Offered::Delivered;

@@ -29,7 +29,10 @@ use sift_net::SpTree;
 use sift_proto::FilterKind;
 
 use crate::common::{client, next};
-use crate::network_support::{converged, eventually, shutdown_all, PING_MS};
+use crate::network_support::{converged, eventually, shutdown_all};
+
+/// Ping interval of the 22 brokers (the broker's default).
+const GES22_PING_MS: u64 = 1_000;
 
 /// The seed of every workload here; any seed would do.
 const SEED: u64 = 22;
@@ -78,7 +81,11 @@ impl Ges22 {
         let file = ges22_file();
         let brokers = file
             .start_network(variant, |config| {
-                config.network.link_ping_interval_ms = PING_MS;
+                // The default ping interval: this test never waits for a
+                // silent link to be noticed, and 22 brokers with 110
+                // subscribers on one test thread must not be taken for
+                // dead when another test holds the cores for a while.
+                config.network.link_ping_interval_ms = GES22_PING_MS;
                 config.network.link_reconnect_delay_min_ms = 20;
                 config.network.link_reconnect_delay_max_ms = 100;
                 config.network.link_handshake_timeout_ms = 2_000;

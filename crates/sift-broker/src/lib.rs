@@ -15,6 +15,7 @@ pub mod conn;
 pub mod connection;
 pub mod delivery;
 pub mod door;
+pub mod door_writer;
 pub mod front_end;
 pub mod link;
 pub mod local;

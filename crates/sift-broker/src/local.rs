@@ -21,11 +21,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use sift_proto::{decode_message, DecodeError, Deliver, Frame};
+use bytes::BytesMut;
+use sift_core::Message;
+use sift_proto::{decode_message, deliver_flags, DecodeError, Deliver, Frame};
 use tokio::sync::mpsc;
 
 use crate::conn::decode_whole_frames;
 use crate::door::Origin;
+use crate::door_writer::{DoorDelivery, DoorWriter};
 use crate::outbox::{DrainSink, Routed};
 use crate::session::{check_hello, open_connection, run_session, ConnectionError, Inbound};
 use crate::shared::BrokerShared;
@@ -44,12 +47,14 @@ pub(crate) struct LocalRequest {
     pub replies: mpsc::Sender<Vec<Frame>>,
     /// Its door and peer.
     pub origin: Origin,
+    /// The front-end's own writer of deliveries, if it has one.
+    pub door_writer: Option<Arc<dyn DoorWriter>>,
 }
 
 /// Serves one local session until it closes: the handshake, then the
 /// session's read loop here and the writer and redelivery tasks beside it.
 pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>, id: u64) {
-    let LocalRequest { mut requests, replies, origin } = request;
+    let LocalRequest { mut requests, replies, origin, door_writer } = request;
     let peer = origin.peer_text();
     let limit = std::time::Duration::from_millis(shared.config.limits.handshake_timeout_ms);
     let first = match tokio::time::timeout(limit, requests.recv()).await {
@@ -72,7 +77,7 @@ pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>
         }
     };
     let conn = open_connection(&shared, id, &hello, (origin.door, true), &peer);
-    let outlet = LocalOutlet { replies };
+    let outlet = LocalOutlet { replies, door_writer };
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), outlet, shared.clone()));
     let read_bytes_max = shared.config.delivery.read_buffer_bytes;
     let inbound = LocalInbound { requests, current, pending: VecDeque::new(), read_bytes_max };
@@ -129,20 +134,37 @@ impl Inbound for LocalInbound {
     }
 }
 
-/// The channel to the front-end.
+/// The channel to the front-end, and its door writer if it has one.
 struct LocalOutlet {
     replies: mpsc::Sender<Vec<Frame>>,
+    door_writer: Option<Arc<dyn DoorWriter>>,
 }
 
 impl Outlet for LocalOutlet {
     type Batch = LocalBatch;
 
-    fn batch(&self, _budget: usize) -> LocalBatch {
-        LocalBatch::default()
+    fn batch(&self, budget: usize) -> LocalBatch {
+        let door_bytes = match self.door_writer {
+            Some(_) => BytesMut::with_capacity(budget + budget / 4),
+            None => BytesMut::new(),
+        };
+        LocalBatch { frames: Vec::new(), taken_bytes: 0, door_writer: self.door_writer.clone(), door_bytes }
     }
 
     async fn send(&mut self, batch: &mut LocalBatch) -> std::io::Result<()> {
         batch.taken_bytes = 0;
+        // The door's frames go first: control frames of the same batch
+        // (an UNSUBSCRIBE's reply, say) were queued after them.
+        if !batch.door_bytes.is_empty() {
+            let encoded = batch.door_bytes.split().freeze();
+            let door_writer = batch.door_writer.as_ref().expect("door bytes come from a door writer");
+            if !door_writer.send(encoded).await {
+                return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            }
+        }
+        if batch.frames.is_empty() {
+            return Ok(());
+        }
         // The next batch starts as large as this one, rather than growing
         // (and copying) its frames one doubling at a time.
         let next = Vec::with_capacity(batch.frames.len());
@@ -154,13 +176,16 @@ impl Outlet for LocalOutlet {
 }
 
 /// Frames drained for a local session: deliveries built from the routed
-/// message directly, and control frames (confirms, replies, errors) as the
-/// values a local session's outbox queues them as.
-#[derive(Default)]
+/// message directly (or written in the door's protocol by its door
+/// writer), and control frames (confirms, replies, errors) as the values a
+/// local session's outbox queues them as.
 pub(crate) struct LocalBatch {
     frames: Vec<Frame>,
     /// Bytes the batch stands for, as the socket's batch would count them.
     taken_bytes: usize,
+    door_writer: Option<Arc<dyn DoorWriter>>,
+    /// What the door writer wrote of this batch.
+    door_bytes: BytesMut,
 }
 
 impl DrainSink for LocalBatch {
@@ -183,6 +208,7 @@ impl DrainSink for LocalBatch {
     fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {
         self.taken_bytes += routed.encoded.len();
         match decode_message(&routed.encoded) {
+            Ok(message) if self.write_door_frame(sub_id, tag, flags, routed, &message) => {}
             Ok(message) => self.frames.push(Frame::Deliver(Deliver {
                 sub_id,
                 delivery_tag: tag,
@@ -194,5 +220,21 @@ impl DrainSink for LocalBatch {
             // stream: a failure here is a bug, not bad input.
             Err(error) => tracing::error!(sub_id, %error, "a routed message does not decode"),
         }
+    }
+}
+
+impl LocalBatch {
+    /// Writes the delivery with the front-end's door writer; false when
+    /// there is none or it does not know the subscription.
+    fn write_door_frame(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed, message: &Message) -> bool {
+        let Some(door_writer) = &self.door_writer else { return false };
+        let delivery = DoorDelivery {
+            sub_id,
+            delivery_tag: tag,
+            redelivered: flags & deliver_flags::REDELIVERED != 0,
+            stream_seq: routed.stream_seq(),
+            message,
+        };
+        door_writer.encode(&delivery, &mut self.door_bytes)
     }
 }

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::conn::{error_frame, ConnShared};
 use crate::connection::{serve, serve_in_process};
 use crate::door::Origin;
+use crate::door_writer::DoorWriter;
 use crate::link::{AdvertisedInterest, LinkFailure, LinkInfo, RemoteInterest};
 use crate::local::{LocalLink, LocalRequest};
 use crate::shared::BrokerShared;
@@ -117,13 +118,25 @@ impl InProcessConnector {
     /// of bytes through a pipe. Admitted by the accept loop under
     /// `max_connections`, as any connection.
     pub fn connect_local(&self, origin: Origin) -> Result<LocalLink, InProcessError> {
+        self.connect_local_writing(origin, None)
+    }
+
+    /// [`InProcessConnector::connect_local`] for a front-end that writes
+    /// its deliveries itself: `door_writer` encodes each one in the
+    /// door's protocol as the broker drains the session's outbox
+    /// (`crate::door_writer`).
+    pub fn connect_local_writing(
+        &self,
+        origin: Origin,
+        door_writer: Option<Arc<dyn DoorWriter>>,
+    ) -> Result<LocalLink, InProcessError> {
         if self.shared.is_shutting_down() {
             return Err(InProcessError::ShuttingDown);
         }
         let batches = self.shared.config.delivery.local_batches.max(1);
         let (to_broker, requests) = tokio::sync::mpsc::channel(batches);
         let (replies, from_broker) = tokio::sync::mpsc::channel(batches);
-        self.queue_in_process(InProcess::Local(LocalRequest { requests, replies, origin }))?;
+        self.queue_in_process(InProcess::Local(LocalRequest { requests, replies, origin, door_writer }))?;
         Ok((to_broker, from_broker))
     }
 
@@ -147,6 +160,19 @@ impl InProcessConnector {
     pub fn local_opener(&self, origin: Origin) -> Arc<dyn Fn() -> std::io::Result<LocalLink> + Send + Sync> {
         let connector = self.clone();
         Arc::new(move || connector.connect_local(origin).map_err(std::io::Error::other))
+    }
+
+    /// [`InProcessConnector::local_opener`] for sessions whose deliveries
+    /// `door_writer` writes ([`InProcessConnector::connect_local_writing`]).
+    pub fn local_opener_writing(
+        &self,
+        origin: Origin,
+        door_writer: Arc<dyn DoorWriter>,
+    ) -> Arc<dyn Fn() -> std::io::Result<LocalLink> + Send + Sync> {
+        let connector = self.clone();
+        Arc::new(move || {
+            connector.connect_local_writing(origin, Some(door_writer.clone())).map_err(std::io::Error::other)
+        })
     }
 
     /// Registers a front-end's counters: the broker's `stats` report

@@ -75,6 +75,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("connection", 6),
     ("writer", 6),
     ("local", 6),
+    ("door_writer", 6),
     // 7. assembly
     ("server", 7),
     ("front_end", 7),

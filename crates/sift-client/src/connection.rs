@@ -439,6 +439,18 @@ impl Client {
 
     /// Opens a subscription and waits until the broker confirms it is live.
     pub async fn subscribe(&self, options: SubscribeOptions) -> Result<Subscription, ClientError> {
+        self.subscribe_registered(options, |_| {}).await
+    }
+
+    /// [`Client::subscribe`], calling `register` with the subscription's id
+    /// before the request leaves: a front-end whose deliveries the broker
+    /// writes (`sift_broker::door_writer`) learns the id of each delivery's
+    /// subscription before the first one can come.
+    pub async fn subscribe_registered(
+        &self,
+        options: SubscribeOptions,
+        register: impl FnOnce(u32),
+    ) -> Result<Subscription, ClientError> {
         let (sender, receiver) = mpsc::channel(self.inner.options.subscription_batches.max(1));
         let (ready_sender, ready) = oneshot::channel();
         let sub_id = {
@@ -448,6 +460,7 @@ impl Client {
             }
             let sub_id = state.next_sub_id;
             state.next_sub_id += 1;
+            register(sub_id);
             let request = subscribe_frame(sub_id, &options);
             if state.connected {
                 state.out.push(Frame::Subscribe(request.clone()))?;

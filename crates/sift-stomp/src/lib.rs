@@ -10,6 +10,7 @@
 //! `server` the listener. `docs/PROTOCOLS.md` documents the mapping.
 
 pub mod config;
+mod door;
 pub mod frame;
 pub mod mapping;
 mod server;

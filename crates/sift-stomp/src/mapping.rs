@@ -116,7 +116,7 @@ fn header_text(value: &Value) -> String {
 /// `message-id`, the ack value there.
 pub fn encode_message_frame(
     out: &mut bytes::BytesMut,
-    delivery: &Delivery,
+    (message, redelivered): (&Message, bool),
     subscription_id: &str,
     prefix: &str,
     ack: Option<&str>,
@@ -124,7 +124,6 @@ pub fn encode_message_frame(
 ) {
     use bytes::BufMut;
     use std::fmt::Write;
-    let message = &delivery.message;
     let header = |out: &mut bytes::BytesMut, name: &str, value: &str| {
         crate::frame::put_escaped(out, name, false);
         out.put_u8(b':');
@@ -155,7 +154,7 @@ pub fn encode_message_frame(
     if message.delivery_mode == DeliveryMode::Persistent {
         out.put_slice(b"persistent:true\n");
     }
-    if delivery.redelivered {
+    if redelivered {
         out.put_slice(b"redelivered:true\n");
     }
     for (name, value) in &message.properties {
@@ -269,7 +268,7 @@ mod tests {
         ];
         let delivery = Delivery::detached(message, 1, 7, true, 0);
         let mut direct = bytes::BytesMut::new();
-        encode_message_frame(&mut direct, &delivery, "sub:1", "/topic/", Some("t7"), true);
+        encode_message_frame(&mut direct, (&delivery.message, delivery.redelivered), "sub:1", "/topic/", Some("t7"), true);
         let decoder = crate::frame::Decoder::new(crate::frame::Limits::default());
         let Ok(Some(crate::frame::Decoded::Frame(read))) = decoder.decode(&mut direct) else {
             panic!("the encoding reads back as one frame")

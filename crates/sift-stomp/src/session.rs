@@ -1,10 +1,11 @@
 //! One STOMP connection: the CONNECT handshake, the reader that turns
-//! frames into calls on a native in-process session, one forwarding task
-//! per subscription, and the writer with its heart-beats.
+//! frames into calls on a local broker session, the door writer that
+//! writes its deliveries as MESSAGE frames (`crate::door`), and the
+//! writer with its heart-beats.
 //!
 //! Every frame the client is sent goes through one bounded channel
 //! (`stomp.outgoing_frames`) to the writer; a client that does not read
-//! holds its subscriptions' forwarders, and through them the broker's
+//! holds the broker's writer of its session, and through it the broker's
 //! queues and their policies, exactly as a slow native client would.
 
 use std::collections::{HashMap, VecDeque};
@@ -22,6 +23,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::door::{Served, StompDoor};
 use crate::frame::{Command, Decoded, Decoder, Frame, Limits};
 use crate::mapping::{encode_message_frame, message_of_send, Destination};
 use crate::server::{Shared, StompCounters};
@@ -37,9 +39,10 @@ const DURABLE_HEADERS: [&str; 3] = ["activemq.subscriptionName", "durable-subscr
 const WRITE_BATCH_FRAMES: usize = 256;
 
 /// What the writer sends: a frame, or a last frame after which it closes.
-enum Outgoing {
+pub(crate) enum Outgoing {
     Frame(Frame),
-    /// A MESSAGE frame, encoded by its subscription's forwarder.
+    /// MESSAGE frames, already encoded (by the door writer, a batch at a
+    /// time, or by a subscription's forwarder) and counted.
     Message(bytes::Bytes),
     Last(Frame),
 }
@@ -85,15 +88,16 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
     let name = connect.get("login").map_or_else(|| format!("stomp-{peer}"), |login| format!("stomp-{login}"));
-    let client = match open_session(&shared, name, peer).await {
+    let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
+    let door = Arc::new(StompDoor::new(out.clone(), shared.counters.clone()));
+    let client = match open_session(&shared, name, peer, door.clone()).await {
         Ok(client) => client,
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
-    let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
     let writer_task = tokio::spawn(write_loop(writer, to_write, negotiated.send_every, shared.clone()));
     let _ = out.send(Outgoing::Frame(negotiated.connected)).await;
     let client_id = connect.get("client-id").or(connect.get("login")).map(str::to_string);
-    let mut session = Session::new(shared.clone(), client, client_id, out, negotiated.version);
+    let mut session = Session::new(shared.clone(), (client, door), client_id, out, negotiated.version);
     session.read_loop(&mut reader, &mut buf, &decoder, negotiated.expect_every, closing).await;
     session.close().await;
     let _ = writer_task.await;
@@ -193,10 +197,11 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
     })
 }
 
-async fn open_session(shared: &Shared, name: String, peer: SocketAddr) -> Result<Client, Failure> {
+/// The connection's broker session, whose deliveries `door` writes.
+async fn open_session(shared: &Shared, name: String, peer: SocketAddr, door: Arc<StompDoor>) -> Result<Client, Failure> {
     let options = ClientOptions { name, reconnect: false, clock_sync_interval: None, ..ClientOptions::default() };
     let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Stomp, peer: Some(peer) };
-    Client::connect_local(shared.connector.local_opener(origin), options)
+    Client::connect_local(shared.connector.local_opener_writing(origin, door), options)
         .await
         .map_err(|error| Failure::new("broker unavailable", error.to_string(), None))
 }
@@ -236,7 +241,6 @@ async fn write_loop(
             let frame = match outgoing {
                 Outgoing::Frame(frame) => frame,
                 Outgoing::Message(encoded) => {
-                    StompCounters::bump(&shared.counters.messages_delivered);
                     bytes.extend_from_slice(&encoded);
                     continue;
                 }
@@ -268,7 +272,7 @@ async fn write_loop(
 
 /// How a subscription's client acknowledges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AckMode {
+pub(crate) enum AckMode {
     Auto,
     Client,
     ClientIndividual,
@@ -278,6 +282,8 @@ enum AckMode {
 /// written and not yet acknowledged, oldest first (for `client` acks,
 /// which acknowledge everything up to the one named).
 struct Subscribed {
+    /// The broker session's id of the subscription.
+    sub_id: u32,
     /// Stops the forwarder; with `true` its durable subscription is
     /// removed too.
     stop: oneshot::Sender<bool>,
@@ -292,6 +298,8 @@ struct Subscribed {
 struct Session {
     shared: Arc<Shared>,
     client: Client,
+    /// Writes the MESSAGE frames of the subscriptions.
+    door: Arc<StompDoor>,
     /// CONNECT's `client-id` (else `login`): durable subscription names
     /// are kept per client, as ActiveMQ keeps them.
     client_id: Option<String>,
@@ -310,12 +318,13 @@ enum Next {
 impl Session {
     fn new(
         shared: Arc<Shared>,
-        client: Client,
+        (client, door): (Client, Arc<StompDoor>),
         client_id: Option<String>,
         out: mpsc::Sender<Outgoing>,
         version: &'static str,
     ) -> Session {
-        Session { shared, client, client_id, out, version, subscriptions: HashMap::new(), transactions: HashMap::new() }
+        let (subscriptions, transactions) = (HashMap::new(), HashMap::new());
+        Session { shared, client, door, client_id, out, version, subscriptions, transactions }
     }
 
     /// The durable subscription a SUBSCRIBE or UNSUBSCRIBE names (header
@@ -380,6 +389,7 @@ impl Session {
     /// Ends the session: subscriptions, then the broker session.
     async fn close(mut self) {
         for (_, subscribed) in self.subscriptions.drain() {
+            self.door.unregister(subscribed.sub_id);
             let _ = subscribed.stop.send(false);
         }
         self.client.close().await;
@@ -494,9 +504,26 @@ impl Session {
             let stream = frame.get("sift-stream").unwrap_or(&self.shared.config.durable_stream).to_string();
             options = options.durable(name.clone(), stream, StartPosition::New);
         }
-        let subscription = self.client.subscribe(options).await.map_err(|error| fail(error.to_string()))?;
-        let (stop, stopped) = oneshot::channel();
         let outstanding = Arc::new(Mutex::new(VecDeque::new()));
+        let served = Served { id: id.clone(), destination_prefix: destination.prefix, mode, outstanding: outstanding.clone() };
+        // The door writes this subscription's deliveries from the first:
+        // it learns the id before the request leaves.
+        let mut registered = 0;
+        let subscribed = self
+            .client
+            .subscribe_registered(options, |sub_id| {
+                registered = sub_id;
+                self.door.register(sub_id, served);
+            })
+            .await;
+        let subscription = match subscribed {
+            Ok(subscription) => subscription,
+            Err(error) => {
+                self.door.unregister(registered);
+                return Err(fail(error.to_string()));
+            }
+        };
+        let (stop, stopped) = oneshot::channel();
         let forwarder = Forwarder {
             id: id.clone(),
             destination_prefix: destination.prefix,
@@ -505,9 +532,11 @@ impl Session {
             out: self.out.clone(),
             durable,
             client: self.client.clone(),
+            counters: self.shared.counters.clone(),
         };
+        let sub_id = subscription.id();
         let forwarder = tokio::spawn(forwarder.run(subscription, stopped));
-        self.subscriptions.insert(id, Subscribed { stop, forwarder, mode, outstanding });
+        self.subscriptions.insert(id, Subscribed { sub_id, stop, forwarder, mode, outstanding });
         self.receipt(&frame).await;
         Ok(())
     }
@@ -521,6 +550,7 @@ impl Session {
         // UNSUBSCRIBE naming the durable subscription ends it; a plain one
         // leaves it to collect until the client subscribes again.
         let forget = self.durable_name(&frame).is_some();
+        self.door.unregister(subscribed.sub_id);
         let _ = subscribed.stop.send(forget);
         if forget {
             let _ = subscribed.forwarder.await;
@@ -629,7 +659,11 @@ fn take_acknowledged(subscribed: &Subscribed, tag: u64, positive: bool) -> Vec<u
     }
 }
 
-/// Turns one subscription's deliveries into MESSAGE frames.
+/// Holds one subscription for its connection: unsubscribes it (and removes
+/// its durable subscription when told) when stopped. Its deliveries are
+/// written by the door writer; one that reaches it still (none should: the
+/// door learns each subscription before its first delivery) is written
+/// here the same way.
 struct Forwarder {
     id: String,
     /// How the subscription wrote its destination (`/topic/`, `/queue/`
@@ -641,6 +675,7 @@ struct Forwarder {
     /// The durable subscription read, removed when the stop says so.
     durable: Option<String>,
     client: Client,
+    counters: Arc<StompCounters>,
 }
 
 impl Forwarder {
@@ -676,7 +711,9 @@ impl Forwarder {
             };
             // The ack value goes in `message-id` too: 1.0 and 1.1 clients
             // acknowledge by message-id.
-            encode_message_frame(&mut encoded, &delivery, &self.id, self.destination_prefix, ack.as_deref(), true);
+            let message = (&*delivery.message, delivery.redelivered);
+            encode_message_frame(&mut encoded, message, &self.id, self.destination_prefix, ack.as_deref(), true);
+            StompCounters::bump(&self.counters.messages_delivered);
             if self.out.send(Outgoing::Message(encoded.split().freeze())).await.is_err() {
                 return;
             }

@@ -148,16 +148,34 @@ impl Outlet for LocalOutlet {
             Some(_) => BytesMut::with_capacity(budget + budget / 4),
             None => BytesMut::new(),
         };
-        LocalBatch { frames: Vec::new(), taken_bytes: 0, door_writer: self.door_writer.clone(), door_bytes }
+        let door_capacity = door_bytes.capacity();
+        LocalBatch {
+            frames: Vec::new(),
+            taken_bytes: 0,
+            door_writer: self.door_writer.clone(),
+            door_bytes,
+            door_capacity,
+        }
     }
 
     async fn send(&mut self, batch: &mut LocalBatch) -> std::io::Result<()> {
         batch.taken_bytes = 0;
         // The door's frames go first: control frames of the same batch
         // (an UNSUBSCRIBE's reply, say) were queued after them.
-        if !batch.door_bytes.is_empty() {
-            let encoded = batch.door_bytes.split().freeze();
-            let door_writer = batch.door_writer.as_ref().expect("door bytes come from a door writer");
+        if let Some(door_writer) = batch.door_writer.clone().filter(|_| !batch.door_bytes.is_empty()) {
+            // The door's frames are longer than the native encoding the
+            // batch budget counts: the next buffer starts as large as the
+            // largest batch yet, rather than growing (and copying) at every
+            // doubling.
+            batch.door_capacity = batch.door_capacity.max(batch.door_bytes.len() + batch.door_bytes.len() / 4);
+            let next = match door_writer.reuse() {
+                Some(mut buffer) => {
+                    buffer.reserve(batch.door_capacity);
+                    buffer
+                }
+                None => BytesMut::with_capacity(batch.door_capacity),
+            };
+            let encoded = std::mem::replace(&mut batch.door_bytes, next).freeze();
             if !door_writer.send(encoded).await {
                 return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
             }
@@ -186,6 +204,8 @@ pub(crate) struct LocalBatch {
     door_writer: Option<Arc<dyn DoorWriter>>,
     /// What the door writer wrote of this batch.
     door_bytes: BytesMut,
+    /// The room each batch's `door_bytes` starts with.
+    door_capacity: usize,
 }
 
 impl DrainSink for LocalBatch {
@@ -207,8 +227,16 @@ impl DrainSink for LocalBatch {
 
     fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {
         self.taken_bytes += routed.encoded.len();
+        // A door writer reads the message decoded once for all its
+        // deliveries; a DELIVER value owns a copy decoded for it.
+        if self.door_writer.is_some() {
+            if let Some(message) = routed.message() {
+                if self.write_door_frame(sub_id, tag, flags, routed, message) {
+                    return;
+                }
+            }
+        }
         match decode_message(&routed.encoded) {
-            Ok(message) if self.write_door_frame(sub_id, tag, flags, routed, &message) => {}
             Ok(message) => self.frames.push(Frame::Deliver(Deliver {
                 sub_id,
                 delivery_tag: tag,

@@ -59,6 +59,10 @@ pub struct Routed {
     /// sequence (carried in the `DELIVER`) and the consumer whose position
     /// its acknowledgement moves.
     pub stream: Option<StreamDelivery>,
+    /// The message decoded from `encoded`, once for all of its deliveries
+    /// that a front-end's door writer writes ([`Routed::message`]): with a
+    /// thousand selector subscriptions, one message makes ten deliveries.
+    decoded: std::sync::OnceLock<Option<Box<Message>>>,
 }
 
 /// A stream consumer as an outbox sees it: the position that a stream
@@ -102,7 +106,15 @@ impl Routed {
             expiry_ns: message.expiry_ns,
             report,
             stream: None,
+            decoded: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The message, decoded from its encoding the first time a delivery
+    /// asks and kept for the others; `None` if it does not decode (the
+    /// broker encoded it, or read it back checksummed: a bug, not input).
+    pub fn message(&self) -> Option<&Message> {
+        self.decoded.get_or_init(|| sift_proto::decode_message(&self.encoded).ok().map(Box::new)).as_deref()
     }
 
     /// A stored message for a stream subscriber, its routing facts read
@@ -123,6 +135,7 @@ impl Routed {
             expiry_ns,
             report: None,
             stream: Some(StreamDelivery { seq, consumer }),
+            decoded: std::sync::OnceLock::new(),
         })
     }
 

@@ -37,6 +37,11 @@ pub struct StompConfig {
     /// Frames queued towards one client (deliveries and answers) before
     /// its subscriptions wait.
     pub outgoing_frames: usize,
+    /// Batches of MESSAGE frames (each up to about twice
+    /// `delivery.write_batch_bytes`) written by the broker and not yet
+    /// sent to one client; past it the broker's writer of the session
+    /// waits, and the session's queues and policies take over.
+    pub delivery_batches: usize,
     /// The stream durable subscriptions read unless SUBSCRIBE names one
     /// (`sift-stream`); the default stream holds the persistent messages
     /// no named stream holds, as a JMS durable subscriber expects.
@@ -56,6 +61,7 @@ impl Default for StompConfig {
             heart_beat_ms: 10_000,
             max_transaction_frames: 10_000,
             outgoing_frames: 1_024,
+            delivery_batches: 4,
             durable_stream: "default".to_string(),
         }
     }
@@ -72,6 +78,7 @@ impl StompConfig {
             ("stomp.connect_timeout_ms", self.connect_timeout_ms),
             ("stomp.max_transaction_frames", self.max_transaction_frames as u64),
             ("stomp.outgoing_frames", self.outgoing_frames as u64),
+            ("stomp.delivery_batches", self.delivery_batches as u64),
         ];
         sift_broker::config::require_positive(&positive)
     }

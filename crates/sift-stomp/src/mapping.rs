@@ -135,19 +135,21 @@ pub fn encode_message_frame(
     match (ack, ack_as_message_id) {
         (Some(ack), true) => header(out, "message-id", ack),
         _ => {
-            let _ = writeln!(out, "message-id:{}", message.id);
+            out.put_slice(b"message-id:");
+            put_number(out, message.id);
+            out.put_u8(b'\n');
         }
     }
     out.put_slice(b"destination:");
     crate::frame::put_escaped(out, prefix, false);
     crate::frame::put_escaped(out, message.topic.as_str(), false);
-    let _ = write!(
-        out,
-        "\npriority:{}\ntimestamp:{}\nexpires:{}\n",
-        message.priority.level(),
-        message.timestamp_ns / 1_000_000,
-        message.expiry_ns / 1_000_000
-    );
+    out.put_slice(b"\npriority:");
+    put_number(out, message.priority.level());
+    out.put_slice(b"\ntimestamp:");
+    put_number(out, message.timestamp_ns / 1_000_000);
+    out.put_slice(b"\nexpires:");
+    put_number(out, message.expiry_ns / 1_000_000);
+    out.put_u8(b'\n');
     if let Some(ack) = ack {
         header(out, "ack", ack);
     }
@@ -163,9 +165,7 @@ pub fn encode_message_frame(
         match value {
             Value::Str(text) => crate::frame::put_escaped(out, text, false),
             Value::Bool(flag) => out.put_slice(if *flag { b"true" } else { b"false" }),
-            Value::Int(int) => {
-                let _ = write!(out, "{int}");
-            }
+            Value::Int(int) => put_number(out, *int),
             Value::Float(float) => {
                 let _ = write!(out, "{float}");
             }
@@ -173,11 +173,19 @@ pub fn encode_message_frame(
         out.put_u8(b'\n');
     }
     if !message.payload.is_empty() {
-        let _ = writeln!(out, "content-length:{}", message.payload.len());
+        out.put_slice(b"content-length:");
+        put_number(out, message.payload.len());
+        out.put_u8(b'\n');
     }
     out.put_u8(b'\n');
     out.put_slice(&message.payload);
     out.put_u8(0);
+}
+
+/// Writes an integer in decimal: `itoa` rather than the formatting
+/// machinery, since a MESSAGE carries four or five of them.
+fn put_number(out: &mut bytes::BytesMut, number: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(number).as_bytes());
 }
 
 /// The MESSAGE frame of a delivery to subscription `subscription_id`,
@@ -268,7 +276,14 @@ mod tests {
         ];
         let delivery = Delivery::detached(message, 1, 7, true, 0);
         let mut direct = bytes::BytesMut::new();
-        encode_message_frame(&mut direct, (&delivery.message, delivery.redelivered), "sub:1", "/topic/", Some("t7"), true);
+        encode_message_frame(
+            &mut direct,
+            (&delivery.message, delivery.redelivered),
+            "sub:1",
+            "/topic/",
+            Some("t7"),
+            true,
+        );
         let decoder = crate::frame::Decoder::new(crate::frame::Limits::default());
         let Ok(Some(crate::frame::Decoded::Frame(read))) = decoder.decode(&mut direct) else {
             panic!("the encoding reads back as one frame")

@@ -89,12 +89,13 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
     };
     let name = connect.get("login").map_or_else(|| format!("stomp-{peer}"), |login| format!("stomp-{login}"));
     let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
-    let door = Arc::new(StompDoor::new(out.clone(), shared.counters.clone()));
+    let door = Arc::new(StompDoor::new(out.clone(), shared.counters.clone(), shared.config.delivery_batches));
     let client = match open_session(&shared, name, peer, door.clone()).await {
         Ok(client) => client,
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
-    let writer_task = tokio::spawn(write_loop(writer, to_write, negotiated.send_every, shared.clone()));
+    let writer_task =
+        tokio::spawn(write_loop(writer, to_write, negotiated.send_every, (shared.clone(), Arc::downgrade(&door))));
     let _ = out.send(Outgoing::Frame(negotiated.connected)).await;
     let client_id = connect.get("client-id").or(connect.get("login")).map(str::to_string);
     let mut session = Session::new(shared.clone(), (client, door), client_id, out, negotiated.version);
@@ -198,7 +199,12 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
 }
 
 /// The connection's broker session, whose deliveries `door` writes.
-async fn open_session(shared: &Shared, name: String, peer: SocketAddr, door: Arc<StompDoor>) -> Result<Client, Failure> {
+async fn open_session(
+    shared: &Shared,
+    name: String,
+    peer: SocketAddr,
+    door: Arc<StompDoor>,
+) -> Result<Client, Failure> {
     let options = ClientOptions { name, reconnect: false, clock_sync_interval: None, ..ClientOptions::default() };
     let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Stomp, peer: Some(peer) };
     Client::connect_local(shared.connector.local_opener_writing(origin, door), options)
@@ -212,8 +218,10 @@ async fn write_loop(
     mut writer: OwnedWriteHalf,
     mut to_write: mpsc::Receiver<Outgoing>,
     send_every: Option<Duration>,
-    shared: Arc<Shared>,
+    (shared, door): (Arc<Shared>, std::sync::Weak<StompDoor>),
 ) {
+    // The door is held weakly: it holds a sender of `to_write`, which
+    // must close when the session is gone for this loop to end.
     let mut bytes = BytesMut::new();
     loop {
         let next = match send_every {
@@ -241,7 +249,18 @@ async fn write_loop(
             let frame = match outgoing {
                 Outgoing::Frame(frame) => frame,
                 Outgoing::Message(encoded) => {
-                    bytes.extend_from_slice(&encoded);
+                    // A batch of MESSAGE frames goes out as it is, after
+                    // what was gathered before it, rather than copied.
+                    if !bytes.is_empty() && writer.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                    bytes.clear();
+                    if writer.write_all(&encoded).await.is_err() {
+                        return;
+                    }
+                    if let Some(door) = door.upgrade() {
+                        door.give_back(encoded);
+                    }
                     continue;
                 }
                 Outgoing::Last(frame) => {
@@ -505,7 +524,8 @@ impl Session {
             options = options.durable(name.clone(), stream, StartPosition::New);
         }
         let outstanding = Arc::new(Mutex::new(VecDeque::new()));
-        let served = Served { id: id.clone(), destination_prefix: destination.prefix, mode, outstanding: outstanding.clone() };
+        let served =
+            Served { id: id.clone(), destination_prefix: destination.prefix, mode, outstanding: outstanding.clone() };
         // The door writes this subscription's deliveries from the first:
         // it learns the id before the request leaves.
         let mut registered = 0;

@@ -173,7 +173,10 @@ impl Publisher {
             // Waiting for acknowledgements only makes sense for messages that get them.
             message.delivery_mode = DeliveryMode::Reliable;
         }
-        let wanted = flags & publish_flags::CONFIRM != 0 || message.delivery_mode.needs_ack();
+        // A fire-and-forget publish (request id 0) gets no confirm even when
+        // reliable: no publisher could tell it from another's. An MQTT QoS 0
+        // publisher, whose every message is reliable, sends only these.
+        let wanted = flags & publish_flags::CONFIRM != 0 || (message.delivery_mode.needs_ack() && request_id != 0);
         if let Err(refusal) = self.stamp(&mut message, flags & publish_flags::PUBLISHER_TIME != 0) {
             return self.refuse(request_id, refusal);
         }

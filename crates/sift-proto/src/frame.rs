@@ -98,7 +98,8 @@ pub struct Welcome {
 
 /// Flags of a `PUBLISH`.
 pub mod publish_flags {
-    /// Send a `CONFIRM` for this publish (always on for reliable messages).
+    /// Send a `CONFIRM` for this publish (always on for reliable messages
+    /// with a request id; a fire-and-forget publish, request id 0, gets none).
     pub const CONFIRM: u8 = 0x01;
     /// Confirm only when every matched subscriber acknowledged (JBI sync).
     pub const AWAIT_DELIVERED: u8 = 0x02;

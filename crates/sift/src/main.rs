@@ -3,6 +3,7 @@
 
 mod admin_cmd;
 mod admin_table;
+mod allocator;
 mod bench;
 mod broker_cmd;
 mod broker_doors;
@@ -104,6 +105,9 @@ fn log_level(default: tracing::Level) -> tracing::Level {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Broker(_) | Command::Bench(_) | Command::Gateway(_) | Command::Registry(_)) {
+        allocator::settle();
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(log_level(cli.command.default_log_level()))

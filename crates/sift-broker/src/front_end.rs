@@ -1,17 +1,80 @@
-//! What every protocol front-end (HTTP, STOMP, MQTT) shares: the accept
-//! loop, which accepts connections until the front-end or the broker
-//! stops, lets the front-end admit or refuse each, and at the end tells
-//! the connections to close and waits for them, boundedly; and
+//! What every protocol front-end (HTTP, STOMP, MQTT) shares: the
+//! [`FrontEnd`] life (bind, start, address, counters, stop) written once;
+//! the accept loop, which accepts connections until the front-end or the
+//! broker stops, lets the front-end admit or refuse each, and at the end
+//! tells the connections to close and waits for them, boundedly; and
 //! [`Listening`], the running listener a front-end holds, with its bound
 //! address and the way to stop it. A front-end writes only what differs:
-//! how it admits a connection and what it closes when it stops.
+//! how it starts on a bound listener, how it admits a connection and what
+//! it closes when it stops.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+
+/// A protocol front-end as the broker's assembly starts, reads and stops
+/// it. Each front-end crate implements the parts that differ; binding and
+/// the bound address are written here once.
+pub trait FrontEnd: Sized + Send {
+    /// Its section of the configuration file (`[http]`, `[stomp]`...).
+    type Config: Send;
+    /// Its counters, which it registers with the broker under its door.
+    type Counters: crate::door::DoorCounters;
+    /// Why it could not start.
+    type Error: From<BindError> + Send;
+
+    /// Where `config` says to listen.
+    fn listen_address(config: &Self::Config) -> SocketAddr;
+
+    /// Serves the broker behind `connector` on a listener already bound to
+    /// [`FrontEnd::listen_address`]: a broker binds every door before it
+    /// opens its data directory.
+    fn start_on(
+        listener: TcpListener,
+        config: Self::Config,
+        connector: crate::InProcessConnector,
+    ) -> impl Future<Output = Result<Self, Self::Error>> + Send;
+
+    /// Its running listener.
+    fn listening(&self) -> &Listening;
+
+    /// Its counters.
+    fn counters(&self) -> &Self::Counters;
+
+    /// Stops accepting, closes its sessions and waits for them (boundedly).
+    fn shutdown(self) -> impl Future<Output = ()> + Send;
+
+    /// Binds `config`'s address and serves the broker behind `connector`.
+    fn start(
+        config: Self::Config,
+        connector: crate::InProcessConnector,
+    ) -> impl Future<Output = Result<Self, Self::Error>> + Send {
+        async move {
+            let address = Self::listen_address(&config);
+            let listener = TcpListener::bind(address).await.map_err(|source| BindError { address, source })?;
+            Self::start_on(listener, config, connector).await
+        }
+    }
+
+    /// The address actually bound (useful with port 0).
+    fn local_addr(&self) -> SocketAddr {
+        self.listening().local_addr()
+    }
+}
+
+/// A front-end's address could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {address}: {source}")]
+pub struct BindError {
+    /// The address.
+    pub address: SocketAddr,
+    /// Why.
+    pub source: std::io::Error,
+}
 
 /// Pause after a failed accept (out of file descriptors), rather than spin.
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(50);
@@ -40,11 +103,14 @@ impl Listening {
         stop: watch::Sender<bool>,
         broker_stopping: watch::Receiver<bool>,
         admit: F,
-    ) -> std::io::Result<Listening>
+    ) -> Result<Listening, BindError>
     where
         F: FnMut(Accepted<'_>) + Send + 'static,
     {
-        let local_addr = listener.local_addr()?;
+        let local_addr = listener.local_addr().map_err(|source| {
+            let address = SocketAddr::from(([0, 0, 0, 0], 0));
+            BindError { address, source }
+        })?;
         let stopped = stop.subscribe();
         let accept_task =
             tokio::spawn(accept_connections(what, listener, stopped, broker_stopping, SHUTDOWN_GRACE, admit));

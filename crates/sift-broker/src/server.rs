@@ -186,6 +186,12 @@ impl InProcessConnector {
         self.shared.shutdown_watch()
     }
 
+    /// The broker's data directory, where a front-end keeps what it
+    /// journals (MQTT's retained messages and sessions).
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.shared.config.data_dir
+    }
+
     /// A function that opens a new connection each time it is called, with
     /// refusals as I/O errors: the form a client that reconnects takes
     /// (`sift_client::Client::connect_in_process`).

@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use sift_broker::front_end::Listening;
+use sift_broker::front_end::{BindError, FrontEnd, Listening};
 use sift_broker::InProcessConnector;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -27,13 +27,8 @@ use crate::state::AppState;
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// The address could not be bound.
-    #[error("cannot serve HTTP on {address}: {source}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error("cannot serve HTTP: {0}")]
+    Bind(#[from] BindError),
     /// The publishing sessions could not be opened.
     #[error("cannot open the HTTP front-end's broker sessions: {0}")]
     Session(#[from] sift_client::ClientError),
@@ -47,23 +42,20 @@ pub struct HttpFrontEnd {
     state: Arc<AppState>,
 }
 
-impl HttpFrontEnd {
-    /// Binds `config.listen` and serves the broker behind `connector`.
-    pub async fn start(config: HttpConfig, connector: InProcessConnector) -> Result<HttpFrontEnd, HttpError> {
-        let address = config.listen;
-        let listener = TcpListener::bind(address).await.map_err(|source| HttpError::Bind { address, source })?;
-        Self::start_on(listener, config, connector).await
+impl FrontEnd for HttpFrontEnd {
+    type Config = HttpConfig;
+    type Counters = HttpCounters;
+    type Error = HttpError;
+
+    fn listen_address(config: &HttpConfig) -> SocketAddr {
+        config.listen
     }
 
-    /// Serves the broker behind `connector` on a listener already bound
-    /// (to `config.listen`): a broker binds every door before it opens
-    /// its data directory.
-    pub async fn start_on(
+    async fn start_on(
         listener: TcpListener,
         config: HttpConfig,
         connector: InProcessConnector,
     ) -> Result<HttpFrontEnd, HttpError> {
-        let address = config.listen;
         let broker_stopping = connector.shutdown_watch();
         let (stop, stopped) = watch::channel(false);
         let state = Arc::new(AppState::open(config, connector, stopped.clone()).await?);
@@ -72,24 +64,21 @@ impl HttpFrontEnd {
         let admitting = state.clone();
         let listening = Listening::serve("HTTP", listener, stop, broker_stopping, move |accepted| {
             admit(accepted.stream, &admitting, &router, accepted.closing, accepted.tasks)
-        })
-        .map_err(|source| HttpError::Bind { address, source })?;
+        })?;
         Ok(HttpFrontEnd { listening, state })
     }
 
-    /// The address actually bound (useful with port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listening.local_addr()
+    fn listening(&self) -> &Listening {
+        &self.listening
     }
 
-    /// The front-end's counters.
-    pub fn counters(&self) -> &HttpCounters {
+    fn counters(&self) -> &HttpCounters {
         &self.state.counters
     }
 
     /// Stops accepting, lets open requests finish (within a grace period)
     /// and closes the broker sessions.
-    pub async fn shutdown(self) {
+    async fn shutdown(self) {
         self.listening.stop_accepting();
         // Event streams end when their subscriptions close; publishes in
         // flight finish on the publishing sessions, closed last.

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use crate::config::MqttConfig;
-use sift_broker::front_end::{Accepted, Listening};
+use sift_broker::front_end::{Accepted, BindError, FrontEnd, Listening};
 use sift_broker::InProcessConnector;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -19,13 +19,8 @@ use crate::topic::Filter;
 #[derive(Debug, thiserror::Error)]
 pub enum MqttError {
     /// The address could not be bound.
-    #[error("cannot serve MQTT on {address}: {source}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error("cannot serve MQTT: {0}")]
+    Bind(#[from] BindError),
     /// The journal of retained messages and sessions could not be opened.
     #[error(transparent)]
     Journal(#[from] JournalError),
@@ -116,30 +111,23 @@ pub struct MqttFrontEnd {
     shared: Arc<Shared>,
 }
 
-impl MqttFrontEnd {
-    /// Binds `config.listen` and serves the broker behind `connector`;
-    /// with `mqtt.persistence`, first restores the retained messages and
-    /// sessions journaled in `data_dir/mqtt`.
-    pub async fn start(
-        config: MqttConfig,
-        data_dir: &std::path::Path,
-        connector: InProcessConnector,
-    ) -> Result<MqttFrontEnd, MqttError> {
-        let address = config.listen;
-        let listener = TcpListener::bind(address).await.map_err(|source| MqttError::Bind { address, source })?;
-        Self::start_on(listener, config, data_dir, connector).await
+/// With `mqtt.persistence`, the front-end first restores the retained
+/// messages and sessions journaled in the broker's `data_dir/mqtt`.
+impl FrontEnd for MqttFrontEnd {
+    type Config = MqttConfig;
+    type Counters = MqttCounters;
+    type Error = MqttError;
+
+    fn listen_address(config: &MqttConfig) -> SocketAddr {
+        config.listen
     }
 
-    /// As [`MqttFrontEnd::start`], on a listener already bound (to
-    /// `config.listen`): a broker binds every door before it opens its
-    /// data directory.
-    pub async fn start_on(
+    async fn start_on(
         listener: TcpListener,
         config: MqttConfig,
-        data_dir: &std::path::Path,
         connector: InProcessConnector,
     ) -> Result<MqttFrontEnd, MqttError> {
-        let address = config.listen;
+        let data_dir = connector.data_dir().to_path_buf();
         let broker_stopping = connector.shutdown_watch();
         let retained = Mutex::new(RetainedStore::new(config.max_retained, config.max_retained_bytes));
         let (journal, recovered) = match config.persistence {
@@ -157,23 +145,20 @@ impl MqttFrontEnd {
         let admitting = shared.clone();
         let (stop, _) = watch::channel(false);
         let listening =
-            Listening::serve("MQTT", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))
-                .map_err(|source| MqttError::Bind { address, source })?;
+            Listening::serve("MQTT", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))?;
         Ok(MqttFrontEnd { listening, shared })
     }
 
-    /// The address actually bound.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listening.local_addr()
+    fn listening(&self) -> &Listening {
+        &self.listening
     }
 
-    /// The front-end's counters.
-    pub fn counters(&self) -> &MqttCounters {
+    fn counters(&self) -> &MqttCounters {
         &self.shared.counters
     }
 
     /// Stops accepting, closes every connection, then every parked session.
-    pub async fn shutdown(self) {
+    async fn shutdown(self) {
         self.listening.stop().await;
         self.shared.registry.close_all(&self.shared).await;
     }

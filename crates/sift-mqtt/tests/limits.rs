@@ -5,6 +5,7 @@
 //! send are written as raw bytes). Real third-party clients (paho-mqtt,
 //! mosquitto_pub/sub) are exercised by `tests/python/test_mqtt.py`.
 
+use sift_broker::front_end::FrontEnd;
 use std::time::Duration;
 
 use mqtt_protocol_core::mqtt::connection::Event;
@@ -22,10 +23,8 @@ const PATIENCE: Duration = Duration::from_secs(10);
 async fn served(adjust: impl FnOnce(&mut MqttConfig)) -> (RunningBroker, MqttFrontEnd) {
     let mut mqtt_config = MqttConfig::scratch();
     adjust(&mut mqtt_config);
-    let config = Config::scratch();
-    let data_dir = config.data_dir.clone();
-    let broker = RunningBroker::start(config).await.expect("broker starts");
-    let mqtt = MqttFrontEnd::start(mqtt_config, &data_dir, broker.connector()).await.expect("MQTT starts");
+    let broker = RunningBroker::start(Config::scratch()).await.expect("broker starts");
+    let mqtt = MqttFrontEnd::start(mqtt_config, broker.connector()).await.expect("MQTT starts");
     (broker, mqtt)
 }
 

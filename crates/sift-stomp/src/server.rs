@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::config::StompConfig;
 use bytes::BytesMut;
-use sift_broker::front_end::{Accepted, Listening};
+use sift_broker::front_end::{Accepted, BindError, FrontEnd, Listening};
 use sift_broker::InProcessConnector;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -19,13 +19,8 @@ use crate::frame::{Command, Frame};
 #[derive(Debug, thiserror::Error)]
 pub enum StompError {
     /// The address could not be bound.
-    #[error("cannot serve STOMP on {address}: {source}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error("cannot serve STOMP: {0}")]
+    Bind(#[from] BindError),
 }
 
 sift_broker::door_counters! {
@@ -59,23 +54,20 @@ pub struct StompFrontEnd {
     shared: Arc<Shared>,
 }
 
-impl StompFrontEnd {
-    /// Binds `config.listen` and serves the broker behind `connector`.
-    pub async fn start(config: StompConfig, connector: InProcessConnector) -> Result<StompFrontEnd, StompError> {
-        let address = config.listen;
-        let listener = TcpListener::bind(address).await.map_err(|source| StompError::Bind { address, source })?;
-        Self::start_on(listener, config, connector).await
+impl FrontEnd for StompFrontEnd {
+    type Config = StompConfig;
+    type Counters = StompCounters;
+    type Error = StompError;
+
+    fn listen_address(config: &StompConfig) -> SocketAddr {
+        config.listen
     }
 
-    /// Serves the broker behind `connector` on a listener already bound
-    /// (to `config.listen`): a broker binds every door before it opens
-    /// its data directory.
-    pub async fn start_on(
+    async fn start_on(
         listener: TcpListener,
         config: StompConfig,
         connector: InProcessConnector,
     ) -> Result<StompFrontEnd, StompError> {
-        let address = config.listen;
         let broker_stopping = connector.shutdown_watch();
         let counters = Arc::new(StompCounters::default());
         connector.register_door(sift_broker::door::Door::Stomp, counters.clone());
@@ -83,23 +75,20 @@ impl StompFrontEnd {
         let admitting = shared.clone();
         let (stop, _) = watch::channel(false);
         let listening =
-            Listening::serve("STOMP", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))
-                .map_err(|source| StompError::Bind { address, source })?;
+            Listening::serve("STOMP", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))?;
         Ok(StompFrontEnd { listening, shared })
     }
 
-    /// The address actually bound.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listening.local_addr()
+    fn listening(&self) -> &Listening {
+        &self.listening
     }
 
-    /// The front-end's counters.
-    pub fn counters(&self) -> &StompCounters {
+    fn counters(&self) -> &StompCounters {
         &self.shared.counters
     }
 
     /// Stops accepting and closes every session.
-    pub async fn shutdown(self) {
+    async fn shutdown(self) {
         self.listening.stop().await;
     }
 }

@@ -1,6 +1,7 @@
 //! The STOMP front-end over real sockets, with raw frames: version and
 //! heart-beat negotiation, heart-beats both ways, and every limit.
 
+use sift_broker::front_end::FrontEnd;
 use std::time::Duration;
 
 use bytes::BytesMut;

@@ -1,5 +1,6 @@
 //! `sift broker`.
 
+use sift_broker::front_end::FrontEnd;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -125,13 +126,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     // directory, so that a failed start leaves it untouched.
     let plan = DoorPlan::of(&config, &front_ends);
     let doors = BoundDoors::bind(&front_ends, &plan).await?;
-    let data_dir = config.data_dir.clone();
     let broker = RunningBroker::start(config).await.map_err(|error| plan.broker_error(error))?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
     if let Some(link_addr) = broker.link_addr() {
         say(&format!("sift broker accepting links on {link_addr}"));
     }
-    let front_ends = match FrontEnds::start(&broker, doors, front_ends, &data_dir).await {
+    let front_ends = match FrontEnds::start(&broker, doors, front_ends).await {
         Ok(front_ends) => front_ends,
         Err(error) => {
             broker.shutdown().await;
@@ -158,14 +158,9 @@ struct FrontEnds {
 impl FrontEnds {
     /// Starts the front-ends whose listeners are bound and prints where
     /// each listens; when one fails, stops those already started.
-    async fn start(
-        broker: &RunningBroker,
-        doors: BoundDoors,
-        configs: FrontEndConfigs,
-        data_dir: &std::path::Path,
-    ) -> Result<FrontEnds, CliError> {
+    async fn start(broker: &RunningBroker, doors: BoundDoors, configs: FrontEndConfigs) -> Result<FrontEnds, CliError> {
         let mut started = FrontEnds::default();
-        if let Err(error) = started.start_each(broker, doors, configs, data_dir).await {
+        if let Err(error) = started.start_each(broker, doors, configs).await {
             started.shutdown().await;
             return Err(error);
         }
@@ -177,7 +172,6 @@ impl FrontEnds {
         broker: &RunningBroker,
         doors: BoundDoors,
         FrontEndConfigs { http, stomp, mqtt }: FrontEndConfigs,
-        data_dir: &std::path::Path,
     ) -> Result<(), CliError> {
         if let Some(listener) = doors.http {
             let front_end = sift_http::HttpFrontEnd::start_on(listener, http, broker.connector()).await?;
@@ -190,7 +184,7 @@ impl FrontEnds {
             self.stomp = Some(front_end);
         }
         if let Some(listener) = doors.mqtt {
-            let front_end = sift_mqtt::MqttFrontEnd::start_on(listener, mqtt, data_dir, broker.connector()).await?;
+            let front_end = sift_mqtt::MqttFrontEnd::start_on(listener, mqtt, broker.connector()).await?;
             say(&format!("sift broker serving MQTT on {}", front_end.local_addr()));
             self.mqtt = Some(front_end);
         }

@@ -21,6 +21,7 @@
 //! Embedded, the bench starts a broker and its HTTP front-end in its own
 //! process; with `--server ADDR --http ADDR` it measures a running one.
 
+use sift_broker::front_end::FrontEnd;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -16,6 +16,7 @@
 //! are counted at the subscriber until the number the selectors owe
 //! arrived (computed here, message by message), or none came for a while.
 
+use sift_broker::front_end::FrontEnd;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,7 @@
 //! Helpers: a broker with its HTTP front-end, a raw HTTP/1.1 client and
 //! native clients.
 
+use sift_broker::front_end::FrontEnd;
 use std::net::SocketAddr;
 use std::time::Duration;
 

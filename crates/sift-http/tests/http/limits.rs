@@ -2,6 +2,7 @@
 //! closed connection where HTTP has no answer) and the server goes on.
 
 use serde_json::json;
+use sift_broker::front_end::FrontEnd;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

@@ -1,6 +1,7 @@
 //! HTTP subscriptions read as server-sent events.
 
 use serde_json::json;
+use sift_broker::front_end::FrontEnd;
 use sift_core::Value;
 
 use crate::common::*;

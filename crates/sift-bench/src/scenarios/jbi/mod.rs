@@ -67,6 +67,7 @@ mod tables;
 mod tests;
 
 use clap::Args;
+use sift_broker::front_end::FrontEnd;
 
 use crate::brokers::Endpoints;
 use crate::error::BenchError;

@@ -14,9 +14,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
 use sift_core::Message;
+use tokio::sync::Semaphore;
 
 /// One delivery, decoded once from its shared encoding, as a door writer
 /// is given it.
@@ -55,5 +57,52 @@ pub trait DoorWriter: Send + Sync + 'static {
     /// the allocator fresh pages each time.
     fn reuse(&self) -> Option<BytesMut> {
         None
+    }
+}
+
+/// The batch buffers of one door writer: at most `batches` written by the
+/// broker and not yet sent by the door's connection writer (one permit
+/// each, the bound of what a door holds), and the sent ones kept for the
+/// next batches ([`DoorWriter::reuse`]).
+#[derive(Debug)]
+pub struct BatchPool {
+    spare: Mutex<Vec<BytesMut>>,
+    in_flight: Semaphore,
+    batches: usize,
+}
+
+impl BatchPool {
+    /// A pool for `batches` batches in flight.
+    pub fn new(batches: usize) -> BatchPool {
+        BatchPool { spare: Mutex::new(Vec::with_capacity(batches)), in_flight: Semaphore::new(batches), batches }
+    }
+
+    /// Waits until one more batch may be in flight, and counts it.
+    pub async fn acquire(&self) {
+        if let Ok(permit) = self.in_flight.acquire().await {
+            permit.forget();
+        }
+    }
+
+    /// A counted batch was not handed on after all.
+    pub fn release(&self) {
+        self.in_flight.add_permits(1);
+    }
+
+    /// The door's connection writer sent `written`: its permit comes back,
+    /// and its buffer, if nothing else holds it, is kept for reuse.
+    pub fn give_back(&self, written: Bytes) {
+        self.release();
+        let Ok(mut buffer) = written.try_into_mut() else { return };
+        buffer.clear();
+        let mut spare = self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if spare.len() < self.batches {
+            spare.push(buffer);
+        }
+    }
+
+    /// A sent batch's buffer, empty, for [`DoorWriter::reuse`].
+    pub fn reuse(&self) -> Option<BytesMut> {
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop()
     }
 }

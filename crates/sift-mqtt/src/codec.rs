@@ -95,6 +95,8 @@ pub struct ConnectRequest {
     pub will: Option<Will>,
     /// The user name, when given.
     pub user_name: Option<String>,
+    /// MQTT 5 Maximum Packet Size: the largest packet the client takes.
+    pub max_packet_bytes: Option<u32>,
 }
 
 /// One SUBSCRIBE entry.
@@ -305,6 +307,7 @@ fn connect_v3(connect: &v3_1_1::Connect) -> ConnectRequest {
         session_expiry_s: None,
         will,
         user_name: connect.user_name().map(str::to_string),
+        max_packet_bytes: None,
     }
 }
 
@@ -338,6 +341,10 @@ fn connect_v5(connect: &v5_0::Connect) -> ConnectRequest {
         session_expiry_s: Some(session_expiry(connect.props()).unwrap_or(0)),
         will,
         user_name: connect.user_name().map(str::to_string),
+        max_packet_bytes: connect.props().iter().find_map(|prop| match prop {
+            Property::MaximumPacketSize(value) => Some(value.val()),
+            _ => None,
+        }),
     }
 }
 

@@ -48,6 +48,11 @@ pub struct MqttConfig {
     /// connection (or while it is disconnected); beyond it the broker's
     /// own queue and its policy take over.
     pub session_buffer_deliveries: usize,
+    /// Batches of QoS 0 PUBLISH packets (each up to about twice
+    /// `delivery.write_batch_bytes`) written by the broker for a session
+    /// that ends with its connection, and not yet sent to the client;
+    /// past it the broker's writer of the session waits.
+    pub delivery_batches: usize,
     /// Most retained messages kept.
     pub max_retained: usize,
     /// Most bytes of retained payload kept.
@@ -83,6 +88,7 @@ impl Default for MqttConfig {
             session_expiry_max_s: 7 * 24 * 3600,
             max_sessions: 100_000,
             session_buffer_deliveries: 1_024,
+            delivery_batches: 4,
             max_retained: 100_000,
             max_retained_bytes: 256 * 1024 * 1024,
             persistence: true,
@@ -103,6 +109,7 @@ impl MqttConfig {
             ("mqtt.max_subscriptions", self.max_subscriptions as u64),
             ("mqtt.max_inflight", self.max_inflight as u64),
             ("mqtt.session_buffer_deliveries", self.session_buffer_deliveries as u64),
+            ("mqtt.delivery_batches", self.delivery_batches as u64),
             ("mqtt.journal_compact_bytes", self.journal_compact_bytes),
         ];
         sift_broker::config::require_positive(&positive)

@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod config;
+mod door;
 pub mod journal;
 pub mod message;
 mod publish;

@@ -43,6 +43,9 @@ sift_broker::door_counters! {
         messages_refused,
         /// PUBLISH packets sent to clients.
         messages_delivered,
+        /// Deliveries not sent: larger than the client's Maximum Packet
+        /// Size (MQTT 5 says to discard them).
+        messages_oversized,
         /// Sessions resumed by a returning client.
         sessions_resumed,
         /// Sessions taken over by a second connection with the same client id.
@@ -186,7 +189,7 @@ async fn restore(shared: &Arc<Shared>, recovered: Recovered) {
                 continue;
             }
         };
-        let mut state = match SessionState::open(shared, &client_id, None).await {
+        let mut state = match SessionState::open(shared, &client_id, None, false).await {
             Ok(state) => state,
             Err(error) => {
                 tracing::warn!("MQTT session {client_id:?} not restored: {error}");

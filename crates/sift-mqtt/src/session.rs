@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use mqtt_protocol_core::mqtt::connection::{ConnectionOptions, Event, TimerKind};
 use mqtt_protocol_core::mqtt::result_code::{
@@ -33,6 +33,7 @@ use crate::codec::{
     self, ConnackProperties, ConnectRequest, Inbound, InboundPublish, OutboundPublish, Packet, SubscribeEntry,
     SubscribeRequest, Version, Will,
 };
+use crate::door::{publish_packet_bytes, Attached};
 use crate::message::{
     message_of_publish, message_on_topic, message_qos, publish_properties, published_retained, PublishError,
 };
@@ -192,8 +193,9 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
     let client_id = assigned.clone().unwrap_or_else(|| connect.client_id.clone());
     let (kick, kicked) = mpsc::channel(1);
     let previous = shared.registry.claim(&shared.counters, &client_id, generation, kick).await;
-    let (state, session_present) = match settle_session(&shared, &client_id, previous, connect.clean_start, peer).await
-    {
+    let (expiry_s, capped) = session_expiry(&shared, &connect);
+    let fresh = (connect.clean_start, expiry_s == 0);
+    let (state, session_present) = match settle_session(&shared, &client_id, previous, fresh, peer).await {
         Ok(settled) => settled,
         Err(reason) => {
             shared.registry.release(&client_id, generation);
@@ -205,7 +207,7 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
     if connect.version == Version::V5 && !wire.refuses_topic_aliases {
         wire.codec.set_auto_map_topic_alias_send(true);
     }
-    let (expiry_s, capped) = session_expiry(&shared, &connect);
+    let door_batches = attach_door(&state, &connect, shared.config.delivery_batches);
     let mut connection = Connection {
         shared: shared.clone(),
         wire,
@@ -216,6 +218,8 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
         confirms: FuturesOrdered::new(),
         ended: Ended::Open,
         topics: TopicCache::default(),
+        door_batches,
+        client_max_packet_bytes: connect.max_packet_bytes.unwrap_or(u32::MAX),
     };
     connection.restore_codec_state();
     let properties = ConnackProperties {
@@ -323,12 +327,25 @@ async fn refuse(
     let _ = writer.shutdown().await;
 }
 
+/// Attaches the connection to its session's door writer, when the session
+/// has one (it ends with this connection, `crate::door`), and returns
+/// where the door's batches arrive.
+fn attach_door(state: &SessionState, connect: &ConnectRequest, batches: usize) -> Option<mpsc::Receiver<Bytes>> {
+    let door = state.door.as_ref()?;
+    let (out, batches_in) = mpsc::channel(batches.max(1));
+    let max_packet_bytes = connect.max_packet_bytes.unwrap_or(u32::MAX);
+    door.attach(Attached { out, version: connect.version, max_packet_bytes });
+    Some(batches_in)
+}
+
 /// The session a connection continues or starts, and whether it existed.
+/// A new session of a connection with clean start and session expiry 0
+/// (`fresh`) gets a door writer.
 async fn settle_session(
     shared: &Shared,
     client_id: &str,
     previous: Option<SessionState>,
-    clean_start: bool,
+    (clean_start, ends_with_connection): (bool, bool),
     peer: Option<std::net::SocketAddr>,
 ) -> Result<(SessionState, bool), String> {
     match previous {
@@ -340,7 +357,9 @@ async fn settle_session(
             if let Some(state) = previous {
                 state.close(shared, true).await;
             }
-            let state = SessionState::open(shared, client_id, peer).await.map_err(|error| error.to_string())?;
+            let state = SessionState::open(shared, client_id, peer, ends_with_connection)
+                .await
+                .map_err(|error| error.to_string())?;
             Ok((state, false))
         }
     }
@@ -385,6 +404,7 @@ type Confirming = Pin<Box<dyn Future<Output = (u16, u8, Result<Confirm, ClientEr
 /// What woke the loop.
 enum Wake {
     Read(std::io::Result<usize>),
+    Door(Option<Bytes>),
     Deliver(Option<Routed>),
     Confirmed(Option<(u16, u8, Result<Confirm, ClientError>)>),
     KeepAliveExpired,
@@ -403,6 +423,10 @@ struct Connection {
     confirms: FuturesOrdered<Confirming>,
     ended: Ended,
     topics: TopicCache,
+    /// Batches of QoS 0 PUBLISH packets the session's door writer wrote.
+    door_batches: Option<mpsc::Receiver<Bytes>>,
+    /// The client's Maximum Packet Size (MQTT 5), else unlimited.
+    client_max_packet_bytes: u32,
 }
 
 impl Connection {
@@ -454,7 +478,12 @@ impl Connection {
                 _ = sift_client::sleep_until(keep_alive), if keep_alive.is_some() => Wake::KeepAliveExpired,
                 kick = kicked.recv() => Wake::Kicked(kick),
                 _ = closing.changed() => Wake::Shutdown,
+                batch = recv_batch(&mut self.door_batches), if self.door_batches.is_some() => Wake::Door(batch),
             };
+            if let Wake::Door(batch) = wake {
+                self.write_door_batch(batch, writer).await;
+                continue;
+            }
             self.handle(wake, buf).await;
         }
     }
@@ -483,7 +512,8 @@ impl Connection {
                     }
                 }
             }
-            Wake::Deliver(None) | Wake::Confirmed(None) => {}
+            // The run loop writes door batches itself: it holds the socket.
+            Wake::Deliver(None) | Wake::Confirmed(None) | Wake::Door(_) => {}
             Wake::Confirmed(Some((packet_id, qos, verdict))) => self.answer_publish(packet_id, qos, verdict),
             Wake::KeepAliveExpired => {
                 MqttCounters::bump(&self.shared.counters.keep_alive_timeouts);
@@ -496,6 +526,22 @@ impl Connection {
             Wake::Kicked(Some(kick)) => self.ended = Ended::TakenOver(kick),
             Wake::Kicked(None) => {}
             Wake::Shutdown => self.ended = Ended::Shutdown,
+        }
+    }
+
+    /// Writes a batch of the door writer's PUBLISH packets, after what the
+    /// connection's codec has queued, and gives the buffer back.
+    async fn write_door_batch(&mut self, batch: Option<Bytes>, writer: &mut OwnedWriteHalf) {
+        let Some(batch) = batch else {
+            self.door_batches = None;
+            return;
+        };
+        if !self.wire.flush(writer).await || writer.write_all(&batch).await.is_err() {
+            self.ended = Ended::Abnormal;
+            return;
+        }
+        if let Some(door) = &self.state.door {
+            door.batches.give_back(batch);
         }
     }
 
@@ -680,6 +726,13 @@ impl Connection {
             Version::V3 => Default::default(),
         };
         properties.subscription_ids.extend(subscription_id);
+        let packet_bytes = publish_packet_bytes(self.version, topic, message.payload.len(), &properties, qos);
+        if packet_bytes > self.client_max_packet_bytes as usize {
+            // Sending it would break the client's limit; MQTT 5 says to
+            // discard it (a codec error here would end the connection).
+            MqttCounters::bump(&self.shared.counters.messages_oversized);
+            return self.state.ack(tag);
+        }
         let packet_id = match qos {
             0 => None,
             _ => match self.wire.codec.acquire_packet_id() {
@@ -805,6 +858,12 @@ impl Connection {
     /// session on (to a taker, to the registry, or to its end) and
     /// publishes the will when the connection ended without DISCONNECT.
     async fn finish(mut self, writer: &mut OwnedWriteHalf, client_id: &str, generation: u64) {
+        // The door writes to this connection only: a session taken over
+        // goes on through its buffer (`crate::door`).
+        if let Some(door) = &self.state.door {
+            door.detach();
+        }
+        self.door_batches = None;
         let farewell = match &self.ended {
             Ended::TakenOver(_) => {
                 Some((DisconnectReasonCode::SessionTakenOver, "another connection took the session"))
@@ -866,5 +925,13 @@ fn granted_qos(code: SubackReasonCode) -> u8 {
         SubackReasonCode::GrantedQos2 => 2,
         SubackReasonCode::GrantedQos1 => 1,
         _ => 0,
+    }
+}
+
+/// The next batch of a door writer's packets; never, without a door.
+async fn recv_batch(batches: &mut Option<mpsc::Receiver<Bytes>>) -> Option<Bytes> {
+    match batches {
+        Some(batches) => batches.recv().await,
+        None => std::future::pending().await,
     }
 }

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::codec::{Version, Will};
+use crate::door::MqttDoor;
 use crate::server::{MqttCounters, Shared};
 use crate::subscriptions::{durable_prefix, Routed, Subscribed, SubscriptionDescription};
 use crate::topic::Filter;
@@ -66,16 +67,22 @@ pub(crate) struct SessionState {
     pub inflight: HashMap<u16, u64>,
     /// The codec's state at the last disconnect.
     pub codec: Option<CodecState>,
+    /// Writes QoS 0 deliveries straight to the connection, for a session
+    /// that ends with its connection (`crate::door`).
+    pub door: Option<Arc<MqttDoor>>,
 }
 
 impl SessionState {
     /// Opens the native session of a new MQTT session.
     /// `peer` is the connecting client's address (`None` for a session
     /// restored from the journal), shown in the broker's reports.
+    /// `with_door`: the session ends with its connection, and its QoS 0
+    /// deliveries may be written by the broker ([`MqttDoor`]).
     pub async fn open(
         shared: &Shared,
         client_id: &str,
         peer: Option<std::net::SocketAddr>,
+        with_door: bool,
     ) -> Result<SessionState, sift_client::ClientError> {
         let name = format!("mqtt-{client_id}");
         let options = ClientOptions {
@@ -85,17 +92,27 @@ impl SessionState {
             ..ClientOptions::default()
         };
         let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Mqtt, peer };
-        let client = Client::connect_local(shared.connector.local_opener(origin), options).await?;
+        let native_name: Arc<str> = name.into();
+        let door = with_door.then(|| {
+            let batches = shared.config.delivery_batches;
+            Arc::new(MqttDoor::new(native_name.clone(), shared.counters.clone(), batches))
+        });
+        let opener = match &door {
+            Some(door) => shared.connector.local_opener_writing(origin, door.clone()),
+            None => shared.connector.local_opener(origin),
+        };
+        let client = Client::connect_local(opener, options).await?;
         let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
         Ok(SessionState {
             client_id: client_id.to_string(),
             client,
-            native_name: name.into(),
+            native_name,
             subscriptions: HashMap::new(),
             buffer_in,
             buffer_out,
             inflight: HashMap::new(),
             codec: None,
+            door,
         })
     }
 
@@ -144,7 +161,8 @@ impl SessionState {
             }
             None => true,
         };
-        let subscribed = Subscribed::open(&self.client, filter, description, durable, &self.buffer_in).await?;
+        let subscribed =
+            Subscribed::open((&self.client, self.door.as_ref()), filter, description, durable, &self.buffer_in).await?;
         self.subscriptions.insert(filter.text.clone(), subscribed);
         Ok(is_new)
     }

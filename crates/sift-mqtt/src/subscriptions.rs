@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sift_client::{AckPolicy, Client, Delivery, FilterKind, ManageOp, StartPosition, SubscribeOptions, Subscription};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::door::MqttDoor;
 use crate::topic::Filter;
 
 /// SUBSCRIBE user properties that attach a content filter, and its language.
@@ -57,6 +58,9 @@ pub(crate) struct Routed {
 /// A live MQTT subscription.
 pub(crate) struct Subscribed {
     pub route: Arc<Route>,
+    /// The door that writes its deliveries, and its native subscriptions'
+    /// ids there (QoS 0 subscriptions of a session with a door).
+    door: Option<(Arc<MqttDoor>, Vec<u32>)>,
     /// Stops each forwarder (with `true` its durable is removed too), and
     /// the forwarder's task.
     forwarders: Vec<(oneshot::Sender<bool>, tokio::task::JoinHandle<()>)>,
@@ -67,7 +71,7 @@ impl Subscribed {
     /// forwarding them into `buffer`. `durable_stream` makes QoS 1/2 ones
     /// durable subscriptions on that stream, named from `durable_prefix`.
     pub async fn open(
-        client: &Client,
+        (client, door): (&Client, Option<&Arc<MqttDoor>>),
         filter: &Filter,
         description: SubscriptionDescription,
         durable: Option<(&str, &str)>,
@@ -77,9 +81,15 @@ impl Subscribed {
             FILTER_PROPERTIES.iter().find(|(known, _)| known == name).map(|(_, kind)| (*kind, text.clone()))
         });
         let durable = durable.filter(|_| description.qos > 0 && filter.share_group.is_none());
+        let qos = description.qos;
+        let route = Arc::new(Route { description, skip_dollar_topics: filter.starts_with_wildcard() });
+        // QoS 0 deliveries are written by the door, which learns each
+        // subscription's id before its first delivery can come.
+        let door = door.filter(|_| qos == 0).cloned();
+        let mut registered = Vec::new();
         let mut natives = Vec::with_capacity(filter.sift.len());
         for (index, sift_filter) in filter.sift.iter().enumerate() {
-            let ack = if description.qos == 0 { AckPolicy::OnWrite } else { AckPolicy::Manual };
+            let ack = if qos == 0 { AckPolicy::OnWrite } else { AckPolicy::Manual };
             let mut options = SubscribeOptions::new(sift_filter.as_str()).ack(ack);
             if let Some(group) = &filter.share_group {
                 options = options.queue_group(group.clone());
@@ -91,17 +101,27 @@ impl Subscribed {
             if let Some((stream, name)) = &name {
                 options = options.durable(name.clone(), *stream, StartPosition::New);
             }
-            match client.subscribe(options).await {
+            let subscribed = client
+                .subscribe_registered(options, |sub_id| {
+                    if let Some(door) = &door {
+                        door.register(sub_id, route.clone());
+                        registered.push(sub_id);
+                    }
+                })
+                .await;
+            match subscribed {
                 Ok(subscription) => natives.push((subscription, name.map(|(_, name)| name))),
                 Err(error) => {
                     for (subscription, _) in natives {
                         let _ = subscription.unsubscribe().await;
                     }
+                    if let Some(door) = &door {
+                        registered.iter().for_each(|sub_id| door.unregister(*sub_id));
+                    }
                     return Err(error);
                 }
             }
         }
-        let route = Arc::new(Route { description, skip_dollar_topics: filter.starts_with_wildcard() });
         let forwarders = natives
             .into_iter()
             .map(|(subscription, durable)| {
@@ -111,7 +131,7 @@ impl Subscribed {
                 (stop, tokio::spawn(forwarder.run(subscription, stopped)))
             })
             .collect();
-        Ok(Subscribed { route, forwarders })
+        Ok(Subscribed { route, door: door.map(|door| (door, registered)), forwarders })
     }
 
     /// Stops the forwarders, which unsubscribe, and waits until they have:
@@ -121,6 +141,9 @@ impl Subscribed {
     /// position (the broker is stopping, or the subscription is replaced
     /// by one that reads the same durable).
     pub async fn stop(self, forget: bool) {
+        if let Some((door, registered)) = &self.door {
+            registered.iter().for_each(|sub_id| door.unregister(*sub_id));
+        }
         let mut tasks = Vec::with_capacity(self.forwarders.len());
         for (stop, task) in self.forwarders {
             let _ = stop.send(forget);

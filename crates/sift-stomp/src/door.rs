@@ -13,8 +13,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::{Bytes, BytesMut};
-use sift_broker::door_writer::{DoorDelivery, DoorWriter};
-use tokio::sync::{mpsc, Semaphore};
+use sift_broker::door_writer::{BatchPool, DoorDelivery, DoorWriter};
+use tokio::sync::mpsc;
 
 use crate::mapping::encode_message_frame;
 use crate::server::StompCounters;
@@ -42,36 +42,14 @@ pub(crate) struct StompDoor {
     /// The connection's writer.
     out: mpsc::Sender<Outgoing>,
     counters: Arc<StompCounters>,
-    /// Batch buffers the connection's writer has written, for the next.
-    spare: Mutex<Vec<BytesMut>>,
-    /// Batches not yet written (`stomp.delivery_batches`): a permit is
-    /// taken by [`DoorWriter::send`] and given back with the buffer.
-    in_flight: Semaphore,
-    in_flight_max: usize,
+    /// Batches written and not yet sent (`stomp.delivery_batches`), and
+    /// the buffers of sent ones.
+    pub(crate) batches: BatchPool,
 }
 
 impl StompDoor {
     pub(crate) fn new(out: mpsc::Sender<Outgoing>, counters: Arc<StompCounters>, batches: usize) -> StompDoor {
-        StompDoor {
-            served: RwLock::new(HashMap::new()),
-            out,
-            counters,
-            spare: Mutex::new(Vec::with_capacity(batches)),
-            in_flight: Semaphore::new(batches),
-            in_flight_max: batches,
-        }
-    }
-
-    /// Takes back a batch the connection's writer wrote, if nothing else
-    /// holds it, for [`DoorWriter::reuse`].
-    pub(crate) fn give_back(&self, written: Bytes) {
-        self.in_flight.add_permits(1);
-        let Ok(mut buffer) = written.try_into_mut() else { return };
-        buffer.clear();
-        let mut spare = self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if spare.len() < self.in_flight_max {
-            spare.push(buffer);
-        }
+        StompDoor { served: RwLock::new(HashMap::new()), out, counters, batches: BatchPool::new(batches) }
     }
 
     /// Writes the deliveries of broker subscription `sub_id` as `served`.
@@ -116,22 +94,19 @@ impl DoorWriter for StompDoor {
 
     fn send(&self, encoded: Bytes) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
-            // The permit goes back with the buffer (`give_back`), once the
-            // connection's writer has written it.
-            match self.in_flight.acquire().await {
-                Ok(permit) => permit.forget(),
-                Err(_) => return false,
-            }
+            // The batch's count ends when the connection's writer gives
+            // its buffer back.
+            self.batches.acquire().await;
             let sent = self.out.send(Outgoing::Message(encoded)).await.is_ok();
             if !sent {
-                self.in_flight.add_permits(1);
+                self.batches.release();
             }
             sent
         })
     }
 
     fn reuse(&self) -> Option<BytesMut> {
-        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop()
+        self.batches.reuse()
     }
 }
 

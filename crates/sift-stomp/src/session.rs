@@ -259,7 +259,7 @@ async fn write_loop(
                         return;
                     }
                     if let Some(door) = door.upgrade() {
-                        door.give_back(encoded);
+                        door.batches.give_back(encoded);
                     }
                     continue;
                 }

@@ -77,6 +77,11 @@ pub(crate) async fn serve_local(request: LocalRequest, shared: Arc<BrokerShared>
         }
     };
     let conn = open_connection(&shared, id, &hello, (origin.door, true), &peer);
+    if let Some(door_writer) = &door_writer {
+        // What waits for the door's connection counts as queued towards
+        // clients, like what waits in the outbox.
+        door_writer.pool().count_in(shared.memory.clone());
+    }
     let outlet = LocalOutlet { replies, door_writer };
     let writer_task = tokio::spawn(crate::writer::run(conn.clone(), outlet, shared.clone()));
     let read_bytes_max = shared.config.delivery.read_buffer_bytes;
@@ -168,7 +173,7 @@ impl Outlet for LocalOutlet {
             // largest batch yet, rather than growing (and copying) at every
             // doubling.
             batch.door_capacity = batch.door_capacity.max(batch.door_bytes.len() + batch.door_bytes.len() / 4);
-            let next = match door_writer.reuse() {
+            let next = match door_writer.pool().reuse() {
                 Some(mut buffer) => {
                     buffer.reserve(batch.door_capacity);
                     buffer
@@ -176,7 +181,8 @@ impl Outlet for LocalOutlet {
                 None => BytesMut::with_capacity(batch.door_capacity),
             };
             let encoded = std::mem::replace(&mut batch.door_bytes, next).freeze();
-            if !door_writer.send(encoded).await {
+            let door_batch = door_writer.pool().batch(encoded).await;
+            if !door_writer.send(door_batch).await {
                 return Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
             }
         }

@@ -338,6 +338,12 @@ impl RunningBroker {
         self.shared.stats.snapshot()
     }
 
+    /// Bytes queued towards clients now, against `limits.memory_bytes_max`:
+    /// outboxes, and door writers' batches not yet sent.
+    pub fn memory_bytes(&self) -> u64 {
+        self.shared.memory.used_bytes()
+    }
+
     /// Subscriptions currently registered.
     pub fn subscription_count(&self) -> usize {
         self.shared.router.len()

@@ -17,8 +17,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use sift_broker::door_writer::{BatchPool, DoorDelivery, DoorWriter};
+use bytes::{BufMut, BytesMut};
+use sift_broker::door_writer::{BatchPool, DoorBatch, DoorDelivery, DoorWriter};
 use tokio::sync::mpsc;
 
 use crate::codec::{PublishProperties, Version};
@@ -31,7 +31,7 @@ use crate::topic::topic_to_mqtt;
 #[derive(Debug, Clone)]
 pub(crate) struct Attached {
     /// Where batches go: the connection's loop writes them.
-    pub out: mpsc::Sender<Bytes>,
+    pub out: mpsc::Sender<DoorBatch>,
     /// The protocol version of the connection.
     pub version: Version,
     /// The client's Maximum Packet Size (MQTT 5), else unlimited.
@@ -48,7 +48,7 @@ pub(crate) struct MqttDoor {
     native_name: Arc<str>,
     counters: Arc<MqttCounters>,
     /// Batches written and not yet sent (`mqtt.delivery_batches`).
-    pub(crate) batches: BatchPool,
+    batches: Arc<BatchPool>,
 }
 
 impl MqttDoor {
@@ -121,20 +121,19 @@ impl DoorWriter for MqttDoor {
         true
     }
 
-    fn send(&self, encoded: Bytes) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+    fn send(&self, batch: DoorBatch) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
-            // A connection that went away takes its QoS 0 deliveries with it.
-            let Some(connection) = self.connection() else { return true };
-            self.batches.acquire().await;
-            if connection.out.send(encoded).await.is_err() {
-                self.batches.release();
+            // A connection that went away takes its QoS 0 deliveries with
+            // it (the batch, dropped, gives its room back).
+            if let Some(connection) = self.connection() {
+                let _ = connection.out.send(batch).await;
             }
             true
         })
     }
 
-    fn reuse(&self) -> Option<BytesMut> {
-        self.batches.reuse()
+    fn pool(&self) -> &Arc<BatchPool> {
+        &self.batches
     }
 }
 

@@ -15,13 +15,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use mqtt_protocol_core::mqtt::connection::{ConnectionOptions, Event, TimerKind};
 use mqtt_protocol_core::mqtt::result_code::{
     ConnectReasonCode, DisconnectReasonCode, PubackReasonCode, PubrecReasonCode, SubackReasonCode, UnsubackReasonCode,
 };
 use mqtt_protocol_core::mqtt::{role, Connection as Codec, Version as CodecVersion};
+use sift_broker::door_writer::DoorBatch;
 use sift_client::{ClientError, Confirm, PublishOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -330,7 +331,7 @@ async fn refuse(
 /// Attaches the connection to its session's door writer, when the session
 /// has one (it ends with this connection, `crate::door`), and returns
 /// where the door's batches arrive.
-fn attach_door(state: &SessionState, connect: &ConnectRequest, batches: usize) -> Option<mpsc::Receiver<Bytes>> {
+fn attach_door(state: &SessionState, connect: &ConnectRequest, batches: usize) -> Option<mpsc::Receiver<DoorBatch>> {
     let door = state.door.as_ref()?;
     let (out, batches_in) = mpsc::channel(batches.max(1));
     let max_packet_bytes = connect.max_packet_bytes.unwrap_or(u32::MAX);
@@ -404,7 +405,7 @@ type Confirming = Pin<Box<dyn Future<Output = (u16, u8, Result<Confirm, ClientEr
 /// What woke the loop.
 enum Wake {
     Read(std::io::Result<usize>),
-    Door(Option<Bytes>),
+    Door(Option<DoorBatch>),
     Deliver(Option<Routed>),
     Confirmed(Option<(u16, u8, Result<Confirm, ClientError>)>),
     KeepAliveExpired,
@@ -424,7 +425,7 @@ struct Connection {
     ended: Ended,
     topics: TopicCache,
     /// Batches of QoS 0 PUBLISH packets the session's door writer wrote.
-    door_batches: Option<mpsc::Receiver<Bytes>>,
+    door_batches: Option<mpsc::Receiver<DoorBatch>>,
     /// The client's Maximum Packet Size (MQTT 5), else unlimited.
     client_max_packet_bytes: u32,
 }
@@ -531,17 +532,13 @@ impl Connection {
 
     /// Writes a batch of the door writer's PUBLISH packets, after what the
     /// connection's codec has queued, and gives the buffer back.
-    async fn write_door_batch(&mut self, batch: Option<Bytes>, writer: &mut OwnedWriteHalf) {
+    async fn write_door_batch(&mut self, batch: Option<DoorBatch>, writer: &mut OwnedWriteHalf) {
         let Some(batch) = batch else {
             self.door_batches = None;
             return;
         };
         if !self.wire.flush(writer).await || writer.write_all(&batch).await.is_err() {
             self.ended = Ended::Abnormal;
-            return;
-        }
-        if let Some(door) = &self.state.door {
-            door.batches.give_back(batch);
         }
     }
 
@@ -929,7 +926,7 @@ fn granted_qos(code: SubackReasonCode) -> u8 {
 }
 
 /// The next batch of a door writer's packets; never, without a door.
-async fn recv_batch(batches: &mut Option<mpsc::Receiver<Bytes>>) -> Option<Bytes> {
+async fn recv_batch(batches: &mut Option<mpsc::Receiver<DoorBatch>>) -> Option<DoorBatch> {
     match batches {
         Some(batches) => batches.recv().await,
         None => std::future::pending().await,

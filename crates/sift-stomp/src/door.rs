@@ -12,8 +12,8 @@ use std::io::Write as _;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 
-use bytes::{Bytes, BytesMut};
-use sift_broker::door_writer::{BatchPool, DoorDelivery, DoorWriter};
+use bytes::BytesMut;
+use sift_broker::door_writer::{BatchPool, DoorBatch, DoorDelivery, DoorWriter};
 use tokio::sync::mpsc;
 
 use crate::mapping::encode_message_frame;
@@ -44,7 +44,7 @@ pub(crate) struct StompDoor {
     counters: Arc<StompCounters>,
     /// Batches written and not yet sent (`stomp.delivery_batches`), and
     /// the buffers of sent ones.
-    pub(crate) batches: BatchPool,
+    batches: Arc<BatchPool>,
 }
 
 impl StompDoor {
@@ -92,21 +92,12 @@ impl DoorWriter for StompDoor {
         true
     }
 
-    fn send(&self, encoded: Bytes) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
-        Box::pin(async move {
-            // The batch's count ends when the connection's writer gives
-            // its buffer back.
-            self.batches.acquire().await;
-            let sent = self.out.send(Outgoing::Message(encoded)).await.is_ok();
-            if !sent {
-                self.batches.release();
-            }
-            sent
-        })
+    fn send(&self, batch: DoorBatch) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move { self.out.send(Outgoing::Batch(batch)).await.is_ok() })
     }
 
-    fn reuse(&self) -> Option<BytesMut> {
-        self.batches.reuse()
+    fn pool(&self) -> &Arc<BatchPool> {
+        &self.batches
     }
 }
 

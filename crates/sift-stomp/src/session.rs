@@ -41,9 +41,10 @@ const WRITE_BATCH_FRAMES: usize = 256;
 /// What the writer sends: a frame, or a last frame after which it closes.
 pub(crate) enum Outgoing {
     Frame(Frame),
-    /// MESSAGE frames, already encoded (by the door writer, a batch at a
-    /// time, or by a subscription's forwarder) and counted.
+    /// A MESSAGE frame a subscription's forwarder encoded and counted.
     Message(bytes::Bytes),
+    /// MESSAGE frames the door writer encoded and counted, a batch.
+    Batch(sift_broker::door_writer::DoorBatch),
     Last(Frame),
 }
 
@@ -94,8 +95,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
         Ok(client) => client,
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
-    let writer_task =
-        tokio::spawn(write_loop(writer, to_write, negotiated.send_every, (shared.clone(), Arc::downgrade(&door))));
+    let writer_task = tokio::spawn(write_loop(writer, to_write, negotiated.send_every, shared.clone()));
     let _ = out.send(Outgoing::Frame(negotiated.connected)).await;
     let client_id = connect.get("client-id").or(connect.get("login")).map(str::to_string);
     let mut session = Session::new(shared.clone(), (client, door), client_id, out, negotiated.version);
@@ -218,10 +218,8 @@ async fn write_loop(
     mut writer: OwnedWriteHalf,
     mut to_write: mpsc::Receiver<Outgoing>,
     send_every: Option<Duration>,
-    (shared, door): (Arc<Shared>, std::sync::Weak<StompDoor>),
+    shared: Arc<Shared>,
 ) {
-    // The door is held weakly: it holds a sender of `to_write`, which
-    // must close when the session is gone for this loop to end.
     let mut bytes = BytesMut::new();
     loop {
         let next = match send_every {
@@ -249,17 +247,19 @@ async fn write_loop(
             let frame = match outgoing {
                 Outgoing::Frame(frame) => frame,
                 Outgoing::Message(encoded) => {
-                    // A batch of MESSAGE frames goes out as it is, after
-                    // what was gathered before it, rather than copied.
+                    bytes.extend_from_slice(&encoded);
+                    continue;
+                }
+                Outgoing::Batch(batch) => {
+                    // A batch goes out as it is, after what was gathered
+                    // before it, rather than copied; dropped once written,
+                    // it gives its buffer back to the door.
                     if !bytes.is_empty() && writer.write_all(&bytes).await.is_err() {
                         return;
                     }
                     bytes.clear();
-                    if writer.write_all(&encoded).await.is_err() {
+                    if writer.write_all(&batch).await.is_err() {
                         return;
-                    }
-                    if let Some(door) = door.upgrade() {
-                        door.batches.give_back(encoded);
                     }
                     continue;
                 }

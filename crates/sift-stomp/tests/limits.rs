@@ -181,3 +181,40 @@ async fn connections_over_the_limit_are_refused_with_an_error() {
     drop(first);
     stop(broker, stomp).await;
 }
+
+/// Waits until `condition` holds, failing the test after [`PATIENCE`].
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !condition() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}: not within {PATIENCE:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_holds_bounded_memory_and_gives_it_back() {
+    let (broker, stomp) = served(|config| config.delivery_batches = 2).await;
+    let mut subscriber = Raw::open(&stomp).await;
+    subscriber.send(connect(Some("1.2"), "0,0")).await;
+    assert_eq!(subscriber.frame().await.map(|frame| frame.command), Some(Command::Connected));
+    let subscribe = Frame::new(Command::Subscribe).header("destination", "/topic/held").header("id", "0");
+    subscriber.send(subscribe.header("receipt", "r")).await;
+    assert_eq!(subscriber.frame().await.map(|frame| frame.command), Some(Command::Receipt));
+    // The subscriber reads nothing more: its socket, then the door's
+    // batches, then its queue fill, and each holds what it holds.
+    let options = sift_client::ClientOptions { name: "publisher".into(), reconnect: false, ..Default::default() };
+    let publisher = sift_client::Client::connect(broker.local_addr().to_string(), options).await.expect("connects");
+    let payload = bytes::Bytes::from(vec![b'x'; 16 * 1024]);
+    let topic = sift_core::TopicName::new("held").expect("topic");
+    for _ in 0..2_000 {
+        publisher.publish(sift_core::Message::new(topic.clone(), payload.clone())).await.expect("publish");
+    }
+    eventually("messages wait for the subscriber", || broker.memory_bytes() > 0).await;
+    assert!(broker.memory_bytes() <= broker.config().limits.memory_bytes_max);
+    drop(subscriber);
+    publisher.close().await;
+    // Nothing that waited for the subscriber keeps its bytes counted: the
+    // outbox and the door's batches give them back when it goes.
+    eventually("the memory is given back", || broker.memory_bytes() == 0).await;
+    stop(broker, stomp).await;
+}

@@ -11,6 +11,7 @@ mod gateway_cmd;
 mod gateway_registry;
 mod guidance;
 mod multicast_cmd;
+mod passwd_cmd;
 mod pub_cmd;
 mod query_cmd;
 mod registry_cmd;
@@ -71,6 +72,8 @@ enum Command {
     Registry(registry_cmd::RegistryArgs),
     /// Count what crosses a NORM multicast group, per sender (data, repairs, NACKs).
     Watch(watch_cmd::WatchArgs),
+    /// Print the argon2id hash of a password (from standard input or SIFT_PASSWORD) for a users file.
+    Passwd(passwd_cmd::PasswdArgs),
 }
 
 /// The environment variable that sets the log level (`error`, `warn`,
@@ -133,6 +136,7 @@ fn main() -> std::process::ExitCode {
             Command::Gateway(args) => gateway_cmd::run(args).await,
             Command::Registry(args) => registry_cmd::run(args).await,
             Command::Watch(args) => watch_cmd::run(args).await,
+            Command::Passwd(args) => passwd_cmd::run(args),
         }
     });
     match result {

@@ -780,3 +780,22 @@ fn pub_reads_standard_input_and_sub_reads_a_whole_stream_without_a_topic() {
     assert!(warned.contains("did you mean \"logs.>\""), "{warned}");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+#[test]
+fn passwd_prints_a_hash_of_the_password_on_standard_input() {
+    use std::io::Write;
+    let mut child = Command::new(SIFT)
+        .arg("passwd")
+        .env_remove("SIFT_PASSWORD")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sift passwd starts");
+    child.stdin.take().expect("stdin").write_all(b"correct horse\n").expect("write the password");
+    let output = child.wait_with_output().expect("sift passwd ends");
+    assert!(output.status.success(), "{output:?}");
+    let hash = String::from_utf8(output.stdout).expect("utf-8");
+    let hash = hash.trim_end();
+    assert!(sift_auth::password::verify("correct horse", hash), "{hash}");
+    assert!(!sift_auth::password::verify("correct horse\n", hash), "the line end is not part of the password");
+}

@@ -233,27 +233,33 @@ impl DrainSink for LocalBatch {
 
     fn deliver(&mut self, sub_id: u32, tag: u64, flags: u8, routed: &Routed) {
         self.taken_bytes += routed.encoded.len();
-        // A door writer reads the message decoded once for all its
-        // deliveries; a DELIVER value owns a copy decoded for it.
-        if self.door_writer.is_some() {
-            if let Some(message) = routed.message() {
+        // With a door writer the message is decoded once for all its
+        // deliveries, and one the door does not write takes a copy of that;
+        // without one, each DELIVER value owns a copy decoded for it. The
+        // broker encoded it, or read it back checksummed from a stream: a
+        // failure to decode is a bug, not bad input.
+        let message = match &self.door_writer {
+            Some(_) => {
+                let Some(message) = routed.message() else {
+                    tracing::error!(sub_id, "a routed message does not decode");
+                    return;
+                };
                 if self.write_door_frame(sub_id, tag, flags, routed, message) {
                     return;
                 }
+                message.clone()
             }
-        }
-        match decode_message(&routed.encoded) {
-            Ok(message) => self.frames.push(Frame::Deliver(Deliver {
-                sub_id,
-                delivery_tag: tag,
-                flags,
-                stream_seq: routed.stream_seq(),
-                message: Box::new(message),
-            })),
-            // The broker encoded it, or read it back checksummed from a
-            // stream: a failure here is a bug, not bad input.
-            Err(error) => tracing::error!(sub_id, %error, "a routed message does not decode"),
-        }
+            None => match decode_message(&routed.encoded) {
+                Ok(message) => message,
+                Err(error) => {
+                    tracing::error!(sub_id, %error, "a routed message does not decode");
+                    return;
+                }
+            },
+        };
+        let stream_seq = routed.stream_seq();
+        let deliver = Deliver { sub_id, delivery_tag: tag, flags, stream_seq, message: Box::new(message) };
+        self.frames.push(Frame::Deliver(deliver));
     }
 }
 

@@ -58,6 +58,9 @@ struct Entry {
 struct Registry {
     state: Mutex<RegistryState>,
     changed: Notify,
+    /// Wakes the expiry task when a registration may lapse sooner than
+    /// the one it sleeps until.
+    registered: Notify,
     ttl_ms_max: u64,
     max_gateways: usize,
 }
@@ -135,6 +138,7 @@ async fn register(
     if changed {
         registry.bump(&mut state);
     }
+    registry.registered.notify_one();
     Ok(Json(serde_json::json!({ "version": state.version })))
 }
 
@@ -178,6 +182,7 @@ pub async fn run(args: RegistryArgs) -> Result<(), CliError> {
     let registry = Arc::new(Registry {
         state: Mutex::new(RegistryState::default()),
         changed: Notify::new(),
+        registered: Notify::new(),
         ttl_ms_max: args.ttl_ms_max.max(1),
         max_gateways: args.max_gateways.max(1),
     });
@@ -199,11 +204,16 @@ pub async fn run(args: RegistryArgs) -> Result<(), CliError> {
         .map_err(|source| CliError::File { path: address.to_string(), source })
 }
 
-/// Drops each gateway when its registration lapses.
+/// Drops each gateway when its registration lapses: sleeps until the
+/// earliest lapse, or until a registration arrives (it may lapse sooner).
 async fn expire_lapsed(registry: Arc<Registry>) {
     loop {
         let next = registry.expire(Instant::now());
         let wake = next.map_or(Duration::from_secs(1), |next| next.saturating_duration_since(Instant::now()));
-        tokio::time::sleep(wake.max(Duration::from_millis(10))).await;
+        let registered = registry.registered.notified();
+        tokio::select! {
+            () = tokio::time::sleep(wake.max(Duration::from_millis(1))) => {}
+            () = registered => {}
+        }
     }
 }

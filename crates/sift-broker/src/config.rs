@@ -14,6 +14,9 @@ use sift_proto::QueuePolicy;
 
 pub use crate::store::settings::{StorageConfig, StreamDefinition};
 
+pub use crate::auth_config::{
+    AuthConfig, AUTH_FAILURE_DELAY_MS_MAX_DEFAULT, AUTH_FAILURE_DELAY_MS_MIN_DEFAULT, AUTH_FAILURE_NAMES_MAX_DEFAULT,
+};
 pub use crate::network_config::{
     LinkTarget, NetworkConfig, RoutingMode, DEFAULT_CLUSTER, DEFAULT_LINK_COST, DEFAULT_LINK_HANDSHAKE_TIMEOUT_MS,
     DEFAULT_LINK_PING_INTERVAL_MS, DEFAULT_LINK_RECONNECT_DELAY_MAX_MS, DEFAULT_LINK_RECONNECT_DELAY_MIN_MS,
@@ -96,6 +99,8 @@ pub struct Config {
     pub network: NetworkConfig,
     /// Where and how messages are stored.
     pub storage: StorageConfig,
+    /// Who may connect and what each may do.
+    pub auth: AuthConfig,
     /// `[http]`, `[stomp]` and `[mqtt]` belong to the front-end crates,
     /// which read them from the same file (`HttpConfig::from_toml` in
     /// `sift-http`, and so on); the broker lets them through unread.
@@ -202,6 +207,7 @@ impl Default for Config {
             delivery: DeliveryConfig::default(),
             network: NetworkConfig::default(),
             storage: StorageConfig::default(),
+            auth: AuthConfig::default(),
             http_section: IgnoredAny,
             stomp_section: IgnoredAny,
             mqtt_section: IgnoredAny,
@@ -311,6 +317,7 @@ impl Config {
             ("delivery.local_batches", delivery.local_batches as u64),
         ];
         require_positive(&positive).map_err(ConfigError::Invalid)?;
+        self.auth.validate()?;
         if limits.max_payload_bytes >= limits.max_frame_bytes {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_payload_bytes ({}) must be below limits.max_frame_bytes ({}) to leave room for headers",

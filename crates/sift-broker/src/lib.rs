@@ -9,6 +9,8 @@
 //! wait in the outbox until acknowledged and are requeued when late; a
 //! [`report`] tells an await=delivered publisher when all acks are in.
 
+pub mod access;
+mod auth_config;
 pub mod budget;
 pub mod config;
 pub mod conn;

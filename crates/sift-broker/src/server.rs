@@ -52,6 +52,22 @@ pub enum BrokerError {
     /// Another process holds the data directory.
     #[error(transparent)]
     DataDirInUse(crate::store::LockError),
+    /// The users file (`auth.users_file`) could not be read.
+    #[error("cannot read the users file {}: {source}", path.display())]
+    ReadUsers {
+        /// The file.
+        path: Box<std::path::Path>,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The users file is wrong; the error names the user, field and line.
+    #[error("{} : {source}", path.display())]
+    Users {
+        /// The file.
+        path: Box<std::path::Path>,
+        /// What is wrong.
+        source: Box<sift_auth::UsersError>,
+    },
     /// The streams or durable subscriptions could not be opened.
     #[error("cannot open storage in {}: {source}", data_dir.display())]
     Storage {
@@ -224,6 +240,16 @@ pub struct RunningBroker {
     link_task: tokio::task::JoinHandle<()>,
 }
 
+/// The users file of `auth`, read and checked; an open broker without one.
+fn load_access(auth: &crate::config::AuthConfig) -> Result<crate::access::Access, BrokerError> {
+    let Some(path) = &auth.users_file else { return Ok(crate::access::Access::open(auth.clone())) };
+    let text =
+        std::fs::read_to_string(path).map_err(|source| BrokerError::ReadUsers { path: path.clone().into(), source })?;
+    let file = sift_auth::UsersFile::parse(&text)
+        .map_err(|source| BrokerError::Users { path: path.clone().into(), source: Box::new(source) })?;
+    Ok(crate::access::Access::with_users(auth.clone(), file))
+}
+
 impl RunningBroker {
     /// Binds the listen address and starts serving.
     pub async fn start(config: Config) -> Result<RunningBroker, BrokerError> {
@@ -234,6 +260,7 @@ impl RunningBroker {
     /// `clock`: tests of time-to-live move a manual clock instead of waiting.
     pub async fn start_with_clock(config: Config, clock: sift_core::Clock) -> Result<RunningBroker, BrokerError> {
         config.validate()?;
+        let access = load_access(&config.auth)?;
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| BrokerError::Bind { address, source })?;
         let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind { address, source })?;
@@ -253,7 +280,7 @@ impl RunningBroker {
                 }
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
-        let shared = BrokerShared::new(config, storage, clock);
+        let shared = BrokerShared::new(config, storage, clock, access);
         let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);

@@ -60,11 +60,19 @@ pub struct BrokerShared {
     /// The clock that stamps messages and decides their expiry: the
     /// system's, or one a test moves (`RunningBroker::start_with_clock`).
     pub clock: sift_core::Clock,
+    /// The users and what each may do (an open broker without a users
+    /// file).
+    pub access: crate::access::Access,
 }
 
 impl BrokerShared {
     /// The state of a broker about to start, around its opened storage.
-    pub(crate) fn new(config: Config, storage: Storage, clock: sift_core::Clock) -> Arc<BrokerShared> {
+    pub(crate) fn new(
+        config: Config,
+        storage: Storage,
+        clock: sift_core::Clock,
+        access: crate::access::Access,
+    ) -> Arc<BrokerShared> {
         let (shutdown, _) = watch::channel(false);
         let first_id = sift_core::system_now_ns();
         Arc::new(BrokerShared {
@@ -81,6 +89,7 @@ impl BrokerShared {
             doors: crate::door::DoorRegistry::default(),
             memory: Arc::new(crate::budget::MemoryBudget::new(config.limits.memory_bytes_max)),
             clock,
+            access,
             config,
         })
     }

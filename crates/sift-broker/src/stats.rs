@@ -72,6 +72,14 @@ counters! {
     publisher_blocked,
     /// Error frames sent to clients.
     errors_sent,
+    /// `AUTH`s that signed a session in.
+    auth_sign_ins,
+    /// `AUTH`s refused (unknown user, wrong password, refused token).
+    auth_failures,
+    /// Sessions closed for acting before signing in on a broker that requires it.
+    auth_required_closes,
+    /// Actions refused because the user (or anonymous access) may not do them.
+    permission_denials,
     /// ACK or NACK tags that were not awaiting an acknowledgement.
     unknown_delivery_tags,
     /// Match lookups answered from a connection's cache.

@@ -32,6 +32,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("mqtt_config", 1),
     ("stomp_config", 1),
     ("network_config", 1),
+    ("auth_config", 1),
     ("stats", 1),
     ("budget", 1),
     ("door", 1),
@@ -54,6 +55,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("store/gate", 2),
     // 3. state, store and delivery
     ("router", 3),
+    ("access", 3),
     ("delivery", 3),
     ("pipeline", 3),
     ("store", 3),

@@ -628,31 +628,78 @@ fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
     flags
 }
 
+/// The request id of the `AUTH` a connection opens with.
+const AUTH_REQUEST_ID: u64 = 1;
+
+/// The handshake's frames: `HELLO`, and `AUTH` when signing in.
+fn greeting(options: &ClientOptions) -> Vec<Frame> {
+    let hello =
+        Hello { version_min: PROTOCOL_VERSION_MIN, version_max: PROTOCOL_VERSION, client_name: options.name.clone() };
+    let mut frames = vec![Frame::Hello(hello)];
+    if let Some(credentials) = &options.credentials {
+        frames.push(Frame::Auth(sift_proto::Auth {
+            request_id: AUTH_REQUEST_ID,
+            method: credentials.method,
+            user: credentials.user.clone(),
+            secret: credentials.secret.clone(),
+        }));
+    }
+    frames
+}
+
+/// The answers the handshake waits for: `WELCOME`, then `AUTH_OK` when it
+/// signs in. A refused sign-in is [`ClientError::Refused`] with the
+/// broker's code (`auth_failed`), so that a front-end can answer in its
+/// own words; any other failure is [`ClientError::Connect`].
+struct Answers {
+    welcome: Option<Welcome>,
+    signing_in: bool,
+}
+
+impl Answers {
+    fn new(options: &ClientOptions) -> Answers {
+        Answers { welcome: None, signing_in: options.credentials.is_some() }
+    }
+
+    /// Takes one frame; the `WELCOME` once every answer has come.
+    fn take(&mut self, frame: Frame, failure: &impl Fn(String) -> ClientError) -> Result<Option<Welcome>, ClientError> {
+        match frame {
+            Frame::Welcome(welcome) if self.welcome.is_none() => self.welcome = Some(welcome),
+            Frame::AuthOk { request_id: AUTH_REQUEST_ID, .. } if self.signing_in => self.signing_in = false,
+            Frame::Error(error) if matches!(error.code, ErrorCode::AuthFailed | ErrorCode::AuthRequired) => {
+                return Err(ClientError::Refused { code: error.code, message: error.message });
+            }
+            Frame::Error(error) => return Err(failure(format!("{}: {}", error.code, error.message))),
+            other => return Err(failure(format!("unexpected {} during the handshake", other.name()))),
+        }
+        Ok(if self.signing_in { None } else { self.welcome.take() })
+    }
+}
+
 /// Connects and runs the handshake.
 async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Welcome), ClientError> {
     let failure = |reason: String| ClientError::Connect { address: endpoint.to_string(), reason };
     let attempt = async {
         let link = crate::transport::connect(endpoint).await.map_err(|error| failure(error.to_string()))?;
-        let hello = Hello {
-            version_min: PROTOCOL_VERSION_MIN,
-            version_max: PROTOCOL_VERSION,
-            client_name: options.name.clone(),
-        };
         let (mut reader, mut writer) = match link {
             Link::Bytes(reader, writer) => (reader, writer),
-            Link::Frames(to_broker, from_broker) => return greet_local(to_broker, from_broker, hello, &failure).await,
+            Link::Frames(to_broker, from_broker) => {
+                return greet_local(to_broker, from_broker, options, &failure).await
+            }
         };
         let mut buf = BytesMut::new();
-        Frame::Hello(hello).encode(&mut buf).map_err(|error| failure(error.to_string()))?;
+        for frame in greeting(options) {
+            frame.encode(&mut buf).map_err(|error| failure(error.to_string()))?;
+        }
         writer.write_all(&buf).await.map_err(|error| failure(error.to_string()))?;
         buf.clear();
         let mut decoder = Decoder::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut answers = Answers::new(options);
         loop {
-            match decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
-                Some(Frame::Welcome(welcome)) => return Ok((Link::Bytes(reader, writer), welcome)),
-                Some(Frame::Error(error)) => return Err(failure(format!("{}: {}", error.code, error.message))),
-                Some(other) => return Err(failure(format!("expected WELCOME, got {}", other.name()))),
-                None => {}
+            while let Some(frame) = decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
+                if let Some(welcome) = answers.take(frame, &failure)? {
+                    return Ok((Link::Bytes(reader, writer), welcome));
+                }
             }
             let read = reader.read_buf(&mut buf).await.map_err(|error| failure(error.to_string()))?;
             if read == 0 {
@@ -665,22 +712,26 @@ async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Wel
         .map_err(|_| failure(format!("no WELCOME within {:?}", options.connect_timeout)))?
 }
 
-/// A local session's handshake: `HELLO` out, `WELCOME` (or the `ERROR`
-/// that refuses the session) back, as values.
+/// A local session's handshake: `HELLO` (and `AUTH`) out, `WELCOME` (and
+/// `AUTH_OK`), or the `ERROR` that refuses the session, back, as values.
 async fn greet_local(
     to_broker: mpsc::Sender<Vec<Frame>>,
     mut from_broker: mpsc::Receiver<Vec<Frame>>,
-    hello: Hello,
+    options: &ClientOptions,
     failure: &impl Fn(String) -> ClientError,
 ) -> Result<(Link, Welcome), ClientError> {
     let closed = || failure("the local session closed during the handshake".into());
-    to_broker.send(vec![Frame::Hello(hello)]).await.map_err(|_| closed())?;
-    let first = from_broker.recv().await.ok_or_else(closed)?;
-    match first.into_iter().next() {
-        Some(Frame::Welcome(welcome)) => Ok((Link::Frames(to_broker, from_broker), welcome)),
-        Some(Frame::Error(error)) => Err(failure(format!("{}: {}", error.code, error.message))),
-        Some(other) => Err(failure(format!("expected WELCOME, got {}", other.name()))),
-        None => Err(closed()),
+    to_broker.send(greeting(options)).await.map_err(|_| closed())?;
+    let mut answers = Answers::new(options);
+    loop {
+        let batch = from_broker.recv().await.ok_or_else(closed)?;
+        let mut frames = batch.into_iter();
+        while let Some(frame) = frames.next() {
+            if let Some(welcome) = answers.take(frame, failure)? {
+                debug_assert!(frames.next().is_none(), "nothing but the handshake's answers comes before it ends");
+                return Ok((Link::Frames(to_broker, from_broker), welcome));
+            }
+        }
     }
 }
 

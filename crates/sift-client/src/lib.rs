@@ -43,7 +43,9 @@ mod transport;
 
 pub use connection::Client;
 pub use error::ClientError;
-pub use options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions, CLOCK_SYNC_INTERVAL_DEFAULT};
+pub use options::{
+    AckPolicy, ClientOptions, Credentials, PublishOptions, SubscribeOptions, CLOCK_SYNC_INTERVAL_DEFAULT,
+};
 pub use ordering::{OrderingBuffer, OrderingConfig, OrderingCounters, OrderingError, ORDERING_ENTRIES_MAX};
 pub use query::{QueryEvent, QueryOptions, QueryResults};
 pub use sift_core::ClockEstimate;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sift_proto::{FilterKind, QueuePolicy, StartPosition, StreamSource};
+use sift_proto::{AuthMethod, FilterKind, QueuePolicy, StartPosition, StreamSource};
 
 use crate::time::ClockSource;
 
@@ -34,6 +34,39 @@ pub struct ClientOptions {
     /// broker's (`PUBLISHER_TIME`), so that receivers order and space
     /// messages by when they were sent rather than when they arrived.
     pub publisher_time: bool,
+    /// Who to sign in as (`AUTH`, sent with `HELLO` on every connect and
+    /// reconnect); `None` connects anonymously.
+    pub credentials: Option<Credentials>,
+}
+
+/// A user name and password, or a bearer token, to sign in with.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// How `secret` proves the identity.
+    pub method: AuthMethod,
+    /// The user name (empty with a token that names its user).
+    pub user: String,
+    /// The password or token.
+    pub secret: String,
+}
+
+impl Credentials {
+    /// A user name and its password.
+    pub fn password(user: impl Into<String>, password: impl Into<String>) -> Credentials {
+        Credentials { method: AuthMethod::Password, user: user.into(), secret: password.into() }
+    }
+
+    /// A bearer token.
+    pub fn token(token: impl Into<String>) -> Credentials {
+        Credentials { method: AuthMethod::Token, user: String::new(), secret: token.into() }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    /// Never prints the secret.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Credentials").field("method", &self.method).field("user", &self.user).finish()
+    }
 }
 
 impl Default for ClientOptions {
@@ -48,6 +81,7 @@ impl Default for ClientOptions {
             clock: ClockSource::system(),
             clock_sync_interval: Some(CLOCK_SYNC_INTERVAL_DEFAULT),
             publisher_time: false,
+            credentials: None,
         }
     }
 }

@@ -62,7 +62,7 @@ fn normal_form(filter: &ContentFilter) -> Option<Vec<Conjunction>> {
     match filter {
         ContentFilter::Tags(tags) => Some(tags_form(tags)),
         ContentFilter::Sql(sql) => sql_form(sql),
-        ContentFilter::Regex(_) | ContentFilter::Xpath(_) => None,
+        ContentFilter::Regex(_) | ContentFilter::Xpath(_) | ContentFilter::And(_) => None,
     }
 }
 

@@ -49,6 +49,15 @@ pub enum ContentFilter {
     Regex(RegexFilter),
     /// An XPath 1.0 expression over the XML metadata.
     Xpath(XPathFilter),
+    /// Both filters, in any languages: a subscription's own filter and the
+    /// restriction its user's grant carries (the broker's permissions).
+    /// The index files it as the conjunctions of both, so it costs what
+    /// one filter with the predicates of both costs. It is not written as
+    /// text: its [`Display`](std::fmt::Display) and
+    /// [`language`](ContentFilter::language) are the first filter's, the
+    /// one the subscriber asked for, which passes everything it passes
+    /// (what a broker link needs to advertise).
+    And(Box<(ContentFilter, ContentFilter)>),
 }
 
 impl ContentFilter {
@@ -62,9 +71,15 @@ impl ContentFilter {
         }
     }
 
-    /// The language the filter is written in.
+    /// Both `first` and `second`.
+    pub fn and(first: ContentFilter, second: ContentFilter) -> ContentFilter {
+        ContentFilter::And(Box::new((first, second)))
+    }
+
+    /// The language the filter is written in (of an `And`, the first's).
     pub fn language(&self) -> FilterLanguage {
         match self {
+            ContentFilter::And(both) => both.0.language(),
             ContentFilter::Tags(_) => FilterLanguage::Tags,
             ContentFilter::Sql(_) => FilterLanguage::Sql,
             ContentFilter::Regex(_) => FilterLanguage::Regex,
@@ -75,6 +90,7 @@ impl ContentFilter {
     /// True when the message passes the filter.
     pub fn matches(&self, message: &Message) -> bool {
         match self {
+            ContentFilter::And(both) => both.0.matches(message) && both.1.matches(message),
             ContentFilter::Tags(filter) => filter.matches(message),
             ContentFilter::Sql(filter) => filter.matches(message),
             ContentFilter::Regex(filter) => filter.matches(message),
@@ -88,6 +104,7 @@ impl std::fmt::Display for ContentFilter {
     /// equivalent filter.
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            ContentFilter::And(both) => write!(formatter, "{}", both.0),
             ContentFilter::Tags(filter) => write!(formatter, "{filter}"),
             ContentFilter::Sql(filter) => write!(formatter, "{filter}"),
             ContentFilter::Regex(filter) => write!(formatter, "{filter}"),

@@ -386,6 +386,8 @@ impl<'frame> Reader<'frame, '_> {
             PONG => Frame::Pong { nonce: self.u64("nonce")? },
             TIME => Frame::Time { request_id: self.u64("request_id")?, origin_ns: self.u64("origin_ns")? },
             TIME_REPLY => Frame::TimeReply(self.time_reply()?),
+            AUTH => Frame::Auth(self.auth()?),
+            AUTH_OK => Frame::AuthOk { request_id: self.request_id()?, user: self.str16("user")? },
             CLOSE => Frame::Close,
             PUBLISH => Frame::Publish(self.publish()?),
             CONFIRM => Frame::Confirm(self.confirm()?),
@@ -419,6 +421,18 @@ impl<'frame> Reader<'frame, '_> {
             receive_ns: self.u64("receive_ns")?,
             transmit_ns: self.u64("transmit_ns")?,
         })
+    }
+
+    fn auth(&mut self) -> FieldResult<crate::Auth> {
+        let request_id = self.request_id()?;
+        let code = self.u8("method")?;
+        let Some(method) = crate::AuthMethod::from_code(code) else {
+            return Err((
+                ErrorCode::InvalidField,
+                format!("method: unknown code {code}, expected 1 (password) or 2 (token)"),
+            ));
+        };
+        Ok(crate::Auth { request_id, method, user: self.str16("user")?, secret: self.str16("secret")? })
     }
 
     fn request_id(&mut self) -> FieldResult<u64> {

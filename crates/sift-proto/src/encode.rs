@@ -381,6 +381,16 @@ impl Frame {
             Frame::Ping { nonce } | Frame::Pong { nonce } => buf.put_u64(*nonce),
             Frame::Time { request_id, origin_ns } => put_time(buf, *request_id, *origin_ns),
             Frame::TimeReply(reply) => put_time_reply(buf, reply),
+            Frame::Auth(auth) => {
+                buf.put_u64(auth.request_id);
+                buf.put_u8(auth.method.code());
+                put_str16(buf, "user", &auth.user)?;
+                put_str16(buf, "secret", &auth.secret)?;
+            }
+            Frame::AuthOk { request_id, user } => {
+                buf.put_u64(*request_id);
+                put_str16(buf, "user", user)?;
+            }
             Frame::Close => {}
             Frame::Publish(_) => unreachable!("PUBLISH is encoded by encode_publish"),
             Frame::Confirm(confirm) => {

@@ -61,6 +61,15 @@ pub enum ErrorCode {
     DurableInUse,
     /// A durable subscription resumed with another stream or other filters.
     DurableMismatch,
+    /// The broker admits only signed-in clients and the frame came before
+    /// a successful `AUTH` (fatal).
+    AuthRequired,
+    /// The `AUTH` was refused: unknown user, wrong password, a token that
+    /// does not verify or has expired (fatal).
+    AuthFailed,
+    /// The signed-in user (or anonymous access) may not do this; the
+    /// session goes on.
+    PermissionDenied,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -96,13 +105,16 @@ impl ErrorCode {
             ErrorCode::UnknownDurable => 25,
             ErrorCode::DurableInUse => 26,
             ErrorCode::DurableMismatch => 27,
+            ErrorCode::AuthRequired => 28,
+            ErrorCode::AuthFailed => 29,
+            ErrorCode::PermissionDenied => 30,
             ErrorCode::Unknown(code) => code,
         }
     }
 
     /// The code for a wire value; unknown values are kept, not rejected.
     pub fn from_code(code: u16) -> ErrorCode {
-        const KNOWN: [ErrorCode; 27] = [
+        const KNOWN: [ErrorCode; 30] = [
             ErrorCode::Malformed,
             ErrorCode::UnsupportedVersion,
             ErrorCode::FrameTooLarge,
@@ -130,6 +142,9 @@ impl ErrorCode {
             ErrorCode::UnknownDurable,
             ErrorCode::DurableInUse,
             ErrorCode::DurableMismatch,
+            ErrorCode::AuthRequired,
+            ErrorCode::AuthFailed,
+            ErrorCode::PermissionDenied,
         ];
         KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
@@ -164,6 +179,9 @@ impl ErrorCode {
             ErrorCode::UnknownDurable => "unknown_durable",
             ErrorCode::DurableInUse => "durable_in_use",
             ErrorCode::DurableMismatch => "durable_mismatch",
+            ErrorCode::AuthRequired => "auth_required",
+            ErrorCode::AuthFailed => "auth_failed",
+            ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::Unknown(_) => "unknown",
         }
     }
@@ -180,7 +198,7 @@ mod tests {
     use super::*;
 
     /// The highest code this version knows.
-    const LAST_KNOWN: u16 = 27;
+    const LAST_KNOWN: u16 = 30;
 
     #[test]
     fn codes_round_trip_and_unknown_codes_survive() {

@@ -19,6 +19,11 @@ pub mod frame_type {
     /// Either way: the answer to `TIME`, with the replier's receive and
     /// transmit times.
     pub const TIME_REPLY: u8 = 0x07;
+    /// Client → server: sign in as a user (see [`Auth`](crate::Auth)).
+    pub const AUTH: u8 = 0x08;
+    /// Server → client: signed in; the session now has the user's
+    /// permissions.
+    pub const AUTH_OK: u8 = 0x09;
     /// Either way: closing. The broker writes the responses it owes (not the
     /// queued deliveries) and answers `CLOSE` as its last frame.
     pub const CLOSE: u8 = 0x05;
@@ -71,6 +76,63 @@ pub struct Hello {
     pub version_max: u16,
     /// Client name, stamped as `publisher` on its messages.
     pub client_name: String,
+}
+
+/// How an `AUTH` proves who the client is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMethod {
+    /// `user` with its password as `secret`.
+    Password,
+    /// A bearer token (a JWT the broker verifies) as `secret`; `user` may be
+    /// empty, the token names the user.
+    Token,
+}
+
+impl AuthMethod {
+    /// The wire value.
+    pub fn code(self) -> u8 {
+        match self {
+            AuthMethod::Password => 1,
+            AuthMethod::Token => 2,
+        }
+    }
+
+    /// The method for a wire value.
+    pub fn from_code(code: u8) -> Option<AuthMethod> {
+        match code {
+            1 => Some(AuthMethod::Password),
+            2 => Some(AuthMethod::Token),
+            _ => None,
+        }
+    }
+}
+
+/// `AUTH`: sign in. Sent after `HELLO` (it may follow it at once, before
+/// `WELCOME` arrives); until it is answered by `AUTH_OK` the session has
+/// the permissions of anonymous access, or none.
+#[derive(Clone, PartialEq)]
+pub struct Auth {
+    /// Client-chosen id that the `AUTH_OK` or `ERROR` will carry.
+    pub request_id: u64,
+    /// How `secret` proves the identity.
+    pub method: AuthMethod,
+    /// The user name (empty for a token that names its user).
+    pub user: String,
+    /// The password or token.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for Auth {
+    /// Never prints the secret: frames end up in logs.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Auth")
+            .field("request_id", &self.request_id)
+            .field("method", &self.method)
+            .field("user", &self.user)
+            .field("secret", &"<hidden>")
+            .finish()
+    }
 }
 
 /// `WELCOME`: the server's answer to `HELLO`, with its limits.
@@ -457,6 +519,15 @@ pub enum Frame {
     },
     /// See [`TimeReply`].
     TimeReply(TimeReply),
+    /// See [`Auth`].
+    Auth(Auth),
+    /// The answer to a successful `AUTH`.
+    AuthOk {
+        /// The `AUTH`'s request id.
+        request_id: u64,
+        /// The user the session now acts as.
+        user: String,
+    },
     /// Orderly close.
     Close,
     /// See [`Publish`].
@@ -589,6 +660,8 @@ impl Frame {
             Frame::Pong { .. } => PONG,
             Frame::Time { .. } => TIME,
             Frame::TimeReply(_) => TIME_REPLY,
+            Frame::Auth(_) => AUTH,
+            Frame::AuthOk { .. } => AUTH_OK,
             Frame::Close => CLOSE,
             Frame::Publish(_) => PUBLISH,
             Frame::Confirm(_) => CONFIRM,
@@ -626,6 +699,8 @@ pub fn frame_name(code: u8) -> &'static str {
         PONG => "PONG",
         TIME => "TIME",
         TIME_REPLY => "TIME_REPLY",
+        AUTH => "AUTH",
+        AUTH_OK => "AUTH_OK",
         CLOSE => "CLOSE",
         PUBLISH => "PUBLISH",
         CONFIRM => "CONFIRM",

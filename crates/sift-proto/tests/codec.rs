@@ -110,6 +110,11 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
             transmit_ns: words[3],
         })),
         Just(Frame::Close),
+        (any::<u64>(), any::<bool>(), ".{0,20}", ".{0,40}").prop_map(|(request_id, token, user, secret)| {
+            let method = if token { sift_proto::AuthMethod::Token } else { sift_proto::AuthMethod::Password };
+            Frame::Auth(sift_proto::Auth { request_id, method, user, secret })
+        }),
+        (any::<u64>(), ".{0,20}").prop_map(|(request_id, user)| Frame::AuthOk { request_id, user }),
         (any::<u64>(), any::<u8>(), any::<u32>(), message_strategy()).prop_map(
             |(request_id, flags, await_timeout_ms, message)| Frame::Publish(Publish {
                 request_id,

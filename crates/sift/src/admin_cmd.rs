@@ -19,6 +19,8 @@ pub struct AdminArgs {
     /// Broker address (its client listener).
     #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
+    #[command(flatten)]
+    sign_in: crate::sign_in::SignInArgs,
     /// What to show: the broker's links, its routes and interest, or its counters.
     #[arg(value_enum)]
     query: QueryArg,
@@ -58,6 +60,7 @@ pub async fn run(args: AdminArgs) -> Result<(), CliError> {
     let options = ClientOptions {
         name: crate::guidance::client_name("admin", None),
         reconnect: false,
+        credentials: args.sign_in.credentials()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), options).await?;

@@ -51,6 +51,15 @@ pub struct BrokerArgs {
     /// 127.0.0.1:1883, or the config file's].
     #[arg(long, value_name = "ADDR|off")]
     mqtt: Option<Listen>,
+    /// Users file (TOML): who may sign in and what each may do; see
+    /// docs/SECURITY.md and `sift passwd` [default: none, or the config
+    /// file's; without one the broker is open to every client].
+    #[arg(long, value_name = "FILE")]
+    users: Option<PathBuf>,
+    /// Serve without authentication on addresses other than loopback
+    /// (refused by default).
+    #[arg(long)]
+    allow_anonymous: bool,
 }
 
 /// `--http`, `--stomp` and `--mqtt`: an address, or `off`.
@@ -119,15 +128,25 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     if let Some(mqtt) = args.mqtt {
         mqtt.apply(&mut front_ends.mqtt.enabled, &mut front_ends.mqtt.listen);
     }
+    if let Some(users) = args.users {
+        config.auth.users_file = Some(users);
+    }
+    config.auth.allow_anonymous |= args.allow_anonymous;
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
     // Every door is bound before the broker opens (and locks) its data
     // directory, so that a failed start leaves it untouched.
     let plan = DoorPlan::of(&config, &front_ends);
+    plan.check_exposure(&config)?;
+    let users_file = config.auth.users_file.clone();
     let doors = BoundDoors::bind(&front_ends, &plan).await?;
     let broker = RunningBroker::start(config).await.map_err(|error| plan.broker_error(error))?;
     say(&format!("sift broker listening on {}", broker.local_addr()));
+    match &users_file {
+        None => tracing::warn!("no users file: every client may do everything (--users FILE to require sign-in)"),
+        Some(path) => tracing::info!(users = %path.display(), "clients sign in"),
+    }
     if let Some(link_addr) = broker.link_addr() {
         say(&format!("sift broker accepting links on {link_addr}"));
     }

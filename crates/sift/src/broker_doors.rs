@@ -95,6 +95,36 @@ impl DoorPlan {
         CliError::Usage(text)
     }
 
+    /// Refuses a broker that would let anyone in from another machine:
+    /// without a users file every client door is open, and broker links
+    /// are not authenticated at all yet, so such a door on an address
+    /// other than loopback needs `--allow-anonymous` (`auth.allow_anonymous`).
+    pub fn check_exposure(&self, config: &Config) -> Result<(), CliError> {
+        if config.auth.allow_anonymous {
+            return Ok(());
+        }
+        let has_users = config.auth.users_file.is_some();
+        let exposed: Vec<String> = self
+            .doors
+            .iter()
+            .filter(|door| !has_users || door.flag == "--link-listen")
+            .filter_map(|door| door.address.filter(|address| !address.ip().is_loopback()).map(|a| (door.flag, a)))
+            .map(|(flag, address)| format!("{flag} {address}"))
+            .collect();
+        if exposed.is_empty() {
+            return Ok(());
+        }
+        let why = match has_users {
+            false => "there is no users file, so every client may do everything",
+            true => "broker links are not authenticated",
+        };
+        Err(CliError::Usage(format!(
+            "refusing to serve {} beyond this machine: {why}.\n  Give a users file (--users FILE, see `sift passwd`), \
+             listen on loopback (127.0.0.1), or pass --allow-anonymous to serve it open",
+            exposed.join(", ")
+        )))
+    }
+
     /// A broker start error, with a bind failure told as [`DoorPlan::bind_error`].
     pub fn broker_error(&self, error: BrokerError) -> CliError {
         match &error {

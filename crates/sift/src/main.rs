@@ -15,6 +15,7 @@ mod passwd_cmd;
 mod pub_cmd;
 mod query_cmd;
 mod registry_cmd;
+mod sign_in;
 mod stream_cmd;
 mod sub_cmd;
 mod sub_files;

@@ -17,6 +17,8 @@ pub struct PubArgs {
     /// Broker address.
     #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
+    #[command(flatten)]
+    sign_in: crate::sign_in::SignInArgs,
     /// Topic to publish on.
     #[arg(long)]
     topic: String,
@@ -158,6 +160,7 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
         name: crate::guidance::client_name("pub", args.name.as_deref()),
         reconnect: false,
         publisher_time: args.publisher_time,
+        credentials: args.sign_in.credentials()?,
         ..ClientOptions::default()
     };
     if let Some(path) = &args.file {

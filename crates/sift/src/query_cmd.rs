@@ -15,6 +15,8 @@ pub struct QueryArgs {
     /// Broker address.
     #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
+    #[command(flatten)]
+    sign_in: crate::sign_in::SignInArgs,
     /// The stream to search.
     #[arg(long)]
     stream: String,
@@ -81,6 +83,7 @@ pub async fn run(args: QueryArgs) -> Result<(), CliError> {
     let client_options = ClientOptions {
         name: crate::guidance::client_name("query", None),
         reconnect: false,
+        credentials: args.sign_in.credentials()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), client_options).await?;

@@ -60,6 +60,8 @@ struct ServerArgs {
     /// Broker address.
     #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
+    #[command(flatten)]
+    sign_in: crate::sign_in::SignInArgs,
     /// Print the broker's JSON reply.
     #[arg(long)]
     json: bool,
@@ -206,6 +208,7 @@ async fn manage(server: &ServerArgs, op: ManageOp, body: Value) -> Result<Value,
     let options = ClientOptions {
         name: crate::guidance::client_name("manage", None),
         reconnect: false,
+        credentials: server.sign_in.credentials()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(server.server.as_str(), options).await?;

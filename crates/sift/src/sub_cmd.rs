@@ -20,6 +20,8 @@ pub struct SubArgs {
     /// Broker address.
     #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
+    #[command(flatten)]
+    sign_in: crate::sign_in::SignInArgs,
     /// Topic filter: `*` matches one token, `>` the rest. Optional with
     /// --stream, which then reads every topic of the stream.
     #[arg(long)]
@@ -190,7 +192,7 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         options = options.shared();
     }
     let name = crate::guidance::client_name("sub", args.name.as_deref());
-    let client_options = ClientOptions { name, ..ClientOptions::default() };
+    let client_options = ClientOptions { name, credentials: args.sign_in.credentials()?, ..ClientOptions::default() };
     let client = Client::connect(args.server.as_str(), client_options).await?;
     let json = args.format == "json";
     let mut timed = TimedOutput::start(&client, order, tds, json).await?;
@@ -202,7 +204,8 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         None => None,
     };
     let filter = options.filter.clone();
-    let mut inbox = match Inbox::open(&client, &args.server, options, args.streams).await {
+    let mut inbox = match Inbox::open(&client, (&args.server, args.sign_in.credentials()?), options, args.streams).await
+    {
         Ok(inbox) => inbox,
         Err(CliError::Client(error)) => return Err(crate::guidance::with_caret(error, filter.as_ref())),
         Err(error) => return Err(error),

@@ -15,6 +15,8 @@ pub struct TimeArgs {
     /// Broker address (its client listener).
     #[arg(long, env = "SIFT_SERVER", default_value = "127.0.0.1:7400")]
     server: String,
+    #[command(flatten)]
+    sign_in: crate::sign_in::SignInArgs,
     /// Exchanges per estimate; the one with the shortest round trip wins.
     #[arg(long, default_value_t = 8)]
     samples: u32,
@@ -43,6 +45,7 @@ pub async fn run(args: TimeArgs) -> Result<(), CliError> {
         reconnect: false,
         clock,
         clock_sync_interval: None,
+        credentials: args.sign_in.credentials()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), options).await?;

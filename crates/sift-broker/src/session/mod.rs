@@ -12,6 +12,7 @@
 //! back-pressure, acknowledgements and slow-consumer policies are the same
 //! code for every door.
 
+mod access;
 mod admin;
 mod stream_manage;
 mod stream_query;
@@ -182,11 +183,17 @@ pub struct Session {
     /// Publishes that arrived while one was parked, in arrival order.
     deferred: VecDeque<Frame>,
     deferred_bytes: usize,
+    /// Who the session acts as, and so what it may do.
+    pub(crate) standing: crate::access::Standing,
+    /// An `AUTH` the read loop checks before it handles anything else.
+    pending_auth: Option<sift_proto::Auth>,
 }
 
 impl Session {
     fn new(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) -> Session {
         Session {
+            standing: shared.access.initial(),
+            pending_auth: None,
             publisher: Publisher::new(conn.clone(), shared.clone()),
             conn,
             shared,
@@ -206,6 +213,13 @@ impl Session {
             self.publisher.end_read();
             if !keep_going? || *close_watch.borrow() {
                 return Ok(());
+            }
+            if let Some(auth) = self.pending_auth.take() {
+                if !self.sign_in(auth).await {
+                    return Ok(());
+                }
+                // Frames that followed the AUTH may be waiting already.
+                continue;
             }
             // A publisher whose messages fill a broker link waits (boundedly)
             // before reading more, as it would for a slow subscriber.
@@ -271,6 +285,10 @@ impl Session {
                     } else if !self.handle(frame) {
                         return Ok(false);
                     }
+                    if self.pending_auth.is_some() {
+                        // Nothing after an AUTH is handled before its outcome.
+                        return Ok(true);
+                    }
                 }
                 Ok(None) => return Ok(true),
                 Err(error) => {
@@ -297,9 +315,18 @@ impl Session {
 
     /// Acts on one frame; false when the reader must stop.
     fn handle(&mut self, frame: Frame) -> bool {
+        if matches!(self.standing, crate::access::Standing::MustSignIn) && !access::allowed_before_sign_in(&frame) {
+            return self.refuse_unsigned(&frame);
+        }
         match frame {
             Frame::Publish(publish) => {
-                self.publisher.publish(publish);
+                if self.permits(access::Action::Publish(&publish.message.topic), publish.request_id) {
+                    self.publisher.publish(publish);
+                }
+                true
+            }
+            Frame::Auth(auth) => {
+                self.pending_auth = Some(auth);
                 true
             }
             Frame::Subscribe(subscribe) => self.subscribe(subscribe),
@@ -308,7 +335,9 @@ impl Session {
             Frame::Nack { delivery_tag, requeue } => self.nack(delivery_tag, requeue),
             Frame::Flow { sub_id, credit } => self.flow(sub_id, credit),
             Frame::Admin { request_id, query } => {
-                self.admin(request_id, query);
+                if self.permits(access::Action::Admin, request_id) {
+                    self.admin(request_id, query);
+                }
                 true
             }
             Frame::Manage { request_id, op, body } => {
@@ -343,6 +372,7 @@ impl Session {
             | Frame::Confirm(_)
             | Frame::Subscribed { .. }
             | Frame::TimeReply(_)
+            | Frame::AuthOk { .. }
             | Frame::Deliver(_)
             | Frame::AdminReply { .. }
             | Frame::Gap { .. }

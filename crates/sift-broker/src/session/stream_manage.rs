@@ -17,7 +17,11 @@ impl Session {
     /// Answers a `MANAGE` with an `ADMIN_REPLY`, or an `ERROR` naming what
     /// was refused.
     pub(crate) fn manage(&mut self, request_id: u64, op: ManageOp, body: &str) {
-        match reply(&self.shared, op, body) {
+        if !self.may_manage(request_id, op, body) {
+            return;
+        }
+        let may_read = |stream: &str| self.may_read_quietly(stream);
+        match reply(&self.shared, op, body, &may_read) {
             Ok(document) => {
                 let json = document.to_string();
                 let limit = self.shared.config.limits.max_frame_bytes as usize;
@@ -34,8 +38,9 @@ impl Session {
     }
 }
 
-/// The JSON reply to one `MANAGE` request.
-fn reply(shared: &BrokerShared, op: ManageOp, body: &str) -> Result<Value, Refusal> {
+/// The JSON reply to one `MANAGE` request; the lists hold only what
+/// `may_read` allows.
+fn reply(shared: &BrokerShared, op: ManageOp, body: &str, may_read: &dyn Fn(&str) -> bool) -> Result<Value, Refusal> {
     let request: Value = match body.trim() {
         "" => json!({}),
         text => serde_json::from_str(text)
@@ -57,7 +62,12 @@ fn reply(shared: &BrokerShared, op: ManageOp, body: &str) -> Result<Value, Refus
             Ok(json!({ "removed": name }))
         }
         ManageOp::StreamLs => {
-            let streams: Vec<Value> = storage.streams().iter().map(|stream| stream.info_json()).collect();
+            let streams: Vec<Value> = storage
+                .streams()
+                .iter()
+                .filter(|stream| may_read(stream.name()))
+                .map(|stream| stream.info_json())
+                .collect();
             Ok(json!({ "streams": streams }))
         }
         ManageOp::StreamInfo => {
@@ -66,7 +76,12 @@ fn reply(shared: &BrokerShared, op: ManageOp, body: &str) -> Result<Value, Refus
             Ok(stream.info_json())
         }
         ManageOp::DurableLs => {
-            let durables: Vec<Value> = storage.durables().iter().map(|consumer| durable_json(consumer)).collect();
+            let durables: Vec<Value> = storage
+                .durables()
+                .iter()
+                .filter(|consumer| may_read(consumer.stream.name()))
+                .map(|consumer| durable_json(consumer))
+                .collect();
             Ok(json!({ "durables": durables }))
         }
         ManageOp::DurableInfo => {

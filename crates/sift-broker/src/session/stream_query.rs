@@ -20,6 +20,7 @@ use sift_store::Record;
 
 use crate::conn::ConnShared;
 use crate::outbox::topic_of_encoding;
+use crate::session::access::Action;
 use crate::session::Session;
 use crate::shared::BrokerShared;
 use crate::stats::{add, bump};
@@ -52,8 +53,23 @@ impl Session {
     /// Checks a `QUERY` and starts it; refusals name the field at fault.
     pub(crate) fn query(&mut self, query: Query) {
         let request_id = query.request_id;
+        // A query reads the stream, and the topics it selects are judged as
+        // a subscription to them would be, restriction included.
+        if !self.permits(Action::ReadStream(&query.stream), request_id) {
+            return;
+        }
+        let selected = if query.topic_filter.is_empty() { ">" } else { query.topic_filter.as_str() };
+        let restriction = match TopicFilter::new(selected) {
+            Ok(filter) => match self.subscribe_grant(&filter, request_id) {
+                Some(restriction) => restriction,
+                None => return,
+            },
+            // plan_query refuses the filter, naming what is wrong with it.
+            Err(_) => None,
+        };
         match self.plan_query(query) {
-            Ok(plan) => {
+            Ok(mut plan) => {
+                plan.content = super::subscribe::restricted(plan.content.take(), restriction);
                 bump(&self.shared.stats.queries);
                 tokio::spawn(run(self.shared.clone(), self.conn.clone(), plan));
             }

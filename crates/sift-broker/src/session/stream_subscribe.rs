@@ -12,6 +12,7 @@ use sift_core::TopicFilter;
 use sift_filter::ContentFilter;
 use sift_proto::{ErrorCode, Frame, QueuePolicy, StreamSource, Subscribe};
 
+use crate::session::access::Action;
 use crate::session::Session;
 use crate::store::consumer::{self, Consumer};
 use crate::store::cursor::Cursor;
@@ -30,6 +31,27 @@ impl Session {
                 return true;
             }
         };
+        // Reading a stream needs the stream, and a subscribe grant for the
+        // topics read, whose restriction applies as to a live subscription.
+        let stream_name = match source.stream.as_str() {
+            "" => self.shared.storage.stream_covering(&topic_filter).name().to_string(),
+            name => name.to_string(),
+        };
+        if !self.permits(Action::ReadStream(&stream_name), reference) {
+            return true;
+        }
+        let Some(restriction) = self.subscribe_grant(&topic_filter, reference) else { return true };
+        if restriction.is_some() && !source.durable.is_empty() {
+            // A durable's filter is the durable's, shared by whoever resumes
+            // it; a restriction belongs to one user's session.
+            let message = format!(
+                "a restricted grant on {} cannot read a durable subscription; replay the stream instead",
+                topic_filter.as_str()
+            );
+            self.refuse(ErrorCode::PermissionDenied, reference, message);
+            return true;
+        }
+        let content = super::subscribe::restricted(content, restriction);
         if !request.queue_group.is_empty() {
             let message = "a stream subscription cannot join a queue group; share a durable subscription instead";
             self.refuse(ErrorCode::InvalidField, reference, message.into());

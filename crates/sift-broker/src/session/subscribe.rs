@@ -37,6 +37,22 @@ pub(crate) fn describe(subscription: &Subscription, request: &Subscribe) -> serd
     })
 }
 
+/// A subscription's content filter under its grant's restriction: the
+/// restriction alone when the subscription has no filter, both (one
+/// indexed conjunction, [`ContentFilter::And`]) when it has one.
+pub(crate) fn restricted(
+    own: Option<Arc<ContentFilter>>,
+    restriction: Option<Arc<ContentFilter>>,
+) -> Option<Arc<ContentFilter>> {
+    match (own, restriction) {
+        (own, None) => own,
+        (None, Some(restriction)) => Some(restriction),
+        (Some(own), Some(restriction)) => {
+            Some(Arc::new(ContentFilter::and(ContentFilter::clone(&own), ContentFilter::clone(&restriction))))
+        }
+    }
+}
+
 impl Session {
     /// Opens a subscription after checking every limit; answers `SUBSCRIBED`.
     pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
@@ -47,6 +63,8 @@ impl Session {
         let reference = u64::from(sub_id);
         match self.check_subscribe(&request) {
             Ok((topic_filter, content, options)) => {
+                let Some(restriction) = self.subscribe_grant(&topic_filter, reference) else { return true };
+                let content = restricted(content, restriction);
                 let group = (!request.queue_group.is_empty()).then(|| Arc::from(request.queue_group.as_str()));
                 let subscription = SubRef(Arc::new(Subscription {
                     key: options.key,

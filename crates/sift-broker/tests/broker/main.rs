@@ -2,6 +2,7 @@
 //! sockets over loopback. One test binary (modules below) to keep link time
 //! down.
 
+mod access;
 mod admin;
 mod common;
 mod content;

@@ -46,7 +46,37 @@ pub(crate) fn plan(filter: &ContentFilter) -> Vec<ConjunctionPlan> {
             vec![single(PredicateSource::TopicRegex(TopicPattern(regex.regex().clone())))]
         }
         ContentFilter::Xpath(xpath) => vec![single(PredicateSource::Xpath(XPathPattern::new(xpath)))],
+        ContentFilter::And(both) => plan_and(&both.0, &both.1),
     }
+}
+
+/// Every conjunction of `first` joined with every one of `second`, so that
+/// both filters' predicates are looked up in the index. When that would
+/// be more than [`CONJUNCTIONS_PER_FILTER_MAX`] conjunctions, `first`'s
+/// conjunctions carry `second` whole as a residual test instead.
+fn plan_and(first: &ContentFilter, second: &ContentFilter) -> Vec<ConjunctionPlan> {
+    let firsts = plan(first);
+    let seconds = plan(second);
+    if firsts.len().saturating_mul(seconds.len()) > CONJUNCTIONS_PER_FILTER_MAX {
+        return firsts
+            .into_iter()
+            .map(|mut conjunction| {
+                conjunction.residual.push(Residual::Filter(second.clone()));
+                conjunction
+            })
+            .collect();
+    }
+    let mut joined = Vec::with_capacity(firsts.len() * seconds.len());
+    for left in &firsts {
+        for right in &seconds {
+            let mut predicates = left.predicates.clone();
+            predicates.extend(right.predicates.iter().cloned());
+            let mut residual = left.residual.clone();
+            residual.extend(right.residual.iter().cloned());
+            joined.push(ConjunctionPlan { predicates, residual });
+        }
+    }
+    joined
 }
 
 /// A conjunction of one predicate and no residual test.

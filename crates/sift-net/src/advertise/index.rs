@@ -42,8 +42,17 @@ enum ContentClass {
 fn content_class(entry: &InterestEntry) -> ContentClass {
     match &entry.content {
         None => ContentClass::Unfiltered,
-        Some(ContentFilter::Xpath(_) | ContentFilter::Regex(_)) => ContentClass::ExactText,
-        Some(ContentFilter::Tags(_) | ContentFilter::Sql(_)) => ContentClass::Formed,
+        Some(filter) => filter_class(filter),
+    }
+}
+
+/// A filter's class; a conjunction (a subscription under a restricted
+/// grant) is advertised as its first filter, so it compares as that one.
+fn filter_class(filter: &ContentFilter) -> ContentClass {
+    match filter {
+        ContentFilter::Xpath(_) | ContentFilter::Regex(_) => ContentClass::ExactText,
+        ContentFilter::Tags(_) | ContentFilter::Sql(_) => ContentClass::Formed,
+        ContentFilter::And(both) => filter_class(&both.0),
     }
 }
 

@@ -1,0 +1,234 @@
+//! Who a session is and what it may do: the broker's side of sign-in.
+//!
+//! [`Access`] holds the users file the broker started with (or none: an
+//! open broker) and answers an `AUTH` with the session's new
+//! [`Standing`]. Every door signs in the same way, by an `AUTH` that its
+//! session hands to the session machine, so a STOMP `login`, an MQTT
+//! username and an HTTP `Authorization` header all end in
+//! [`Access::sign_in`], and every later action is judged by the same
+//! [`Permissions`] in `crate::session`.
+//!
+//! Password guessing is slowed: each refused `AUTH` on a user name waits
+//! before its answer, twice as long as the one before, from
+//! `auth.failure_delay_ms_min` up to `auth.failure_delay_ms_max`, and a
+//! success forgets the failures. The table of failures holds at most
+//! `auth.failure_names_max` names.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use sift_auth::{Permissions, UsersFile};
+use sift_proto::{Auth, AuthMethod};
+
+use crate::config::AuthConfig;
+
+/// A hash that no password matches, verified in place of an unknown
+/// user's so that a refusal takes as long whether or not the name exists.
+const UNKNOWN_USER_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c2lmdHVua25vd251c2Vy$3cuBhZm5mpUBEIWLr2EcMuHFiM5XKuQr5VBTWP9lqxM";
+
+/// What a session may do now.
+#[derive(Debug, Clone)]
+pub enum Standing {
+    /// An open broker (no users file): everything, without checks.
+    Open {
+        /// The name an `AUTH` gave, kept for reports; not checked.
+        user: Option<Arc<str>>,
+    },
+    /// A signed-in user, or anonymous access, with these permissions.
+    Limited {
+        /// The user; `None` for anonymous access.
+        user: Option<Arc<str>>,
+        /// What it may do.
+        permissions: Arc<Permissions>,
+    },
+    /// Nothing until an `AUTH` succeeds: the broker has users and no
+    /// anonymous access.
+    MustSignIn,
+}
+
+impl Standing {
+    /// The user acting, for reports and the audit log.
+    pub fn user(&self) -> Option<&str> {
+        match self {
+            Standing::Open { user } | Standing::Limited { user, .. } => user.as_deref(),
+            Standing::MustSignIn => None,
+        }
+    }
+}
+
+/// Why an `AUTH` was refused. The text goes back to the client, so it says
+/// no more than that the credentials were refused (never which part).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignInError {
+    /// Unknown user or wrong password.
+    #[error("user {0:?}: unknown user or wrong password")]
+    Refused(String),
+    /// A bearer token, which this broker does not take yet.
+    #[error("bearer tokens are not accepted by this broker; sign in with a user name and password")]
+    TokensNotAccepted,
+}
+
+/// The users a broker knows and how sign-in failures are slowed.
+#[derive(Debug)]
+pub struct Access {
+    config: AuthConfig,
+    /// `None`: an open broker.
+    users: Option<HashMap<String, sift_auth::User>>,
+    anonymous: Option<Arc<Permissions>>,
+    /// Recent failures by user name, bounded by `failure_names_max`.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Access {
+    /// An open broker: no users file.
+    pub fn open(config: AuthConfig) -> Access {
+        Access { config, users: None, anonymous: None, failures: Mutex::new(HashMap::new()) }
+    }
+
+    /// A broker with the users of `file`.
+    pub fn with_users(config: AuthConfig, file: UsersFile) -> Access {
+        let anonymous = file.anonymous.map(Arc::new);
+        let users = file.users.into_iter().map(|user| (user.name.clone(), user)).collect();
+        Access { config, users: Some(users), anonymous, failures: Mutex::new(HashMap::new()) }
+    }
+
+    /// True when the broker has no users file.
+    pub fn is_open(&self) -> bool {
+        self.users.is_none()
+    }
+
+    /// Users the broker knows (0 when open).
+    pub fn user_count(&self) -> usize {
+        self.users.as_ref().map_or(0, HashMap::len)
+    }
+
+    /// True when clients that do not sign in get the `[anonymous]` entry.
+    pub fn admits_anonymous(&self) -> bool {
+        self.anonymous.is_some()
+    }
+
+    /// What a session may do before it signs in.
+    pub fn initial(&self) -> Standing {
+        match (&self.users, &self.anonymous) {
+            (None, _) => Standing::Open { user: None },
+            (Some(_), Some(anonymous)) => Standing::Limited { user: None, permissions: anonymous.clone() },
+            (Some(_), None) => Standing::MustSignIn,
+        }
+    }
+
+    /// Checks an `AUTH`. Blocking: a password costs one argon2id
+    /// verification (tens of milliseconds), so callers run it off the
+    /// async threads.
+    pub fn sign_in(&self, auth: &Auth) -> Result<Standing, SignInError> {
+        let Some(users) = &self.users else {
+            let user = (!auth.user.is_empty()).then(|| Arc::from(auth.user.as_str()));
+            return Ok(Standing::Open { user });
+        };
+        if auth.method == AuthMethod::Token {
+            return Err(SignInError::TokensNotAccepted);
+        }
+        let refused = || SignInError::Refused(auth.user.clone());
+        let Some(user) = users.get(&auth.user) else {
+            sift_auth::password::verify(&auth.secret, UNKNOWN_USER_HASH);
+            return Err(refused());
+        };
+        let Some(hash) = &user.password_hash else {
+            sift_auth::password::verify(&auth.secret, UNKNOWN_USER_HASH);
+            return Err(refused());
+        };
+        if !sift_auth::password::verify(&auth.secret, hash) {
+            return Err(refused());
+        }
+        self.lock_failures().remove(&auth.user);
+        Ok(Standing::Limited {
+            user: Some(Arc::from(user.name.as_str())),
+            permissions: Arc::new(user.permissions.clone()),
+        })
+    }
+
+    /// Records a refused `AUTH` on `user` and returns how long its answer
+    /// waits: the minimum after a first failure, doubling with each one
+    /// after it, up to the maximum.
+    pub fn failed(&self, user: &str) -> Duration {
+        let mut failures = self.lock_failures();
+        if !failures.contains_key(user) && failures.len() >= self.config.failure_names_max {
+            // Full: forget everyone's failures rather than grow. Guessing
+            // that many names at once is slowed by the delay each pays.
+            failures.clear();
+        }
+        let count = failures.entry(user.to_string()).or_insert(0);
+        *count = count.saturating_add(1);
+        let doublings = (*count - 1).min(16);
+        debug_assert!(failures.len() <= self.config.failure_names_max);
+        let delay_ms = self.config.failure_delay_ms_min.saturating_mul(1 << doublings);
+        Duration::from_millis(delay_ms.min(self.config.failure_delay_ms_max))
+    }
+
+    fn lock_failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(user: &str, secret: &str) -> Auth {
+        Auth { request_id: 1, method: AuthMethod::Password, user: user.into(), secret: secret.into() }
+    }
+
+    fn broker_with_alice() -> Access {
+        let hash = sift_auth::password::hash("wonderland").expect("hashes");
+        let text = format!(
+            "[[user]]\nname = \"alice\"\npassword_hash = \"{hash}\"\npublish = [\"orders.>\"]\n\n[anonymous]\nsubscribe = [\"public.>\"]\n"
+        );
+        Access::with_users(AuthConfig::default(), UsersFile::parse(&text).expect("valid file"))
+    }
+
+    #[test]
+    fn the_unknown_user_hash_is_a_well_formed_argon2id_hash() {
+        sift_auth::password::check(UNKNOWN_USER_HASH).expect("argon2id");
+    }
+
+    #[test]
+    fn a_user_signs_in_with_its_password_and_no_other() {
+        let access = broker_with_alice();
+        match access.sign_in(&auth("alice", "wonderland")) {
+            Ok(Standing::Limited { user: Some(user), permissions }) => {
+                assert_eq!(&*user, "alice");
+                assert_eq!(permissions.publish.len(), 1);
+            }
+            other => panic!("signed in, got {other:?}"),
+        }
+        assert_eq!(access.sign_in(&auth("alice", "looking glass")).err(), Some(SignInError::Refused("alice".into())));
+        assert_eq!(access.sign_in(&auth("mallory", "x")).err(), Some(SignInError::Refused("mallory".into())));
+        assert!(matches!(access.initial(), Standing::Limited { user: None, .. }), "anonymous has its entry");
+    }
+
+    #[test]
+    fn an_open_broker_lets_everyone_in_and_a_users_file_without_anonymous_does_not() {
+        let open = Access::open(AuthConfig::default());
+        assert!(matches!(open.initial(), Standing::Open { user: None }));
+        assert!(matches!(open.sign_in(&auth("anyone", "")), Ok(Standing::Open { user: Some(_) })));
+        let closed = Access::with_users(AuthConfig::default(), UsersFile::default());
+        assert!(matches!(closed.initial(), Standing::MustSignIn));
+    }
+
+    #[test]
+    fn failures_wait_longer_each_time_up_to_the_maximum_and_the_table_is_bounded() {
+        let config = AuthConfig {
+            failure_delay_ms_min: 100,
+            failure_delay_ms_max: 1_000,
+            failure_names_max: 2,
+            ..AuthConfig::default()
+        };
+        let access = Access::with_users(config, UsersFile::default());
+        let delays: Vec<u128> = (0..6).map(|_| access.failed("eve").as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1_000, 1_000]);
+        assert_eq!(access.failed("mallory").as_millis(), 100, "each name counts its own failures");
+        assert_eq!(access.failed("trudy").as_millis(), 100);
+        assert!(access.lock_failures().len() <= 2);
+    }
+}

@@ -1,0 +1,149 @@
+//! Sign-in and permissions through real sockets: a users file, `AUTH`,
+//! and each action refused or allowed, with nothing outside a user's
+//! grants ever arriving (sentinels, not quiet periods).
+
+use sift_client::{Client, ClientError, ClientOptions, Credentials, FilterKind, PublishOptions, SubscribeOptions};
+use sift_core::Value;
+use sift_proto::{AdminQuery, ErrorCode, Frame};
+
+use crate::common::*;
+
+const ALICE_PASSWORD: &str = "wonderland";
+const BOB_PASSWORD: &str = "builder";
+
+/// A users file: alice publishes and reads `orders.>`; bob reads
+/// `orders.>` only where `region = 'EU'`; anonymous reads `public.>`.
+fn users_file() -> std::path::PathBuf {
+    let alice = sift_auth::password::hash(ALICE_PASSWORD).expect("hash");
+    let bob = sift_auth::password::hash(BOB_PASSWORD).expect("hash");
+    let text = format!(
+        r#"
+[[user]]
+name = "alice"
+password_hash = "{alice}"
+publish = ["orders.>", "public.>"]
+subscribe = ["orders.>"]
+streams = ["orders"]
+admin = true
+
+[[user]]
+name = "bob"
+password_hash = "{bob}"
+subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
+
+[anonymous]
+subscribe = ["public.>"]
+"#
+    );
+    let path =
+        std::env::temp_dir().join(format!("sift-users-{}-{}.toml", std::process::id(), sift_core::system_now_ns()));
+    std::fs::write(&path, text).expect("users file written");
+    path
+}
+
+async fn locked_broker() -> sift_broker::RunningBroker {
+    let users = users_file();
+    broker_with(|config| {
+        config.auth.users_file = Some(users);
+        config.auth.failure_delay_ms_min = 0;
+        config.auth.failure_delay_ms_max = 0;
+    })
+    .await
+}
+
+async fn signed_in(broker: &sift_broker::RunningBroker, user: &str, password: &str) -> Result<Client, ClientError> {
+    let options = ClientOptions {
+        name: user.into(),
+        reconnect: false,
+        credentials: Some(Credentials::password(user, password)),
+        ..ClientOptions::default()
+    };
+    Client::connect(broker.local_addr().to_string(), options).await
+}
+
+fn order(payload: &str, region: &str) -> sift_core::Message {
+    let mut message = message("orders.new", payload);
+    message.properties = vec![("region".to_string(), Value::Str(region.into()))];
+    message
+}
+
+fn refused_with(result: Result<impl std::fmt::Debug, ClientError>, expected: ErrorCode) {
+    match result {
+        Err(ClientError::Refused { code, .. }) => assert_eq!(code, expected),
+        other => panic!("refused with {expected}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_password_or_unknown_user_is_refused_and_counted() {
+    let broker = locked_broker().await;
+    refused_with(signed_in(&broker, "alice", "looking glass").await, ErrorCode::AuthFailed);
+    refused_with(signed_in(&broker, "mallory", ALICE_PASSWORD).await, ErrorCode::AuthFailed);
+    let alice = signed_in(&broker, "alice", ALICE_PASSWORD).await.expect("alice signs in");
+    alice.close().await;
+    let stats = broker.stats();
+    assert_eq!((stats.auth_failures, stats.auth_sign_ins), (2, 1));
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_sign_in_gets_the_anonymous_grants_only() {
+    let broker = locked_broker().await;
+    let anonymous = client(&broker, "anonymous").await;
+    refused_with(anonymous.subscribe(SubscribeOptions::new("orders.>")).await, ErrorCode::PermissionDenied);
+    let mut public = anonymous.subscribe(SubscribeOptions::new("public.>")).await.expect("public is open");
+    let confirmed = anonymous.publish_confirmed(message("public.news", "x"), PublishOptions::default()).await;
+    refused_with(confirmed, ErrorCode::PermissionDenied);
+    refused_with(anonymous.admin(AdminQuery::Stats).await, ErrorCode::PermissionDenied);
+    let alice = signed_in(&broker, "alice", ALICE_PASSWORD).await.expect("alice signs in");
+    alice.publish_confirmed(message("public.news", "from alice"), PublishOptions::default()).await.expect("allowed");
+    assert_next_is(&mut public, "from alice", "anonymous reads public.>").await;
+    assert!(broker.stats().permission_denials >= 3);
+}
+
+#[tokio::test]
+async fn a_broker_without_anonymous_access_closes_a_session_that_acts_before_signing_in() {
+    let users = users_file();
+    let text = std::fs::read_to_string(&users).expect("read");
+    let without_anonymous = text.split("[anonymous]").next().expect("users part").to_string();
+    std::fs::write(&users, without_anonymous).expect("rewritten");
+    let broker = broker_with(|config| config.auth.users_file = Some(users)).await;
+    let mut raw = Raw::handshake(&broker).await;
+    raw.send(&Frame::Ping { nonce: 7 }).await;
+    assert!(matches!(raw.recv().await, Some(Frame::Pong { nonce: 7 })), "upkeep is allowed before AUTH");
+    raw.send(&Frame::Unsubscribe { sub_id: 1 }).await;
+    let errors = errors(&raw.recv_until_closed().await);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].fatal && errors[0].code == ErrorCode::AuthRequired, "{errors:?}");
+    assert_eq!(broker.stats().auth_required_closes, 1);
+}
+
+#[tokio::test]
+async fn a_restricted_grant_is_anded_with_every_subscription_of_the_user() {
+    let broker = locked_broker().await;
+    let alice = signed_in(&broker, "alice", ALICE_PASSWORD).await.expect("alice signs in");
+    let bob = signed_in(&broker, "bob", BOB_PASSWORD).await.expect("bob signs in");
+    refused_with(bob.subscribe(SubscribeOptions::new(">")).await, ErrorCode::PermissionDenied);
+    let mut everything = bob.subscribe(SubscribeOptions::new("orders.>")).await.expect("covered");
+    let mut own_filter = bob
+        .subscribe(SubscribeOptions::new("orders.new").filter(FilterKind::Sql, "amount > 10"))
+        .await
+        .expect("covered");
+    let mut amounts = Vec::new();
+    for (payload, region, amount) in [("us-big", "US", 50), ("eu-small", "EU", 5), ("eu-big", "EU", 50)] {
+        let mut message = order(payload, region);
+        message.properties.push(("amount".to_string(), Value::Int(amount)));
+        amounts.push(message);
+    }
+    for message in amounts {
+        alice.publish_confirmed(message, PublishOptions::default()).await.expect("alice may publish");
+    }
+    let mut sentinel = order(SENTINEL, "EU");
+    sentinel.properties.push(("amount".to_string(), Value::Int(99)));
+    alice.publish_confirmed(sentinel, PublishOptions::default()).await.expect("sentinel");
+    assert_eq!(texts_until(&mut everything, SENTINEL).await, ["eu-small", "eu-big"], "only the EU orders");
+    assert_eq!(texts_until(&mut own_filter, SENTINEL).await, ["eu-big"], "EU and bob's own filter");
+    refused_with(
+        bob.publish_confirmed(order("forged", "EU"), PublishOptions::default()).await,
+        ErrorCode::PermissionDenied,
+    );
+}

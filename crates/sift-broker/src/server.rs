@@ -113,6 +113,36 @@ pub struct InProcessConnector {
 }
 
 impl InProcessConnector {
+    /// True when a session must sign in before it may do anything (the
+    /// broker has users and no anonymous access), so that a front-end can
+    /// refuse a connection without credentials at once, in its own words.
+    pub fn requires_sign_in(&self) -> bool {
+        matches!(self.shared.access.initial(), crate::access::Standing::MustSignIn)
+    }
+
+    /// True when the broker has no users file: everyone may do everything.
+    pub fn is_open(&self) -> bool {
+        self.shared.access.is_open()
+    }
+
+    /// Checks credentials as an `AUTH` would be checked, for a front-end
+    /// that hands an existing session to a reconnecting client (an MQTT
+    /// session resumed): the user name on success. A refusal is slowed and
+    /// counted like a refused `AUTH`.
+    pub async fn check_credentials(&self, auth: sift_proto::Auth) -> Result<String, crate::access::SignInError> {
+        let shared = self.shared.clone();
+        let user = auth.user.clone();
+        let checked = tokio::task::spawn_blocking(move || shared.access.sign_in(&auth)).await;
+        let refusal = match checked {
+            Ok(Ok(standing)) => return Ok(standing.user().unwrap_or_default().to_string()),
+            Ok(Err(refusal)) => refusal,
+            Err(_) => crate::access::SignInError::Refused(user.clone()),
+        };
+        crate::stats::bump(&self.shared.stats.auth_failures);
+        tokio::time::sleep(self.shared.access.failed(&user)).await;
+        Err(refusal)
+    }
+
     /// Opens a connection to this broker inside the process: the returned
     /// end of an in-memory pipe speaks the native protocol (`HELLO` first),
     /// and the broker serves the other end exactly as it serves a socket,

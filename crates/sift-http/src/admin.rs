@@ -15,10 +15,11 @@ use crate::state::AppState;
 /// `GET /v1/admin/{query}`.
 pub(crate) async fn admin(
     State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
     Path(query): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let query: AdminQuery =
         query.parse().map_err(|error: String| ApiError::new(StatusCode::NOT_FOUND, "not_found", error))?;
-    let report = state.publisher().admin(query).await.map_err(ApiError::from_client)?;
+    let report = state.client_for(&caller).await?.admin(query).await.map_err(ApiError::from_client)?;
     Ok(Json(report))
 }

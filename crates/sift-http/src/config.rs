@@ -35,6 +35,10 @@ pub struct HttpConfig {
     pub body_timeout_ms: u64,
     /// In-process broker sessions that carry `POST /v1/messages`.
     pub publish_sessions: u32,
+    /// Signed-in broker sessions kept for callers that send
+    /// `Authorization` (one per user, reused while the credentials stay
+    /// the same; the oldest is closed to make room).
+    pub signed_in_sessions_max: u32,
     /// Most HTTP subscriptions (`POST /v1/subscriptions`) at once.
     pub max_subscriptions: u32,
     /// An HTTP subscription with neither an event stream attached nor a
@@ -64,6 +68,7 @@ impl Default for HttpConfig {
             header_timeout_ms: 60_000,
             body_timeout_ms: 30_000,
             publish_sessions: 2,
+            signed_in_sessions_max: 1_024,
             max_subscriptions: 10_000,
             subscription_idle_ms: 60_000,
             event_buffer: 1_024,
@@ -84,6 +89,7 @@ impl HttpConfig {
             ("http.header_timeout_ms", self.header_timeout_ms),
             ("http.body_timeout_ms", self.body_timeout_ms),
             ("http.publish_sessions", u64::from(self.publish_sessions)),
+            ("http.signed_in_sessions_max", u64::from(self.signed_in_sessions_max)),
             ("http.max_subscriptions", u64::from(self.max_subscriptions)),
             ("http.subscription_idle_ms", self.subscription_idle_ms),
             ("http.event_buffer", self.event_buffer as u64),

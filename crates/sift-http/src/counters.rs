@@ -18,6 +18,8 @@ sift_broker::door_counters! {
         responses_server_error,
         /// Messages published through `POST /v1/messages` and WebSocket.
         messages_published,
+        /// Signed-in sessions opened for callers with `Authorization`.
+        signed_in_sessions,
         /// Request bodies refused for exceeding `http.max_body_bytes`.
         bodies_too_large,
         /// Request bodies not received within `http.body_timeout_ms`.

@@ -16,7 +16,7 @@ use sift_proto::ErrorCode;
 /// An error answer.
 #[derive(Debug)]
 pub(crate) struct ApiError {
-    status: StatusCode,
+    pub(crate) status: StatusCode,
     code: &'static str,
     message: String,
 }

@@ -15,6 +15,7 @@
 
 mod admin;
 mod callback;
+mod caller;
 pub mod config;
 mod counters;
 mod dashboard;

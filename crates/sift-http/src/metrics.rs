@@ -170,8 +170,11 @@ fn set_subscription_gauges(report: &serde_json::Value) {
 }
 
 /// `GET /metrics`.
-pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    let client = state.publisher();
+pub(crate) async fn metrics(
+    State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
+) -> Result<Response, ApiError> {
+    let client = state.client_for(&caller).await?;
     let stats = client.admin(AdminQuery::Stats).await.map_err(ApiError::from_client)?;
     let subscriptions = client.admin(AdminQuery::Subscriptions).await.map_err(ApiError::from_client)?;
     let text = state.metrics.render(&stats, &subscriptions);

@@ -71,6 +71,7 @@ pub(crate) struct PublishParams {
 /// `POST /v1/messages`.
 pub(crate) async fn publish(
     State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
     params: Result<Query<PublishParams>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
@@ -87,7 +88,8 @@ pub(crate) async fn publish(
         }
         false => from_raw(params, &headers, bytes)?,
     };
-    let confirm = state.publisher().publish_confirmed(message, options).await.map_err(ApiError::from_client)?;
+    let client = state.client_for(&caller).await?;
+    let confirm = client.publish_confirmed(message, options).await.map_err(ApiError::from_client)?;
     HttpCounters::bump(&state.counters.messages_published);
     Ok(confirm_response(&confirm))
 }

@@ -21,70 +21,86 @@ use axum::Json;
 use serde::Deserialize;
 use sift_client::{FilterKind, ManageOp, QueryEvent, QueryOptions};
 
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Content type of a query's answer: one JSON document per line.
 const JSON_LINES: &str = "application/x-ndjson";
 
-async fn manage(state: &AppState, op: ManageOp, body: serde_json::Value) -> Result<serde_json::Value, ApiError> {
-    state.publisher().manage(op, body).await.map_err(ApiError::from_client)
+async fn manage(
+    (state, caller): (&AppState, &Caller),
+    op: ManageOp,
+    body: serde_json::Value,
+) -> Result<serde_json::Value, ApiError> {
+    state.client_for(caller).await?.manage(op, body).await.map_err(ApiError::from_client)
 }
 
 /// `GET /v1/streams`.
-pub(crate) async fn list_streams(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(manage(&state, ManageOp::StreamLs, serde_json::json!({})).await?))
+pub(crate) async fn list_streams(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    Ok(Json(manage((&state, &caller), ManageOp::StreamLs, serde_json::json!({})).await?))
 }
 
 /// `POST /v1/streams`: the body is a stream definition (`name`, `topics`,
 /// `max_age_ms`, `max_bytes`, `max_msgs`, `fsync`), as `MANAGE stream_add`.
 pub(crate) async fn add_stream(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let bytes = crate::publish::read_body(&state, &headers, body).await?;
     let definition: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|error| ApiError::bad_request("bad_json", format!("the body is not a stream definition: {error}")))?;
-    let info = manage(&state, ManageOp::StreamAdd, definition).await?;
+    let info = manage((&state, &caller), ManageOp::StreamAdd, definition).await?;
     Ok((StatusCode::CREATED, Json(info)).into_response())
 }
 
 /// `GET /v1/streams/{name}`.
 pub(crate) async fn stream_info(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(manage(&state, ManageOp::StreamInfo, serde_json::json!({ "name": name })).await?))
+    Ok(Json(manage((&state, &caller), ManageOp::StreamInfo, serde_json::json!({ "name": name })).await?))
 }
 
 /// `DELETE /v1/streams/{name}`.
 pub(crate) async fn remove_stream(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(manage(&state, ManageOp::StreamRm, serde_json::json!({ "name": name })).await?))
+    Ok(Json(manage((&state, &caller), ManageOp::StreamRm, serde_json::json!({ "name": name })).await?))
 }
 
 /// `GET /v1/durables`.
-pub(crate) async fn list_durables(State(state): State<Arc<AppState>>) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(manage(&state, ManageOp::DurableLs, serde_json::json!({})).await?))
+pub(crate) async fn list_durables(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    Ok(Json(manage((&state, &caller), ManageOp::DurableLs, serde_json::json!({})).await?))
 }
 
 /// `GET /v1/durables/{name}`.
 pub(crate) async fn durable_info(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(manage(&state, ManageOp::DurableInfo, serde_json::json!({ "name": name })).await?))
+    Ok(Json(manage((&state, &caller), ManageOp::DurableInfo, serde_json::json!({ "name": name })).await?))
 }
 
 /// `DELETE /v1/durables/{name}`.
 pub(crate) async fn remove_durable(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    Ok(Json(manage(&state, ManageOp::DurableRm, serde_json::json!({ "name": name })).await?))
+    Ok(Json(manage((&state, &caller), ManageOp::DurableRm, serde_json::json!({ "name": name })).await?))
 }
 
 /// The query string of `GET /v1/streams/{name}/messages`.
@@ -136,12 +152,16 @@ impl QueryParams {
 /// `GET /v1/streams/{name}/messages`.
 pub(crate) async fn query(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Path(name): Path<String>,
     params: Result<Query<QueryParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(params) = params.map_err(|rejection| ApiError::bad_request("invalid_field", rejection.body_text()))?;
     let options = params.options(name)?;
-    let session = crate::state::session(&state.connector, "http-query".into()).await.map_err(ApiError::from_client)?;
+    state.admit(&caller)?;
+    let session = crate::state::session_as(&state.connector, "http-query".into(), caller.0.clone())
+        .await
+        .map_err(ApiError::from_client)?;
     let mut results = session.query(options).map_err(ApiError::from_client)?;
     // The first event decides the status: a refusal (unknown stream, bad
     // filter) is an error answer, anything else starts the stream.

@@ -161,6 +161,7 @@ impl Registry {
 /// `POST /v1/subscriptions`.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -174,7 +175,10 @@ pub(crate) async fn create(
     }
     let number = state.subscriptions.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let id = format!("sub-{number}");
-    let client = crate::state::session(&state.connector, format!("http-{id}")).await.map_err(ApiError::from_client)?;
+    state.admit(&caller)?;
+    let client = crate::state::session_as(&state.connector, format!("http-{id}"), caller.0)
+        .await
+        .map_err(ApiError::from_client)?;
     let subscription = match client.subscribe(options).await {
         Ok(subscription) => subscription,
         Err(error) => {

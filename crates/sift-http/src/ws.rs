@@ -35,9 +35,16 @@ const WS_PUBLISHES_IN_FLIGHT_MAX: usize = 1024;
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// `GET /v1/ws`.
-pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, upgrade: WebSocketUpgrade) -> Response {
+pub(crate) async fn upgrade(
+    State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    if let Err(refused) = state.admit(&caller) {
+        return axum::response::IntoResponse::into_response(refused);
+    }
     let limit = state.config.max_ws_message_bytes;
-    upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| serve(state, socket))
+    upgrade.max_message_size(limit).max_frame_size(limit).on_upgrade(move |socket| serve(state, socket, caller))
 }
 
 /// What one WebSocket holds.
@@ -51,10 +58,10 @@ struct WsSession {
     publishes: Arc<Semaphore>,
 }
 
-async fn serve(state: Arc<AppState>, socket: WebSocket) {
+async fn serve(state: Arc<AppState>, socket: WebSocket, caller: crate::caller::Caller) {
     let name = format!("http-ws-{}", NEXT_SESSION.fetch_add(1, Ordering::Relaxed));
     let (mut sink, mut stream) = socket.split();
-    let client = match crate::state::session(&state.connector, name).await {
+    let client = match crate::state::session_as(&state.connector, name, caller.0).await {
         Ok(client) => client,
         Err(error) => {
             let reply = error_json(None, &ApiError::from_client(error));

@@ -95,8 +95,28 @@ pub struct ConnectRequest {
     pub will: Option<Will>,
     /// The user name, when given.
     pub user_name: Option<String>,
+    /// The password, when given (not printed by `Debug`).
+    pub password: Option<Password>,
     /// MQTT 5 Maximum Packet Size: the largest packet the client takes.
     pub max_packet_bytes: Option<u32>,
+}
+
+/// A CONNECT's password. MQTT passwords are bytes; the broker's users
+/// file holds hashes of text, so bytes that are not UTF-8 are taken as
+/// their lossy text, which matches no hash made from a real password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl Password {
+    fn of(bytes: &[u8]) -> Password {
+        Password(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("<hidden>")
+    }
 }
 
 /// One SUBSCRIBE entry.
@@ -307,6 +327,7 @@ fn connect_v3(connect: &v3_1_1::Connect) -> ConnectRequest {
         session_expiry_s: None,
         will,
         user_name: connect.user_name().map(str::to_string),
+        password: connect.password().map(Password::of),
         max_packet_bytes: None,
     }
 }
@@ -341,6 +362,7 @@ fn connect_v5(connect: &v5_0::Connect) -> ConnectRequest {
         session_expiry_s: Some(session_expiry(connect.props()).unwrap_or(0)),
         will,
         user_name: connect.user_name().map(str::to_string),
+        password: connect.password().map(Password::of),
         max_packet_bytes: connect.props().iter().find_map(|prop| match prop {
             Property::MaximumPacketSize(value) => Some(value.val()),
             _ => None,

@@ -189,7 +189,7 @@ async fn restore(shared: &Arc<Shared>, recovered: Recovered) {
                 continue;
             }
         };
-        let mut state = match SessionState::open(shared, &client_id, None, false).await {
+        let mut state = match SessionState::open(shared, &client_id, (None, None), false).await {
             Ok(state) => state,
             Err(error) => {
                 tracing::warn!("MQTT session {client_id:?} not restored: {error}");

@@ -196,11 +196,15 @@ pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch
     let previous = shared.registry.claim(&shared.counters, &client_id, generation, kick).await;
     let (expiry_s, capped) = session_expiry(&shared, &connect);
     let fresh = (connect.clean_start, expiry_s == 0);
-    let (state, session_present) = match settle_session(&shared, &client_id, previous, fresh, peer).await {
+    let credentials = connect.user_name.as_ref().map(|user| {
+        sift_client::Credentials::password(user.clone(), connect.password.as_ref().map_or("", |password| &password.0))
+    });
+    let settled = settle_session(&shared, &client_id, previous, fresh, (peer, credentials)).await;
+    let (state, session_present) = match settled {
         Ok(settled) => settled,
-        Err(reason) => {
+        Err((code, reason)) => {
             shared.registry.release(&client_id, generation);
-            return refuse(&mut wire, &mut writer, &connect, ConnectReasonCode::ServerUnavailable, reason).await;
+            return refuse(&mut wire, &mut writer, &connect, code, reason).await;
         }
     };
     // The codec gives topics it sends again an alias, within the client's
@@ -347,10 +351,13 @@ async fn settle_session(
     client_id: &str,
     previous: Option<SessionState>,
     (clean_start, ends_with_connection): (bool, bool),
-    peer: Option<std::net::SocketAddr>,
-) -> Result<(SessionState, bool), String> {
+    (peer, credentials): (Option<std::net::SocketAddr>, Option<sift_client::Credentials>),
+) -> Result<(SessionState, bool), (ConnectReasonCode, String)> {
+    if credentials.is_none() && shared.connector.requires_sign_in() {
+        return Err((ConnectReasonCode::NotAuthorized, "this broker requires a user name and password".into()));
+    }
     match previous {
-        Some(state) if !clean_start => {
+        Some(state) if !clean_start && may_resume(shared, &state, credentials.as_ref()).await? => {
             MqttCounters::bump(&shared.counters.sessions_resumed);
             Ok((state, true))
         }
@@ -358,12 +365,50 @@ async fn settle_session(
             if let Some(state) = previous {
                 state.close(shared, true).await;
             }
-            let state = SessionState::open(shared, client_id, peer, ends_with_connection)
+            let state = SessionState::open(shared, client_id, (peer, credentials), ends_with_connection)
                 .await
-                .map_err(|error| error.to_string())?;
+                .map_err(|error| match error {
+                    sift_client::ClientError::Refused { message, .. } => (ConnectReasonCode::NotAuthorized, message),
+                    other => (ConnectReasonCode::ServerUnavailable, other.to_string()),
+                })?;
             Ok((state, false))
         }
     }
+}
+
+/// Whether a reconnecting client may take over `state`: on a broker with
+/// users, only as the user the session signed in as, with that user's
+/// password checked again (the native session stays signed in, so the
+/// check is the broker's, through the connector). A different user gets
+/// a fresh session; wrong credentials are refused.
+async fn may_resume(
+    shared: &Shared,
+    state: &SessionState,
+    credentials: Option<&sift_client::Credentials>,
+) -> Result<bool, (ConnectReasonCode, String)> {
+    if shared.connector.is_open() {
+        return Ok(true);
+    }
+    let Some(credentials) = credentials else { return Ok(state.user.is_none()) };
+    if state.user.as_deref() != Some(credentials.user.as_str()) {
+        return Ok(false);
+    }
+    let auth = sift_proto::Auth {
+        request_id: 0,
+        method: credentials.method,
+        user: credentials.user.clone(),
+        secret: credentials.secret.clone(),
+    };
+    match shared.connector.check_credentials(auth).await {
+        Ok(_) => Ok(true),
+        Err(refused) => Err((ConnectReasonCode::NotAuthorized, refused.to_string())),
+    }
+}
+
+/// True when the broker refused because the user may not do it: MQTT 5
+/// answers that with Not authorized (0x87).
+fn denied(error: &ClientError) -> bool {
+    matches!(error, ClientError::Refused { code: sift_proto::ErrorCode::PermissionDenied, .. })
 }
 
 /// The session expiry granted, and whether it is lower than asked.
@@ -648,19 +693,25 @@ impl Connection {
                     self.ended = Ended::Error;
                     return;
                 }
-                Some(())
+                Some(denied(error))
             }
         };
         match qos {
             1 => self.wire.send(codec::puback(
                 self.version,
                 packet_id,
-                failure.map(|_| PubackReasonCode::UnspecifiedError),
+                failure.map(|denied| match denied {
+                    true => PubackReasonCode::NotAuthorized,
+                    false => PubackReasonCode::UnspecifiedError,
+                }),
             )),
             _ => self.wire.send(codec::pubrec(
                 self.version,
                 packet_id,
-                failure.map(|_| PubrecReasonCode::UnspecifiedError),
+                failure.map(|denied| match denied {
+                    true => PubrecReasonCode::NotAuthorized,
+                    false => PubrecReasonCode::UnspecifiedError,
+                }),
             )),
         }
     }
@@ -827,7 +878,11 @@ impl Connection {
             }
             Err(error) => {
                 tracing::info!(client = %self.state.client_id, filter = %filter.text, "MQTT subscription refused: {error}");
-                Err((SubackReasonCode::ImplementationSpecificError, error.to_string()))
+                let code = match denied(&error) {
+                    true => SubackReasonCode::NotAuthorized,
+                    false => SubackReasonCode::ImplementationSpecificError,
+                };
+                Err((code, error.to_string()))
             }
         }
     }

@@ -70,6 +70,8 @@ pub(crate) struct SessionState {
     /// Writes QoS 0 deliveries straight to the connection, for a session
     /// that ends with its connection (`crate::door`).
     pub door: Option<Arc<MqttDoor>>,
+    /// The user the native session signed in as; `None` when anonymous.
+    pub user: Option<String>,
 }
 
 impl SessionState {
@@ -81,14 +83,16 @@ impl SessionState {
     pub async fn open(
         shared: &Shared,
         client_id: &str,
-        peer: Option<std::net::SocketAddr>,
+        (peer, credentials): (Option<std::net::SocketAddr>, Option<sift_client::Credentials>),
         with_door: bool,
     ) -> Result<SessionState, sift_client::ClientError> {
         let name = format!("mqtt-{client_id}");
+        let user = credentials.as_ref().map(|credentials| credentials.user.clone());
         let options = ClientOptions {
             name: name.clone(),
             reconnect: false,
             clock_sync_interval: None,
+            credentials,
             ..ClientOptions::default()
         };
         let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Mqtt, peer };
@@ -113,6 +117,7 @@ impl SessionState {
             inflight: HashMap::new(),
             codec: None,
             door,
+            user,
         })
     }
 

@@ -91,7 +91,15 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
     let name = connect.get("login").map_or_else(|| format!("stomp-{peer}"), |login| format!("stomp-{login}"));
     let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
     let door = Arc::new(StompDoor::new(out.clone(), shared.counters.clone(), shared.config.delivery_batches));
-    let client = match open_session(&shared, name, peer, door.clone()).await {
+    let credentials = connect
+        .get("login")
+        .map(|login| sift_client::Credentials::password(login, connect.get("passcode").unwrap_or_default()));
+    if credentials.is_none() && shared.connector.requires_sign_in() {
+        let failure =
+            Failure::new("authentication required", "this broker requires login and passcode", Some(&connect));
+        return fail_before_session(&mut writer, failure, &shared).await;
+    }
+    let client = match open_session(&shared, (name, credentials), peer, door.clone()).await {
         Ok(client) => client,
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
@@ -199,17 +207,23 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
 }
 
 /// The connection's broker session, whose deliveries `door` writes.
+/// It signs in with CONNECT's `login` and `passcode` when given; a refused
+/// sign-in ends the connection with an ERROR, as STOMP brokers do.
 async fn open_session(
     shared: &Shared,
-    name: String,
+    (name, credentials): (String, Option<sift_client::Credentials>),
     peer: SocketAddr,
     door: Arc<StompDoor>,
 ) -> Result<Client, Failure> {
-    let options = ClientOptions { name, reconnect: false, clock_sync_interval: None, ..ClientOptions::default() };
+    let options =
+        ClientOptions { name, reconnect: false, clock_sync_interval: None, credentials, ..ClientOptions::default() };
     let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Stomp, peer: Some(peer) };
-    Client::connect_local(shared.connector.local_opener_writing(origin, door), options)
-        .await
-        .map_err(|error| Failure::new("broker unavailable", error.to_string(), None))
+    Client::connect_local(shared.connector.local_opener_writing(origin, door), options).await.map_err(|error| {
+        match error {
+            sift_client::ClientError::Refused { message, .. } => Failure::new("authentication failed", message, None),
+            other => Failure::new("broker unavailable", other.to_string(), None),
+        }
+    })
 }
 
 /// Writes outgoing frames in batches, and a heart-beat EOL whenever

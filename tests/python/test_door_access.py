@@ -1,0 +1,132 @@
+"""Sign-in and permissions through each door's own way of presenting them,
+with third-party clients where one exists: HTTP `Authorization: Basic`,
+STOMP `login`/`passcode`, MQTT user name and password (paho), against one
+broker started with a users file. Every door reaches the same decision,
+made once in the broker's session machine, and answers it in its own
+words (401/403, STOMP ERROR, CONNACK and SUBACK reason codes)."""
+
+import base64
+import os
+import socket
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import sift_binary, start_broker
+from sdk_support import TIMEOUT
+from test_mqtt import Mqtt
+
+PASSWORDS = {"alice": "wonderland", "bob": "builder"}
+
+
+def password_hash(password):
+    """`sift passwd`, as a user makes a hash."""
+    environment = dict(os.environ, SIFT_PASSWORD=password)
+    done = subprocess.run([sift_binary(), "passwd"], env=environment, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def users_file():
+    text = f"""
+[[user]]
+name = "alice"
+password_hash = "{password_hash(PASSWORDS['alice'])}"
+publish = ["orders.>"]
+subscribe = ["orders.>"]
+
+[[user]]
+name = "bob"
+password_hash = "{password_hash(PASSWORDS['bob'])}"
+subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
+"""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as file:
+        file.write(text)
+    yield file.name
+    os.unlink(file.name)
+
+
+@pytest.fixture
+def locked(users_file):
+    running = start_broker(extra_args=("--users", users_file))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def http_publish(broker, topic, user=None, password=None):
+    """POST /v1/messages; returns the status."""
+    request = urllib.request.Request(f"{broker.http_url}/v1/messages?topic={topic}", data=b"hello", method="POST")
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_http_asks_for_credentials_and_answers_each_decision(locked):
+    assert http_publish(locked, "orders.new") == 401
+    assert http_publish(locked, "orders.new", "alice", "wrong") == 401
+    # Allowed: 404 says that no subscriber matched (JBI's answer), not a refusal.
+    assert http_publish(locked, "orders.new", "alice", PASSWORDS["alice"]) == 404
+    assert http_publish(locked, "orders.new", "alice", PASSWORDS["alice"]) == 404, "the session is reused"
+    assert http_publish(locked, "quotes.nyse", "alice", PASSWORDS["alice"]) == 403
+    assert http_publish(locked, "orders.new", "bob", PASSWORDS["bob"]) == 403
+
+
+def stomp_connect(broker, headers):
+    """A raw STOMP CONNECT; returns the command of the answer and the socket."""
+    connection = socket.create_connection((broker.stomp_host, broker.stomp_port), timeout=TIMEOUT)
+    lines = "".join(f"{name}:{value}\n" for name, value in headers.items())
+    connection.sendall(f"CONNECT\naccept-version:1.2\nhost:sift\n{lines}\n\0".encode())
+    answer = b""
+    while b"\0" not in answer:
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    return answer.split(b"\n", 1)[0].decode(), answer, connection
+
+
+def test_stomp_signs_in_with_login_and_passcode(locked):
+    for headers in ({}, {"login": "alice", "passcode": "wrong"}, {"login": "nobody", "passcode": "x"}):
+        command, answer, connection = stomp_connect(locked, headers)
+        connection.close()
+        assert command == "ERROR", (headers, answer)
+    command, answer, connection = stomp_connect(locked, {"login": "alice", "passcode": PASSWORDS["alice"]})
+    assert command == "CONNECTED", answer
+    connection.sendall(b"SUBSCRIBE\nid:1\ndestination:/topic/quotes.nyse\nreceipt:r1\n\n\0")
+    refused = connection.recv(4096)
+    connection.close()
+    assert refused.startswith(b"ERROR") and b"may not subscribe to quotes.nyse" in refused, refused
+
+
+def test_mqtt_refuses_bad_credentials_and_forbidden_subscriptions(locked):
+    anonymous = Mqtt(locked, "mqtt-anonymous")
+    with pytest.raises(AssertionError, match="CONNACK refused"):
+        anonymous.connect()
+    anonymous.paho.loop_stop()
+    wrong = Mqtt(locked, "mqtt-wrong")
+    wrong.paho.username_pw_set("alice", "wrong")
+    with pytest.raises(AssertionError, match="CONNACK refused"):
+        wrong.connect()
+    wrong.paho.loop_stop()
+    bob = Mqtt(locked, "mqtt-bob")
+    bob.paho.username_pw_set("bob", PASSWORDS["bob"])
+    bob.connect()
+    try:
+        assert bob.subscribe("quotes/nyse", qos=0) == 0x87, "Not authorized"
+        # `orders/#` would take in the topic `orders` itself, which the
+        # grant `orders.>` does not cover; `orders/+` it covers.
+        assert bob.subscribe("orders/#", qos=0) == 0x87
+        assert bob.subscribe("orders/+", qos=0) == 0, "granted, under bob's restriction"
+    finally:
+        bob.paho.disconnect()
+        bob.paho.loop_stop()

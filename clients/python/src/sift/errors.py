@@ -38,6 +38,9 @@ ERROR_CODE_NAMES: dict[int, str] = {
     25: "unknown_durable",
     26: "durable_in_use",
     27: "durable_mismatch",
+    28: "auth_required",
+    29: "auth_failed",
+    30: "permission_denied",
 }
 
 _POSITION = re.compile(r"\bat byte (\d+)")

@@ -68,6 +68,9 @@ pub enum SignInError {
     /// A bearer token, which this broker does not take yet.
     #[error("bearer tokens are not accepted by this broker; sign in with a user name and password")]
     TokensNotAccepted,
+    /// The check itself did not finish (its task failed).
+    #[error("the sign-in check failed: {0}")]
+    CheckFailed(String),
 }
 
 /// The users a broker knows and how sign-in failures are slowed.

@@ -130,17 +130,8 @@ impl InProcessConnector {
     /// session resumed): the user name on success. A refusal is slowed and
     /// counted like a refused `AUTH`.
     pub async fn check_credentials(&self, auth: sift_proto::Auth) -> Result<String, crate::access::SignInError> {
-        let shared = self.shared.clone();
-        let user = auth.user.clone();
-        let checked = tokio::task::spawn_blocking(move || shared.access.sign_in(&auth)).await;
-        let refusal = match checked {
-            Ok(Ok(standing)) => return Ok(standing.user().unwrap_or_default().to_string()),
-            Ok(Err(refusal)) => refusal,
-            Err(_) => crate::access::SignInError::Refused(user.clone()),
-        };
-        crate::stats::bump(&self.shared.stats.auth_failures);
-        tokio::time::sleep(self.shared.access.failed(&user)).await;
-        Err(refusal)
+        let standing = self.shared.check_sign_in(auth).await?;
+        Ok(standing.user().unwrap_or_default().to_string())
     }
 
     /// Opens a connection to this broker inside the process: the returned

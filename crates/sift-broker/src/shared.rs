@@ -94,6 +94,26 @@ impl BrokerShared {
         })
     }
 
+    /// Checks an `AUTH` off the async threads (argon2id costs tens of
+    /// milliseconds). A refusal is counted in `auth_failures` and returned
+    /// only after its delay, which grows with the recent failures on the
+    /// name; every sign-in, by a session or a front-end, passes here.
+    pub(crate) async fn check_sign_in(
+        self: &Arc<Self>,
+        auth: sift_proto::Auth,
+    ) -> Result<crate::access::Standing, crate::access::SignInError> {
+        let user = auth.user.clone();
+        let shared = self.clone();
+        let refusal = match tokio::task::spawn_blocking(move || shared.access.sign_in(&auth)).await {
+            Ok(Ok(standing)) => return Ok(standing),
+            Ok(Err(refusal)) => refusal,
+            Err(error) => crate::access::SignInError::CheckFailed(error.to_string()),
+        };
+        crate::stats::bump(&self.stats.auth_failures);
+        tokio::time::sleep(self.access.failed(&user)).await;
+        Err(refusal)
+    }
+
     pub(crate) fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnShared>>> {
         self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }

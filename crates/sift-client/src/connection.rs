@@ -637,12 +637,7 @@ fn greeting(options: &ClientOptions) -> Vec<Frame> {
         Hello { version_min: PROTOCOL_VERSION_MIN, version_max: PROTOCOL_VERSION, client_name: options.name.clone() };
     let mut frames = vec![Frame::Hello(hello)];
     if let Some(credentials) = &options.credentials {
-        frames.push(Frame::Auth(sift_proto::Auth {
-            request_id: AUTH_REQUEST_ID,
-            method: credentials.method,
-            user: credentials.user.clone(),
-            secret: credentials.secret.clone(),
-        }));
+        frames.push(Frame::Auth(credentials.auth(AUTH_REQUEST_ID)));
     }
     frames
 }

@@ -60,6 +60,11 @@ impl Credentials {
     pub fn token(token: impl Into<String>) -> Credentials {
         Credentials { method: AuthMethod::Token, user: String::new(), secret: token.into() }
     }
+
+    /// The `AUTH` frame body that presents these credentials.
+    pub fn auth(&self, request_id: u64) -> sift_proto::Auth {
+        sift_proto::Auth { request_id, method: self.method, user: self.user.clone(), secret: self.secret.clone() }
+    }
 }
 
 impl std::fmt::Debug for Credentials {

@@ -393,13 +393,7 @@ async fn may_resume(
     if state.user.as_deref() != Some(credentials.user.as_str()) {
         return Ok(false);
     }
-    let auth = sift_proto::Auth {
-        request_id: 0,
-        method: credentials.method,
-        user: credentials.user.clone(),
-        secret: credentials.secret.clone(),
-    };
-    match shared.connector.check_credentials(auth).await {
+    match shared.connector.check_credentials(credentials.auth(0)).await {
         Ok(_) => Ok(true),
         Err(refused) => Err((ConnectReasonCode::NotAuthorized, refused.to_string())),
     }

@@ -71,7 +71,16 @@ impl Session {
     /// True when the session may do `action`; otherwise refuses it (a
     /// non-fatal `ERROR` with `reference`), counts and logs the denial.
     pub(crate) fn permits(&self, action: Action<'_>, reference: u64) -> bool {
-        let allowed = match &self.standing {
+        let allowed = self.allows(action);
+        if !allowed {
+            self.deny(action.verb(), action.target(), reference);
+        }
+        allowed
+    }
+
+    /// Whether the session may do `action`, refusing nothing.
+    fn allows(&self, action: Action<'_>) -> bool {
+        match &self.standing {
             Standing::Open { .. } => true,
             Standing::MustSignIn => false,
             Standing::Limited { permissions, .. } => match action {
@@ -80,21 +89,13 @@ impl Session {
                 Action::ManageStream(stream) => permissions.may_stream(stream, StreamAction::Manage),
                 Action::Admin => permissions.may_admin(),
             },
-        };
-        if !allowed {
-            self.deny(action.verb(), action.target(), reference);
         }
-        allowed
     }
 
     /// Whether the session may read `stream`, without refusing anything:
     /// what the stream and durable lists show it.
     pub(crate) fn may_read_quietly(&self, stream: &str) -> bool {
-        match &self.standing {
-            Standing::Open { .. } => true,
-            Standing::MustSignIn => false,
-            Standing::Limited { permissions, .. } => permissions.may_stream(stream, StreamAction::Read),
-        }
+        self.allows(Action::ReadStream(stream))
     }
 
     /// Whether a `MANAGE` request is allowed: adding or removing a stream
@@ -176,25 +177,20 @@ impl Session {
     pub(crate) async fn sign_in(&mut self, auth: Auth) -> bool {
         let request_id = auth.request_id;
         let user = auth.user.clone();
-        let shared = self.shared.clone();
-        let outcome = tokio::task::spawn_blocking(move || shared.access.sign_in(&auth)).await;
-        let refusal = match outcome {
-            Ok(Ok(standing)) => {
+        match self.shared.check_sign_in(auth).await {
+            Ok(standing) => {
                 bump(&self.shared.stats.auth_sign_ins);
                 let name = standing.user().unwrap_or_default().to_string();
                 tracing::info!(target: "sift::audit", user = %name, door = %self.conn.door, peer = %self.conn.peer, "signed in");
                 self.standing = standing;
                 self.conn.send_control(&Frame::AuthOk { request_id, user: name });
-                return true;
+                true
             }
-            Ok(Err(refused)) => refused.to_string(),
-            Err(error) => format!("the sign-in check failed: {error}"),
-        };
-        bump(&self.shared.stats.auth_failures);
-        tracing::info!(target: "sift::audit", user = %user, door = %self.conn.door, peer = %self.conn.peer, "sign-in refused");
-        let delay = self.shared.access.failed(&user);
-        tokio::time::sleep(delay).await;
-        self.conn.close(Some(error_frame(ErrorCode::AuthFailed, request_id, true, refusal)));
-        false
+            Err(refusal) => {
+                tracing::info!(target: "sift::audit", user = %user, door = %self.conn.door, peer = %self.conn.peer, "sign-in refused");
+                self.conn.close(Some(error_frame(ErrorCode::AuthFailed, request_id, true, refusal.to_string())));
+                false
+            }
+        }
     }
 }

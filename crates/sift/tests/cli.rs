@@ -29,21 +29,29 @@ impl OutputWithin for Command {
         };
         let stdout = read_all(Box::new(child.stdout.take().expect("stdout")));
         let stderr = read_all(Box::new(child.stderr.take().expect("stderr")));
-        let deadline = Instant::now() + STUCK_AFTER;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{self:?} did not finish within {STUCK_AFTER:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait_within(&mut child, &format!("{self:?}"));
         let joined = |reader: std::thread::JoinHandle<Vec<u8>>| reader.join().unwrap_or_default();
         Ok(std::process::Output { status, stdout: joined(stdout), stderr: joined(stderr) })
     }
+}
+
+/// Waits for `child` to exit. A watchdog kills it, and the test fails
+/// naming `what`, when it has not exited within [`STUCK_AFTER`]: a hang
+/// becomes a failure, and nothing waits longer than the exit takes.
+fn wait_within(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let (exited, exit_seen) = std::sync::mpsc::channel::<()>();
+    let pid = child.id().to_string();
+    let watchdog = std::thread::spawn(move || {
+        let stuck = matches!(exit_seen.recv_timeout(STUCK_AFTER), Err(RecvTimeoutError::Timeout));
+        if stuck {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+        stuck
+    });
+    let status = child.wait().expect("wait");
+    let _ = exited.send(());
+    assert!(!watchdog.join().unwrap_or(false), "{what} did not finish within {STUCK_AFTER:?}");
+    status
 }
 
 /// The lines a child prints on one pipe, read on a thread of their own so
@@ -155,21 +163,15 @@ fn start_sub(address: &str, extra: &[&str]) -> Running {
 }
 
 fn wait_output(mut running: Running) -> (bool, String) {
-    let deadline = Instant::now() + STUCK_AFTER;
-    loop {
-        if let Some(status) = running.0.try_wait().expect("wait") {
-            let mut out = String::new();
-            if let Some(stdout) = running.0.stdout.take() {
-                for line in BufReader::new(stdout).lines() {
-                    out.push_str(&line.expect("utf-8"));
-                    out.push('\n');
-                }
-            }
-            return (status.success(), out);
+    let status = wait_within(&mut running.0, "the process");
+    let mut out = String::new();
+    if let Some(stdout) = running.0.stdout.take() {
+        for line in BufReader::new(stdout).lines() {
+            out.push_str(&line.expect("utf-8"));
+            out.push('\n');
         }
-        assert!(Instant::now() < deadline, "process did not finish within {STUCK_AFTER:?}");
-        std::thread::sleep(Duration::from_millis(20));
     }
+    (status.success(), out)
 }
 
 #[test]

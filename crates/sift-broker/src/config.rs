@@ -101,6 +101,11 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Who may connect and what each may do.
     pub auth: AuthConfig,
+    /// TLS (`[tls]`: `cert`, `key`, `client_ca`): the native door and
+    /// broker links speak only TLS when it is set, and each front-end does
+    /// unless its own section names other files. Links then need
+    /// `client_ca`, the CA their certificates chain to (mutual TLS).
+    pub tls: Option<sift_tls::TlsFiles>,
     /// `[http]`, `[stomp]` and `[mqtt]` belong to the front-end crates,
     /// which read them from the same file (`HttpConfig::from_toml` in
     /// `sift-http`, and so on); the broker lets them through unread.
@@ -208,6 +213,7 @@ impl Default for Config {
             network: NetworkConfig::default(),
             storage: StorageConfig::default(),
             auth: AuthConfig::default(),
+            tls: None,
             http_section: IgnoredAny,
             stomp_section: IgnoredAny,
             mqtt_section: IgnoredAny,

@@ -24,14 +24,29 @@ use crate::session::{check_hello, open_connection, run_session, ConnectionError,
 use crate::shared::BrokerShared;
 use crate::stats::{add, bump};
 
-/// Serves one accepted connection until it closes.
+/// Serves one accepted connection until it closes: after its TLS
+/// handshake when the native door has TLS.
 pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
-    // Small frames (acks, confirms, one-in-flight latency tests) must not wait
-    // for Nagle's algorithm; the writer batches on its own.
-    let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map_or_else(|_| "unknown".to_string(), |address| address.to_string());
+    let Some(stream) = open_socket(stream, &shared).await else { return };
     let (reader, writer) = stream.into_split();
     serve_halves(reader, writer, shared, id, Door::Native, peer).await;
+}
+
+/// What a plain-text client of a TLS native door is told before the
+/// broker closes: a fatal `ERROR` with code `tls_required`.
+static PLAIN_TEXT_REFUSAL: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let message = "this port speaks TLS: connect with TLS (sift ... --tls-ca CA.pem)".to_string();
+    let mut bytes = BytesMut::new();
+    let _ = error_frame(ErrorCode::TlsRequired, 0, true, message).encode(&mut bytes);
+    bytes.to_vec()
+});
+
+/// An accepted socket, ready for the native protocol: after the TLS
+/// handshake when the native door has TLS (`None` if it failed).
+pub(crate) async fn open_socket(stream: TcpStream, shared: &BrokerShared) -> Option<sift_tls::DoorStream> {
+    let incoming = crate::front_end::Incoming::new(stream, shared.tls.native.clone());
+    incoming.open(&PLAIN_TEXT_REFUSAL).await
 }
 
 /// Serves one in-process connection (see

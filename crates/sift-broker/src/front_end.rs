@@ -1,7 +1,9 @@
 //! What every protocol front-end (HTTP, STOMP, MQTT) shares: the
 //! [`FrontEnd`] life (bind, start, address, counters, stop) written once;
 //! the accept loop, which accepts connections until the front-end or the
-//! broker stops, lets the front-end admit or refuse each, and at the end
+//! broker stops, lets the front-end admit or refuse each (as an
+//! [`Incoming`] connection whose TLS handshake, when the door has TLS, runs
+//! in the connection's own task), and at the end
 //! tells the connections to close and waits for them, boundedly; and
 //! [`Listening`], the running listener a front-end holds, with its bound
 //! address and the way to stop it. A front-end writes only what differs:
@@ -10,7 +12,10 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use sift_tls::{DoorStream, ServerTls};
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -25,7 +30,7 @@ pub trait FrontEnd: Sized + Send {
     /// Its counters, which it registers with the broker under its door.
     type Counters: crate::door::DoorCounters;
     /// Why it could not start.
-    type Error: From<BindError> + Send;
+    type Error: From<BindError> + From<sift_tls::TlsError> + Send;
 
     /// Where `config` says to listen.
     fn listen_address(config: &Self::Config) -> SocketAddr;
@@ -88,6 +93,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Listening {
     local_addr: SocketAddr,
+    tls: Option<Arc<ServerTls>>,
     stop: watch::Sender<bool>,
     accept_task: JoinHandle<()>,
 }
@@ -96,10 +102,12 @@ impl Listening {
     /// Serves `listener`, handing each connection to `admit`, until `stop`
     /// is sent or the broker behind `broker_stopping` stops. `stop` is made
     /// by the caller so that tasks of its own (WebSockets, reapers) can
-    /// watch it too; `what` names the front-end in logs.
+    /// watch it too; `what` names the front-end in logs. With `tls`, every
+    /// connection must speak TLS.
     pub fn serve<F>(
         what: &'static str,
         listener: TcpListener,
+        tls: Option<Arc<ServerTls>>,
         stop: watch::Sender<bool>,
         broker_stopping: watch::Receiver<bool>,
         admit: F,
@@ -112,9 +120,21 @@ impl Listening {
             BindError { address, source }
         })?;
         let stopped = stop.subscribe();
-        let accept_task =
-            tokio::spawn(accept_connections(what, listener, stopped, broker_stopping, SHUTDOWN_GRACE, admit));
-        Ok(Listening { local_addr, stop, accept_task })
+        let accept_task = tokio::spawn(accept_connections(
+            what,
+            listener,
+            tls.clone(),
+            (stopped, broker_stopping),
+            SHUTDOWN_GRACE,
+            admit,
+        ));
+        Ok(Listening { local_addr, tls, stop, accept_task })
+    }
+
+    /// The door's TLS (its counters, and its reload on SIGHUP), if it has
+    /// TLS.
+    pub fn tls(&self) -> Option<&Arc<ServerTls>> {
+        self.tls.as_ref()
     }
 
     /// The address actually bound (useful with port 0).
@@ -143,8 +163,8 @@ impl Listening {
 
 /// What a front-end's admit function is given with each accepted connection.
 pub struct Accepted<'a> {
-    /// The connection.
-    pub stream: TcpStream,
+    /// The connection, before its TLS handshake.
+    pub stream: Incoming,
     /// Where it came from.
     pub peer: SocketAddr,
     /// Turns true when the front-end stops: each connection's task watches
@@ -154,24 +174,29 @@ pub struct Accepted<'a> {
     pub tasks: &'a mut JoinSet<()>,
 }
 
-/// Accepts on `listener` until `stopped` or `broker_stopping` changes,
-/// handing each connection to `admit` (which spawns its task into
-/// `tasks`, or a refusal); then signals `closing` and waits up to `grace`
-/// for the tasks, aborting those left. `what` names the front-end in logs.
+/// Accepts on `listener` until either of `stopping` (the front-end's stop
+/// and the broker's) changes, handing each connection (to be opened with
+/// `tls`, if given) to `admit`, which spawns its task into `tasks`, or a
+/// refusal; then signals `closing` and waits up to `grace` for the tasks,
+/// aborting those left. `what` names the front-end in logs.
 pub async fn accept_connections(
     what: &str,
     listener: TcpListener,
-    mut stopped: watch::Receiver<bool>,
-    mut broker_stopping: watch::Receiver<bool>,
+    tls: Option<Arc<ServerTls>>,
+    stopping: (watch::Receiver<bool>, watch::Receiver<bool>),
     grace: Duration,
     mut admit: impl FnMut(Accepted<'_>),
 ) {
+    let (mut stopped, mut broker_stopping) = stopping;
     let mut tasks = JoinSet::new();
     let (closing, closing_watch) = watch::channel(false);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => admit(Accepted { stream, peer, closing: &closing_watch, tasks: &mut tasks }),
+                Ok((stream, peer)) => {
+                    let stream = Incoming { tcp: stream, tls: tls.clone() };
+                    admit(Accepted { stream, peer, closing: &closing_watch, tasks: &mut tasks });
+                }
                 Err(error) => {
                     tracing::warn!(%error, "{what} accept failed");
                     tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
@@ -187,5 +212,47 @@ pub async fn accept_connections(
     let drained = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} });
     if drained.await.is_err() {
         tasks.abort_all();
+    }
+}
+
+/// An accepted connection before its TLS handshake: the door's admit
+/// function counts and refuses on the socket, and the connection's own
+/// task calls [`Incoming::open`], so that a slow handshake never holds the
+/// accept loop.
+#[derive(Debug)]
+pub struct Incoming {
+    tcp: TcpStream,
+    tls: Option<Arc<ServerTls>>,
+}
+
+impl Incoming {
+    /// `tcp`, to be opened with `tls` if given.
+    pub fn new(tcp: TcpStream, tls: Option<Arc<ServerTls>>) -> Incoming {
+        Incoming { tcp, tls }
+    }
+
+    /// The socket.
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// The connection, ready for the door's protocol: the socket itself on
+    /// a plain door; on a TLS door, the stream after the handshake, or
+    /// `None` when the handshake failed (counted by the door's TLS and
+    /// logged here). A client that speaks plain text to a TLS door is sent
+    /// `plain_refusal`, the door's own error.
+    pub async fn open(self, plain_refusal: &[u8]) -> Option<DoorStream> {
+        // Small frames (acks, receipts) must not wait for Nagle's
+        // algorithm; every door batches its own writes.
+        let _ = self.tcp.set_nodelay(true);
+        let Some(tls) = self.tls else { return Some(DoorStream::Plain(self.tcp)) };
+        let peer = self.tcp.peer_addr().ok();
+        match tls.accept(self.tcp, plain_refusal).await {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                tracing::debug!(?peer, %error, "TLS handshake refused");
+                None
+            }
+        }
     }
 }

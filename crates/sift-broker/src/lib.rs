@@ -11,6 +11,7 @@
 
 pub mod access;
 mod auth_config;
+pub mod broker_tls;
 pub mod budget;
 pub mod config;
 pub mod conn;
@@ -35,6 +36,9 @@ pub mod store;
 pub mod subscription;
 pub mod topology_file;
 pub mod writer;
+
+/// TLS for the doors and links (the `sift-tls` crate), for front-end crates.
+pub use sift_tls as tls;
 
 pub use config::{Config, ConfigError, StorageConfig, StreamDefinition};
 pub use link::LinkInfo;

@@ -52,6 +52,10 @@ pub enum BrokerError {
     /// Another process holds the data directory.
     #[error(transparent)]
     DataDirInUse(crate::store::LockError),
+    /// A certificate or key file of `[tls]` (`--tls-cert`...) is missing
+    /// or wrong.
+    #[error("cannot set up TLS for {0}")]
+    Tls(#[from] crate::broker_tls::BrokerTlsError),
     /// The users file (`auth.users_file`) could not be read.
     #[error("cannot read the users file {}: {source}", path.display())]
     ReadUsers {
@@ -282,6 +286,7 @@ impl RunningBroker {
     pub async fn start_with_clock(config: Config, clock: sift_core::Clock) -> Result<RunningBroker, BrokerError> {
         config.validate()?;
         let access = load_access(&config.auth)?;
+        let tls = crate::broker_tls::BrokerTls::load(&config)?;
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| BrokerError::Bind { address, source })?;
         let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind { address, source })?;
@@ -301,7 +306,7 @@ impl RunningBroker {
                 }
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
-        let shared = BrokerShared::new(config, storage, clock, access);
+        let shared = BrokerShared::new(config, storage, clock, access, tls);
         let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);
@@ -335,6 +340,13 @@ impl RunningBroker {
     /// learnt at run time, such as gateways from a registry.
     pub fn dial(&self, target: crate::config::LinkTarget) -> DialHandle {
         DialHandle(tokio::spawn(crate::link::dial_target(target, self.shared.clone())))
+    }
+
+    /// Reads the native door's and the links' certificate files again
+    /// (SIGHUP); returns what failed to load, which keeps its previous
+    /// certificates.
+    pub fn reload_tls(&self) -> Vec<crate::broker_tls::BrokerTlsError> {
+        self.shared.tls.reload()
     }
 
     /// This broker's name on the broker network.
@@ -490,7 +502,14 @@ fn admit(accepted: Accepted, id: u64, shared: &Arc<BrokerShared>, tasks: &mut Jo
         bump(&shared.stats.connections_refused);
         bump(&shared.stats.errors_sent);
         match accepted {
-            Accepted::Socket(stream) => tasks.spawn(refuse(stream, limit)),
+            Accepted::Socket(stream) => {
+                let shared = shared.clone();
+                tasks.spawn(async move {
+                    if let Some(stream) = crate::connection::open_socket(stream, &shared).await {
+                        refuse(stream, limit).await;
+                    }
+                })
+            }
             Accepted::InProcess(pipe) => tasks.spawn(refuse(pipe, limit)),
             Accepted::Local(request) => tasks.spawn(refuse_local(request, limit)),
         };

@@ -63,6 +63,8 @@ pub struct BrokerShared {
     /// The users and what each may do (an open broker without a users
     /// file).
     pub access: crate::access::Access,
+    /// The native door's TLS and the links' (none on a plain broker).
+    pub tls: crate::broker_tls::BrokerTls,
 }
 
 impl BrokerShared {
@@ -72,6 +74,7 @@ impl BrokerShared {
         storage: Storage,
         clock: sift_core::Clock,
         access: crate::access::Access,
+        tls: crate::broker_tls::BrokerTls,
     ) -> Arc<BrokerShared> {
         let (shutdown, _) = watch::channel(false);
         let first_id = sift_core::system_now_ns();
@@ -90,6 +93,7 @@ impl BrokerShared {
             memory: Arc::new(crate::budget::MemoryBudget::new(config.limits.memory_bytes_max)),
             clock,
             access,
+            tls,
             config,
         })
     }

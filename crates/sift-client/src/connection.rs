@@ -675,7 +675,9 @@ impl Answers {
 async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Welcome), ClientError> {
     let failure = |reason: String| ClientError::Connect { address: endpoint.to_string(), reason };
     let attempt = async {
-        let link = crate::transport::connect(endpoint).await.map_err(|error| failure(error.to_string()))?;
+        let link = crate::transport::connect(endpoint, options.tls.as_ref())
+            .await
+            .map_err(|error| failure(error.to_string()))?;
         let (mut reader, mut writer) = match link {
             Link::Bytes(reader, writer) => (reader, writer),
             Link::Frames(to_broker, from_broker) => {

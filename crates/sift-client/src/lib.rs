@@ -51,6 +51,8 @@ pub use query::{QueryEvent, QueryOptions, QueryResults};
 pub use sift_core::ClockEstimate;
 pub use sift_proto::{AdminQuery, Confirm, ConfirmStatus, FilterKind, QueuePolicy};
 pub use sift_proto::{GapReason, ManageOp, StartPosition, StreamSource};
+/// TLS for clients (the `sift-tls` crate): `ClientTls::load` reads `--tls-ca` and a client certificate.
+pub use sift_tls::{ClientTls, ClientTlsFiles};
 pub use subscription::{Delivery, Gap, Subscription, SubscriptionEvent};
 pub use tds::{Release, TdsConfig, TdsCounters, TimeDifferential, TDS_ENTRIES_DEFAULT};
 pub use time::{system_now_ns, ClockSource, LocalTime, CLOCK_SYNC_BURST};

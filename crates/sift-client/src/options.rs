@@ -37,6 +37,9 @@ pub struct ClientOptions {
     /// Who to sign in as (`AUTH`, sent with `HELLO` on every connect and
     /// reconnect); `None` connects anonymously.
     pub credentials: Option<Credentials>,
+    /// TLS to the broker (`--tls-ca`, and `--tls-cert`/`--tls-key` for a
+    /// client certificate); `None` speaks plain text.
+    pub tls: Option<sift_tls::ClientTls>,
 }
 
 /// A user name and password, or a bearer token, to sign in with.
@@ -87,6 +90,7 @@ impl Default for ClientOptions {
             clock_sync_interval: Some(CLOCK_SYNC_INTERVAL_DEFAULT),
             publisher_time: false,
             credentials: None,
+            tls: None,
         }
     }
 }

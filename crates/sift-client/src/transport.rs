@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use sift_proto::Frame;
+use sift_tls::{ClientReadHalf, ClientStream, ClientTls, ClientWriteHalf};
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf, ReadHalf, WriteHalf};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -64,13 +64,18 @@ pub(crate) enum Link {
     Frames(mpsc::Sender<Vec<Frame>>, mpsc::Receiver<Vec<Frame>>),
 }
 
-/// Opens a connection to `endpoint`.
-pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<Link> {
+/// Opens a connection to `endpoint`, under TLS if `tls` is given (a
+/// socket only: pipes and local sessions stay in the process).
+pub(crate) async fn connect(endpoint: &Endpoint, tls: Option<&ClientTls>) -> std::io::Result<Link> {
     match endpoint {
         Endpoint::Tcp(address) => {
             let stream = TcpStream::connect(address).await?;
             // Acks and confirms are small; the writer batches on its own.
             let _ = stream.set_nodelay(true);
+            let stream = match tls {
+                Some(tls) => tls.connect(sift_tls::host_of(address), stream).await?,
+                None => ClientStream::Plain(stream),
+            };
             let (reader, writer) = stream.into_split();
             Ok(Link::Bytes(TransportRead::Tcp(reader), TransportWrite::Tcp(writer)))
         }
@@ -87,13 +92,13 @@ pub(crate) async fn connect(endpoint: &Endpoint) -> std::io::Result<Link> {
 
 /// The reading half of a connection.
 pub(crate) enum TransportRead {
-    Tcp(OwnedReadHalf),
+    Tcp(ClientReadHalf),
     Pipe(ReadHalf<DuplexStream>),
 }
 
 /// The writing half of a connection.
 pub(crate) enum TransportWrite {
-    Tcp(OwnedWriteHalf),
+    Tcp(ClientWriteHalf),
     Pipe(WriteHalf<DuplexStream>),
 }
 

@@ -20,6 +20,9 @@ pub struct HttpConfig {
     pub enabled: bool,
     /// Address to listen on.
     pub listen: SocketAddr,
+    /// TLS (`[http.tls]`: `cert`, `key`, `client_ca`); the broker's
+    /// `[tls]` when not given. With it the port speaks only TLS.
+    pub tls: Option<sift_broker::tls::TlsFiles>,
     /// Most HTTP connections open at once; more are closed on accept.
     pub max_connections: u32,
     /// Largest request body accepted (413 above it).
@@ -61,6 +64,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             enabled: true,
+            tls: None,
             listen: DEFAULT_HTTP_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 7480))),
             max_connections: 4_096,
             max_body_bytes: 8 * 1024 * 1024,

@@ -94,7 +94,8 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::UnknownDeliveryTag
         | ErrorCode::UnexpectedFrame
         | ErrorCode::InvalidField
-        | ErrorCode::DurableMismatch => StatusCode::BAD_REQUEST,
+        | ErrorCode::DurableMismatch
+        | ErrorCode::TlsRequired => StatusCode::BAD_REQUEST,
     }
 }
 

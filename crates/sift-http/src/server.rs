@@ -14,9 +14,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use sift_broker::front_end::{BindError, FrontEnd, Listening};
+use sift_broker::front_end::{BindError, FrontEnd, Incoming, Listening};
+use sift_broker::tls::DoorStream;
 use sift_broker::InProcessConnector;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -29,6 +30,9 @@ pub enum HttpError {
     /// The address could not be bound.
     #[error("cannot serve HTTP: {0}")]
     Bind(#[from] BindError),
+    /// The TLS files could not be read.
+    #[error("cannot serve HTTPS: {0}")]
+    Tls(#[from] sift_broker::tls::TlsError),
     /// The publishing sessions could not be opened.
     #[error("cannot open the HTTP front-end's broker sessions: {0}")]
     Session(#[from] sift_client::ClientError),
@@ -56,13 +60,14 @@ impl FrontEnd for HttpFrontEnd {
         config: HttpConfig,
         connector: InProcessConnector,
     ) -> Result<HttpFrontEnd, HttpError> {
+        let tls = config.tls.clone().map(sift_broker::tls::ServerTls::load).transpose()?;
         let broker_stopping = connector.shutdown_watch();
         let (stop, stopped) = watch::channel(false);
         let state = Arc::new(AppState::open(config, connector, stopped.clone()).await?);
         tokio::spawn(crate::subscriptions::reap_idle(state.clone(), stopped));
         let router = routes(state.clone());
         let admitting = state.clone();
-        let listening = Listening::serve("HTTP", listener, stop, broker_stopping, move |accepted| {
+        let listening = Listening::serve("HTTP", listener, tls, stop, broker_stopping, move |accepted| {
             admit(accepted.stream, &admitting, &router, accepted.closing, accepted.tasks)
         })?;
         Ok(HttpFrontEnd { listening, state })
@@ -135,7 +140,7 @@ async fn count_responses(State(state): State<Arc<AppState>>, request: Request, n
 
 /// Serves `stream`, or closes it at once when `http.max_connections` are open.
 fn admit(
-    stream: TcpStream,
+    stream: Incoming,
     state: &Arc<AppState>,
     router: &Router,
     draining: &watch::Receiver<bool>,
@@ -149,12 +154,22 @@ fn admit(
     }
     HttpCounters::bump(&counters.connections_accepted);
     HttpCounters::bump(&counters.connections_current);
-    let _ = stream.set_nodelay(true);
     connections.spawn(serve(stream, state.clone(), router.clone(), draining.clone()));
 }
 
+/// What a client that speaks plain HTTP to the HTTPS port is told.
+const PLAIN_TEXT_REFUSAL: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 46\r\nconnection: close\r\n\r\nThis port speaks HTTPS: use https:// instead.\n";
+
 /// Serves one connection until it closes or shutdown drains it.
-async fn serve(stream: TcpStream, state: Arc<AppState>, router: Router, mut draining: watch::Receiver<bool>) {
+async fn serve(incoming: Incoming, state: Arc<AppState>, router: Router, draining: watch::Receiver<bool>) {
+    if let Some(stream) = incoming.open(PLAIN_TEXT_REFUSAL).await {
+        serve_http(stream, &state, router, draining).await;
+    }
+    HttpCounters::drop_one(&state.counters.connections_current);
+}
+
+/// Serves HTTP/1.1 (and upgrades to WebSocket) on an open connection.
+async fn serve_http(stream: DoorStream, state: &AppState, router: Router, mut draining: watch::Receiver<bool>) {
     let config = &state.config;
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -172,7 +187,6 @@ async fn serve(stream: TcpStream, state: Arc<AppState>, router: Router, mut drai
             log_end(connection.await);
         }
     }
-    HttpCounters::drop_one(&state.counters.connections_current);
 }
 
 fn log_end(result: Result<(), hyper::Error>) {

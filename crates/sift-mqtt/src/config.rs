@@ -20,6 +20,9 @@ pub struct MqttConfig {
     pub enabled: bool,
     /// Address to listen on.
     pub listen: SocketAddr,
+    /// TLS (`[mqtt.tls]`: `cert`, `key`, `client_ca`); the broker's
+    /// `[tls]` when not given. With it the port speaks only TLS.
+    pub tls: Option<sift_broker::tls::TlsFiles>,
     /// Most MQTT connections open at once; more get CONNACK "server busy".
     pub max_connections: u32,
     /// Largest packet accepted (MQTT 5's Maximum Packet Size, announced in
@@ -77,6 +80,7 @@ impl Default for MqttConfig {
     fn default() -> Self {
         MqttConfig {
             enabled: true,
+            tls: None,
             listen: DEFAULT_MQTT_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 1883))),
             max_connections: 4_096,
             max_packet_bytes: 8 * 1024 * 1024,

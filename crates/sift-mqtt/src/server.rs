@@ -21,6 +21,9 @@ pub enum MqttError {
     /// The address could not be bound.
     #[error("cannot serve MQTT: {0}")]
     Bind(#[from] BindError),
+    /// The TLS files could not be read.
+    #[error("cannot serve MQTT over TLS: {0}")]
+    Tls(#[from] sift_broker::tls::TlsError),
     /// The journal of retained messages and sessions could not be opened.
     #[error(transparent)]
     Journal(#[from] JournalError),
@@ -130,6 +133,7 @@ impl FrontEnd for MqttFrontEnd {
         config: MqttConfig,
         connector: InProcessConnector,
     ) -> Result<MqttFrontEnd, MqttError> {
+        let tls = config.tls.clone().map(sift_broker::tls::ServerTls::load).transpose()?;
         let data_dir = connector.data_dir().to_path_buf();
         let broker_stopping = connector.shutdown_watch();
         let retained = Mutex::new(RetainedStore::new(config.max_retained, config.max_retained_bytes));
@@ -147,8 +151,9 @@ impl FrontEnd for MqttFrontEnd {
         restore(&shared, recovered).await;
         let admitting = shared.clone();
         let (stop, _) = watch::channel(false);
-        let listening =
-            Listening::serve("MQTT", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))?;
+        let listening = Listening::serve("MQTT", listener, tls, stop, broker_stopping, move |accepted| {
+            admit(accepted, &admitting)
+        })?;
         Ok(MqttFrontEnd { listening, shared })
     }
 
@@ -218,7 +223,6 @@ fn admit(accepted: Accepted<'_>, shared: &Arc<Shared>) {
     let refused = accepted.tasks.len() >= shared.config.max_connections as usize;
     let counter = if refused { &shared.counters.connections_refused } else { &shared.counters.connections_accepted };
     MqttCounters::bump(counter);
-    let _ = accepted.stream.set_nodelay(true);
     let session = crate::session::serve(accepted.stream, shared.clone(), accepted.closing.clone(), refused);
     accepted.tasks.spawn(session);
 }

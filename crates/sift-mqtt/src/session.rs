@@ -23,10 +23,10 @@ use mqtt_protocol_core::mqtt::result_code::{
 };
 use mqtt_protocol_core::mqtt::{role, Connection as Codec, Version as CodecVersion};
 use sift_broker::door_writer::DoorBatch;
+use sift_broker::front_end::Incoming;
+use sift_broker::tls::{DoorReadHalf, DoorWriteHalf};
 use sift_client::{ClientError, Confirm, PublishOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -158,7 +158,7 @@ impl Wire {
         }
     }
 
-    async fn flush(&mut self, writer: &mut OwnedWriteHalf) -> bool {
+    async fn flush(&mut self, writer: &mut DoorWriteHalf) -> bool {
         if self.out.is_empty() {
             return true;
         }
@@ -170,8 +170,11 @@ impl Wire {
 
 /// Serves one accepted connection until it closes; `refused` answers its
 /// CONNECT with "server busy" (`mqtt.max_connections`).
-pub(crate) async fn serve(stream: TcpStream, shared: Arc<Shared>, closing: watch::Receiver<bool>, refused: bool) {
-    let peer = stream.peer_addr().ok();
+pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, closing: watch::Receiver<bool>, refused: bool) {
+    let peer = incoming.tcp().peer_addr().ok();
+    // MQTT has no way to say "wrong port" before CONNECT: a plain-text
+    // client is closed, and its library reports the closed connection.
+    let Some(stream) = incoming.open(&[]).await else { return };
     let (mut reader, mut writer) = stream.into_split();
     let mut wire = Wire::new(shared.config.max_packet_bytes, shared.config.max_inflight);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -251,7 +254,7 @@ const LINGER: Duration = Duration::from_secs(1);
 /// makes the kernel reset the connection, and a client still writing
 /// (PUBRELs, say) would get the reset instead of reading the DISCONNECT
 /// that tells it why.
-async fn linger(reader: &mut OwnedReadHalf, buf: &mut BytesMut) {
+async fn linger(reader: &mut DoorReadHalf, buf: &mut BytesMut) {
     let _ = tokio::time::timeout(LINGER, async {
         loop {
             buf.clear();
@@ -266,7 +269,7 @@ async fn linger(reader: &mut OwnedReadHalf, buf: &mut BytesMut) {
 
 /// The first packet, which must be CONNECT, within the timeout.
 async fn read_connect(
-    reader: &mut OwnedReadHalf,
+    reader: &mut DoorReadHalf,
     buf: &mut BytesMut,
     wire: &mut Wire,
     shared: &Shared,
@@ -321,7 +324,7 @@ fn check_connect(connect: &ConnectRequest) -> Result<(), (ConnectReasonCode, Str
 
 async fn refuse(
     wire: &mut Wire,
-    writer: &mut OwnedWriteHalf,
+    writer: &mut DoorWriteHalf,
     connect: &ConnectRequest,
     code: ConnectReasonCode,
     reason: String,
@@ -487,8 +490,8 @@ impl Connection {
 
     async fn run(
         &mut self,
-        reader: &mut OwnedReadHalf,
-        writer: &mut OwnedWriteHalf,
+        reader: &mut DoorReadHalf,
+        writer: &mut DoorWriteHalf,
         buf: &mut BytesMut,
         mut kicked: mpsc::Receiver<Kick>,
         mut closing: watch::Receiver<bool>,
@@ -571,7 +574,7 @@ impl Connection {
 
     /// Writes a batch of the door writer's PUBLISH packets, after what the
     /// connection's codec has queued, and gives the buffer back.
-    async fn write_door_batch(&mut self, batch: Option<DoorBatch>, writer: &mut OwnedWriteHalf) {
+    async fn write_door_batch(&mut self, batch: Option<DoorBatch>, writer: &mut DoorWriteHalf) {
         let Some(batch) = batch else {
             self.door_batches = None;
             return;
@@ -903,7 +906,7 @@ impl Connection {
     /// After the loop: tells the client why when it should know, hands the
     /// session on (to a taker, to the registry, or to its end) and
     /// publishes the will when the connection ended without DISCONNECT.
-    async fn finish(mut self, writer: &mut OwnedWriteHalf, client_id: &str, generation: u64) {
+    async fn finish(mut self, writer: &mut DoorWriteHalf, client_id: &str, generation: u64) {
         // The door writes to this connection only: a session taken over
         // goes on through its buffer (`crate::door`).
         if let Some(door) = &self.state.door {

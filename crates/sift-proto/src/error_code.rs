@@ -70,6 +70,9 @@ pub enum ErrorCode {
     /// The signed-in user (or anonymous access) may not do this; the
     /// session goes on.
     PermissionDenied,
+    /// The port speaks TLS and the client sent plain text (sent in plain
+    /// text before the broker closes).
+    TlsRequired,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -108,13 +111,14 @@ impl ErrorCode {
             ErrorCode::AuthRequired => 28,
             ErrorCode::AuthFailed => 29,
             ErrorCode::PermissionDenied => 30,
+            ErrorCode::TlsRequired => 31,
             ErrorCode::Unknown(code) => code,
         }
     }
 
     /// The code for a wire value; unknown values are kept, not rejected.
     pub fn from_code(code: u16) -> ErrorCode {
-        const KNOWN: [ErrorCode; 30] = [
+        const KNOWN: [ErrorCode; 31] = [
             ErrorCode::Malformed,
             ErrorCode::UnsupportedVersion,
             ErrorCode::FrameTooLarge,
@@ -145,6 +149,7 @@ impl ErrorCode {
             ErrorCode::AuthRequired,
             ErrorCode::AuthFailed,
             ErrorCode::PermissionDenied,
+            ErrorCode::TlsRequired,
         ];
         KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
@@ -182,6 +187,7 @@ impl ErrorCode {
             ErrorCode::AuthRequired => "auth_required",
             ErrorCode::AuthFailed => "auth_failed",
             ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::TlsRequired => "tls_required",
             ErrorCode::Unknown(_) => "unknown",
         }
     }

@@ -20,6 +20,9 @@ pub struct StompConfig {
     pub enabled: bool,
     /// Address to listen on.
     pub listen: SocketAddr,
+    /// TLS (`[stomp.tls]`: `cert`, `key`, `client_ca`); the broker's
+    /// `[tls]` when not given. With it the port speaks only TLS.
+    pub tls: Option<sift_broker::tls::TlsFiles>,
     /// Most STOMP connections open at once; more are refused with an ERROR.
     pub max_connections: u32,
     /// Largest frame accepted: command, headers and body.
@@ -53,6 +56,7 @@ impl Default for StompConfig {
         StompConfig {
             enabled: true,
             listen: DEFAULT_STOMP_LISTEN.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 61613))),
+            tls: None,
             max_connections: 4_096,
             max_frame_bytes: 8 * 1024 * 1024,
             max_headers: 128,

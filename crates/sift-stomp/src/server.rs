@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use crate::config::StompConfig;
 use bytes::BytesMut;
-use sift_broker::front_end::{Accepted, BindError, FrontEnd, Listening};
+use sift_broker::front_end::{Accepted, BindError, FrontEnd, Incoming, Listening};
 use sift_broker::InProcessConnector;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::frame::{Command, Frame};
@@ -21,6 +21,9 @@ pub enum StompError {
     /// The address could not be bound.
     #[error("cannot serve STOMP: {0}")]
     Bind(#[from] BindError),
+    /// The TLS files could not be read.
+    #[error("cannot serve STOMP over TLS: {0}")]
+    Tls(#[from] sift_broker::tls::TlsError),
 }
 
 sift_broker::door_counters! {
@@ -71,11 +74,13 @@ impl FrontEnd for StompFrontEnd {
         let broker_stopping = connector.shutdown_watch();
         let counters = Arc::new(StompCounters::default());
         connector.register_door(sift_broker::door::Door::Stomp, counters.clone());
+        let tls = config.tls.clone().map(sift_broker::tls::ServerTls::load).transpose()?;
         let shared = Arc::new(Shared { config, connector, counters });
         let admitting = shared.clone();
         let (stop, _) = watch::channel(false);
-        let listening =
-            Listening::serve("STOMP", listener, stop, broker_stopping, move |accepted| admit(accepted, &admitting))?;
+        let listening = Listening::serve("STOMP", listener, tls, stop, broker_stopping, move |accepted| {
+            admit(accepted, &admitting)
+        })?;
         Ok(StompFrontEnd { listening, shared })
     }
 
@@ -102,12 +107,16 @@ fn admit(accepted: Accepted<'_>, shared: &Arc<Shared>) {
         return;
     }
     StompCounters::bump(&shared.counters.connections_accepted);
-    let _ = accepted.stream.set_nodelay(true);
     let session = crate::session::serve(accepted.stream, accepted.peer, shared.clone(), accepted.closing.clone());
     accepted.tasks.spawn(session);
 }
 
-async fn refuse(mut stream: TcpStream, limit: u32) {
+/// What a client that speaks plain text to a TLS port is told.
+pub(crate) const PLAIN_TEXT_REFUSAL: &[u8] =
+    b"ERROR\nmessage:this port speaks TLS\ncontent-type:text/plain\n\nconnect with TLS (stomp+ssl)\0";
+
+async fn refuse(incoming: Incoming, limit: u32) {
+    let Some(mut stream) = incoming.open(PLAIN_TEXT_REFUSAL).await else { return };
     let frame =
         Frame::new(Command::Error).header("message", "too many connections").header("content-type", "text/plain");
     let frame =

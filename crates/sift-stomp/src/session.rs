@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use sift_broker::front_end::Incoming;
+use sift_broker::tls::{DoorReadHalf, DoorWriteHalf};
 use sift_client::{
     AckPolicy, Client, ClientOptions, FilterKind, ManageOp, PublishOptions, StartPosition, SubscribeOptions,
     Subscription,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::door::{Served, StompDoor};
@@ -71,7 +71,8 @@ impl Failure {
 }
 
 /// Serves one accepted connection until it closes.
-pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>, closing: watch::Receiver<bool>) {
+pub(crate) async fn serve(incoming: Incoming, peer: SocketAddr, shared: Arc<Shared>, closing: watch::Receiver<bool>) {
+    let Some(stream) = incoming.open(crate::server::PLAIN_TEXT_REFUSAL).await else { return };
     let (mut reader, mut writer) = stream.into_split();
     let limits = Limits {
         frame_bytes_max: shared.config.max_frame_bytes,
@@ -112,7 +113,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
     let _ = writer_task.await;
 }
 
-async fn fail_before_session(writer: &mut OwnedWriteHalf, failure: Failure, shared: &Shared) {
+async fn fail_before_session(writer: &mut DoorWriteHalf, failure: Failure, shared: &Shared) {
     StompCounters::bump(&shared.counters.errors_sent);
     let mut bytes = BytesMut::new();
     failure.frame().encode(&mut bytes);
@@ -122,7 +123,7 @@ async fn fail_before_session(writer: &mut OwnedWriteHalf, failure: Failure, shar
 
 /// The first frame, which must be CONNECT or STOMP, within the timeout.
 async fn connect_frame(
-    reader: &mut OwnedReadHalf,
+    reader: &mut DoorReadHalf,
     buf: &mut BytesMut,
     decoder: &Decoder,
     shared: &Shared,
@@ -229,7 +230,7 @@ async fn open_session(
 /// Writes outgoing frames in batches, and a heart-beat EOL whenever
 /// nothing was written for `send_every`.
 async fn write_loop(
-    mut writer: OwnedWriteHalf,
+    mut writer: DoorWriteHalf,
     mut to_write: mpsc::Receiver<Outgoing>,
     send_every: Option<Duration>,
     shared: Arc<Shared>,
@@ -375,7 +376,7 @@ impl Session {
 
     async fn read_loop(
         &mut self,
-        reader: &mut OwnedReadHalf,
+        reader: &mut DoorReadHalf,
         buf: &mut BytesMut,
         decoder: &Decoder,
         expect_every: Option<Duration>,

@@ -29,7 +29,10 @@ pub use client::{host_of, server_name, ClientTls, ClientTlsFiles};
 pub use error::{AcceptError, TlsError};
 pub use identity::certificate_identity;
 pub use server::{ServerTls, TlsCounters, TlsFiles, HANDSHAKE_TIMEOUT};
-pub use stream::{ClientStream, DoorStream, TlsOrPlain, TlsReadHalf, TlsWriteHalf};
+pub use stream::{
+    ClientReadHalf, ClientStream, ClientWriteHalf, DoorReadHalf, DoorStream, DoorWriteHalf, PeerReadHalf, PeerStream,
+    PeerWriteHalf, TlsOrPlain, TlsReadHalf, TlsWriteHalf,
+};
 
 /// The first byte of every TLS record that opens a handshake: a client
 /// that sends anything else first is not speaking TLS.

@@ -90,12 +90,16 @@ impl DoorStream {
     }
 }
 
-impl ClientStream {
-    /// The TCP socket beneath, for its addresses and options.
-    pub fn tcp(&self) -> &TcpStream {
+impl PeerStream {
+    /// The name the other broker's certificate proves, when the link is
+    /// under TLS.
+    pub fn peer_identity(&self) -> Option<String> {
         match self {
-            TlsOrPlain::Plain(stream) => stream,
-            TlsOrPlain::Tls(stream) => stream.get_ref().0,
+            TlsOrPlain::Plain(_) => None,
+            TlsOrPlain::Tls(stream) => {
+                let (_, session) = stream.get_ref();
+                crate::certificate_identity(session.peer_certificates()?.first()?)
+            }
         }
     }
 }
@@ -156,3 +160,38 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsReadHalf<T> {
         either!(self.get_mut(), inner => Pin::new(inner).poll_read(context, buf))
     }
 }
+
+/// A connection between two brokers, whichever end opened it: links are
+/// served by the same code on both ends.
+pub type PeerStream = TlsOrPlain<tokio_rustls::TlsStream<TcpStream>>;
+
+impl From<DoorStream> for PeerStream {
+    fn from(stream: DoorStream) -> PeerStream {
+        match stream {
+            TlsOrPlain::Plain(stream) => TlsOrPlain::Plain(stream),
+            TlsOrPlain::Tls(stream) => TlsOrPlain::Tls(Box::new(tokio_rustls::TlsStream::Server(*stream))),
+        }
+    }
+}
+
+impl From<ClientStream> for PeerStream {
+    fn from(stream: ClientStream) -> PeerStream {
+        match stream {
+            TlsOrPlain::Plain(stream) => TlsOrPlain::Plain(stream),
+            TlsOrPlain::Tls(stream) => TlsOrPlain::Tls(Box::new(tokio_rustls::TlsStream::Client(*stream))),
+        }
+    }
+}
+
+/// The reading half of a door's connection.
+pub type DoorReadHalf = TlsReadHalf<tokio_rustls::server::TlsStream<TcpStream>>;
+/// The writing half of a door's connection.
+pub type DoorWriteHalf = TlsWriteHalf<tokio_rustls::server::TlsStream<TcpStream>>;
+/// The reading half of a client's connection.
+pub type ClientReadHalf = TlsReadHalf<tokio_rustls::client::TlsStream<TcpStream>>;
+/// The writing half of a client's connection.
+pub type ClientWriteHalf = TlsWriteHalf<tokio_rustls::client::TlsStream<TcpStream>>;
+/// The reading half of a link's connection.
+pub type PeerReadHalf = TlsReadHalf<tokio_rustls::TlsStream<TcpStream>>;
+/// The writing half of a link's connection.
+pub type PeerWriteHalf = TlsWriteHalf<tokio_rustls::TlsStream<TcpStream>>;

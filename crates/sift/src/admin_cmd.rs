@@ -61,6 +61,7 @@ pub async fn run(args: AdminArgs) -> Result<(), CliError> {
         name: crate::guidance::client_name("admin", None),
         reconnect: false,
         credentials: args.sign_in.credentials()?,
+        tls: args.sign_in.tls()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), options).await?;

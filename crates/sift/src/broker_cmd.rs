@@ -60,6 +60,18 @@ pub struct BrokerArgs {
     /// (refused by default).
     #[arg(long)]
     allow_anonymous: bool,
+    /// Speak TLS on every door and link with this certificate chain (PEM,
+    /// leaf first); reloaded on SIGHUP [default: none, or the config
+    /// file's `[tls]`].
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Check client certificates against this CA (PEM): clients may sign
+    /// in by certificate, and broker links must present one (mutual TLS).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
 }
 
 /// `--http`, `--stomp` and `--mqtt`: an address, or `off`.
@@ -132,6 +144,10 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
         config.auth.users_file = Some(users);
     }
     config.auth.allow_anonymous |= args.allow_anonymous;
+    if let (Some(cert), Some(key)) = (args.tls_cert, args.tls_key) {
+        config.tls = Some(sift_broker::tls::TlsFiles { cert, key, client_ca: args.tls_client_ca });
+    }
+    front_ends.inherit_tls(config.tls.as_ref());
     // Handlers go in before the address is printed: whoever reads that line
     // may signal at once, and must get a clean shutdown.
     let signals = Signals::install()?;
@@ -142,7 +158,8 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     let users_file = config.auth.users_file.clone();
     let doors = BoundDoors::bind(&front_ends, &plan).await?;
     let broker = RunningBroker::start(config).await.map_err(|error| plan.broker_error(error))?;
-    say(&format!("sift broker listening on {}", broker.local_addr()));
+    let scheme = if broker.config().tls.is_some() { " (TLS)" } else { "" };
+    say(&format!("sift broker listening on {}{scheme}", broker.local_addr()));
     match &users_file {
         None => tracing::warn!("no users file: every client may do everything (--users FILE to require sign-in)"),
         Some(path) => tracing::info!(users = %path.display(), "clients sign in"),
@@ -157,7 +174,10 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
             return Err(error);
         }
     };
-    signals.wait().await;
+    let mut signals = signals;
+    while signals.next().await == Signal::Reload {
+        front_ends.reload_tls(&broker);
+    }
     say("sift broker shutting down");
     front_ends.shutdown().await;
     let stats = broker.shutdown().await;
@@ -194,7 +214,8 @@ impl FrontEnds {
     ) -> Result<(), CliError> {
         if let Some(listener) = doors.http {
             let front_end = sift_http::HttpFrontEnd::start_on(listener, http, broker.connector()).await?;
-            say(&format!("sift broker serving HTTP on http://{}", front_end.local_addr()));
+            let scheme = if front_end.listening().tls().is_some() { "https" } else { "http" };
+            say(&format!("sift broker serving HTTP on {scheme}://{}", front_end.local_addr()));
             self.http = Some(front_end);
         }
         if let Some(listener) = doors.stomp {
@@ -208,6 +229,31 @@ impl FrontEnds {
             self.mqtt = Some(front_end);
         }
         Ok(())
+    }
+
+    /// Reads every door's certificate files again (SIGHUP): the next
+    /// handshake of each door uses what loaded; a door whose files are
+    /// missing or wrong keeps its previous certificates, and says so.
+    fn reload_tls(&self, broker: &RunningBroker) {
+        let mut failures: Vec<String> = broker.reload_tls().iter().map(ToString::to_string).collect();
+        let doors = [
+            ("HTTP", self.http.as_ref().map(FrontEnd::listening)),
+            ("STOMP", self.stomp.as_ref().map(FrontEnd::listening)),
+            ("MQTT", self.mqtt.as_ref().map(FrontEnd::listening)),
+        ];
+        for (door, listening) in doors {
+            if let Some(Err(error)) = listening.and_then(|listening| listening.tls()).map(|tls| tls.reload()) {
+                failures.push(format!("the {door} door: {error}"));
+            }
+        }
+        match failures.is_empty() {
+            true => say("sift broker reloaded its TLS certificates"),
+            false => {
+                for failure in failures {
+                    say(&format!("sift broker kept its previous TLS certificates for {failure}"));
+                }
+            }
+        }
     }
 
     /// Stops each, printing the counters of those that keep them.
@@ -243,23 +289,44 @@ fn say(line: &str) {
     let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
 
-/// SIGINT and SIGTERM, listened for from installation on.
+/// SIGINT, SIGTERM and SIGHUP, listened for from installation on.
 pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+/// What a signal asks of a running command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// SIGINT or SIGTERM: shut down cleanly.
+    Stop,
+    /// SIGHUP: read the certificate files again.
+    Reload,
 }
 
 impl Signals {
     pub(crate) fn install() -> Result<Signals, CliError> {
         use tokio::signal::unix::{signal, SignalKind};
         let install = |kind| signal(kind).map_err(|error| CliError::Usage(format!("cannot handle signals: {error}")));
-        Ok(Signals { interrupt: install(SignalKind::interrupt())?, terminate: install(SignalKind::terminate())? })
+        Ok(Signals {
+            interrupt: install(SignalKind::interrupt())?,
+            terminate: install(SignalKind::terminate())?,
+            hangup: install(SignalKind::hangup())?,
+        })
     }
 
-    pub(crate) async fn wait(mut self) {
+    /// The next signal.
+    pub(crate) async fn next(&mut self) -> Signal {
         tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => Signal::Stop,
+            _ = self.terminate.recv() => Signal::Stop,
+            _ = self.hangup.recv() => Signal::Reload,
         }
+    }
+
+    /// Waits for SIGINT or SIGTERM (a SIGHUP changes nothing here).
+    pub(crate) async fn wait(mut self) {
+        while self.next().await == Signal::Reload {}
     }
 }

@@ -31,6 +31,19 @@ pub struct FrontEndConfigs {
     pub mqtt: MqttConfig,
 }
 
+impl FrontEndConfigs {
+    /// Gives every front-end without TLS files of its own the broker's
+    /// (`--tls-cert`, `[tls]`): with TLS on, every door speaks it.
+    pub fn inherit_tls(&mut self, broker_tls: Option<&sift_broker::tls::TlsFiles>) {
+        let Some(files) = broker_tls else { return };
+        for door_tls in [&mut self.http.tls, &mut self.stomp.tls, &mut self.mqtt.tls] {
+            if door_tls.is_none() {
+                *door_tls = Some(files.clone());
+            }
+        }
+    }
+}
+
 /// Reads a configuration file once: the broker's part, and each
 /// front-end's section by the crate that owns it.
 pub fn load_config(path: &Path) -> Result<(Config, FrontEndConfigs), ConfigError> {
@@ -97,17 +110,22 @@ impl DoorPlan {
 
     /// Refuses a broker that would let anyone in from another machine:
     /// without a users file every client door is open, and broker links
-    /// are not authenticated at all yet, so such a door on an address
-    /// other than loopback needs `--allow-anonymous` (`auth.allow_anonymous`).
+    /// are authenticated only by mutual TLS (`--tls-client-ca`), so such a
+    /// door on an address other than loopback needs `--allow-anonymous`
+    /// (`auth.allow_anonymous`).
     pub fn check_exposure(&self, config: &Config) -> Result<(), CliError> {
         if config.auth.allow_anonymous {
             return Ok(());
         }
         let has_users = config.auth.users_file.is_some();
+        let links_mutual = config.tls.as_ref().is_some_and(|tls| tls.client_ca.is_some());
         let exposed: Vec<String> = self
             .doors
             .iter()
-            .filter(|door| !has_users || door.flag == "--link-listen")
+            .filter(|door| match door.flag {
+                "--link-listen" => !links_mutual,
+                _ => !has_users,
+            })
             .filter_map(|door| door.address.filter(|address| !address.ip().is_loopback()).map(|a| (door.flag, a)))
             .map(|(flag, address)| format!("{flag} {address}"))
             .collect();
@@ -116,7 +134,7 @@ impl DoorPlan {
         }
         let why = match has_users {
             false => "there is no users file, so every client may do everything",
-            true => "broker links are not authenticated",
+            true => "broker links are authenticated only by mutual TLS (--tls-cert, --tls-key, --tls-client-ca)",
         };
         Err(CliError::Usage(format!(
             "refusing to serve {} beyond this machine: {why}.\n  Give a users file (--users FILE, see `sift passwd`), \

@@ -161,6 +161,7 @@ pub async fn run(args: PubArgs) -> Result<(), CliError> {
         reconnect: false,
         publisher_time: args.publisher_time,
         credentials: args.sign_in.credentials()?,
+        tls: args.sign_in.tls()?,
         ..ClientOptions::default()
     };
     if let Some(path) = &args.file {

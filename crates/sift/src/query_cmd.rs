@@ -84,6 +84,7 @@ pub async fn run(args: QueryArgs) -> Result<(), CliError> {
         name: crate::guidance::client_name("query", None),
         reconnect: false,
         credentials: args.sign_in.credentials()?,
+        tls: args.sign_in.tls()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), client_options).await?;

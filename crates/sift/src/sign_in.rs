@@ -1,5 +1,6 @@
 //! `--user`, `--password-file` and `--token-file`: who a client command
-//! signs in as.
+//! signs in as; and `--tls-ca`, `--tls-cert`, `--tls-key`: how it reaches
+//! a broker that speaks TLS.
 //!
 //! The password is never an argument (it would show in the process list
 //! and the shell's history): it comes from the `SIFT_PASSWORD` environment
@@ -8,16 +9,27 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use sift_client::Credentials;
+use sift_client::{ClientTls, ClientTlsFiles, Credentials};
 
 use crate::CliError;
 
 /// The environment variable a password is read from.
 pub const PASSWORD_VARIABLE: &str = "SIFT_PASSWORD";
 
-/// How a client command signs in.
+/// How a client command signs in, and over what.
 #[derive(Debug, Clone, Args)]
 pub struct SignInArgs {
+    /// Speak TLS to the broker, trusting the CA certificates in this PEM
+    /// file to vouch for it.
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// Present this client certificate (PEM, with --tls-key) to a broker
+    /// that takes them; it may sign in by it.
+    #[arg(long, value_name = "PEM", requires_all = ["tls_ca", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Sign in as this user; the password comes from SIFT_PASSWORD or
     /// --password-file.
     #[arg(long, env = "SIFT_USER", value_name = "NAME")]
@@ -48,6 +60,15 @@ impl SignInArgs {
             })?,
         };
         Ok(Some(Credentials::password(user.clone(), password)))
+    }
+
+    /// The TLS to reach the broker with; `None` for plain text.
+    pub fn tls(&self) -> Result<Option<ClientTls>, CliError> {
+        let files = ClientTlsFiles { ca: self.tls_ca.clone(), cert: self.tls_cert.clone(), key: self.tls_key.clone() };
+        if !files.any() {
+            return Ok(None);
+        }
+        ClientTls::load(&files).map(Some).map_err(|error| CliError::Usage(error.to_string()))
     }
 }
 

@@ -209,6 +209,7 @@ async fn manage(server: &ServerArgs, op: ManageOp, body: Value) -> Result<Value,
         name: crate::guidance::client_name("manage", None),
         reconnect: false,
         credentials: server.sign_in.credentials()?,
+        tls: server.sign_in.tls()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(server.server.as_str(), options).await?;

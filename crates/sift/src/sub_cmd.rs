@@ -192,8 +192,13 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         options = options.shared();
     }
     let name = crate::guidance::client_name("sub", args.name.as_deref());
-    let client_options = ClientOptions { name, credentials: args.sign_in.credentials()?, ..ClientOptions::default() };
-    let client = Client::connect(args.server.as_str(), client_options).await?;
+    let client_options = ClientOptions {
+        name,
+        credentials: args.sign_in.credentials()?,
+        tls: args.sign_in.tls()?,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(args.server.as_str(), client_options.clone()).await?;
     let json = args.format == "json";
     let mut timed = TimedOutput::start(&client, order, tds, json).await?;
     if args.streams == 0 || args.streams > STREAMS_MAX {
@@ -204,8 +209,7 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         None => None,
     };
     let filter = options.filter.clone();
-    let mut inbox = match Inbox::open(&client, (&args.server, args.sign_in.credentials()?), options, args.streams).await
-    {
+    let mut inbox = match Inbox::open(&client, (&args.server, &client_options), options, args.streams).await {
         Ok(inbox) => inbox,
         Err(CliError::Client(error)) => return Err(crate::guidance::with_caret(error, filter.as_ref())),
         Err(error) => return Err(error),

@@ -28,7 +28,7 @@ impl Inbox {
     /// connections when `streams` > 1, all in one private queue group.
     pub async fn open(
         client: &Client,
-        (server, credentials): (&str, Option<sift_client::Credentials>),
+        (server, connection_options): (&str, &ClientOptions),
         mut options: SubscribeOptions,
         streams: usize,
     ) -> Result<Inbox, CliError> {
@@ -47,8 +47,7 @@ impl Inbox {
                 _ => {
                     let options = ClientOptions {
                         name: format!("{}-{stream}", crate::guidance::client_name("sub", None)),
-                        credentials: credentials.clone(),
-                        ..ClientOptions::default()
+                        ..connection_options.clone()
                     };
                     Client::connect(server, options).await?
                 }

@@ -46,6 +46,7 @@ pub async fn run(args: TimeArgs) -> Result<(), CliError> {
         clock,
         clock_sync_interval: None,
         credentials: args.sign_in.credentials()?,
+        tls: args.sign_in.tls()?,
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), options).await?;

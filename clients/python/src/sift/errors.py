@@ -41,6 +41,7 @@ ERROR_CODE_NAMES: dict[int, str] = {
     28: "auth_required",
     29: "auth_failed",
     30: "permission_denied",
+    31: "tls_required",
 }
 
 _POSITION = re.compile(r"\bat byte (\d+)")

@@ -65,6 +65,19 @@ pub enum LinkError {
         /// The peer's cluster.
         theirs: String,
     },
+    /// A link under TLS whose certificate names another broker than its
+    /// handshake claims: a broker proves its name with its certificate.
+    #[error("the peer says it is {claimed:?} but its certificate is for {certified:?}")]
+    NameNotCertified {
+        /// The name in `LINK_HELLO` or `LINK_WELCOME`.
+        claimed: String,
+        /// The name the certificate proves (empty if it names none).
+        certified: String,
+    },
+    /// The TLS handshake of a dialled link failed (an untrusted or expired
+    /// certificate, a wrong name, a plain-text peer).
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The peer has this broker's own name.
     #[error("duplicate broker name: {0}")]
     DuplicateName(String),
@@ -109,6 +122,8 @@ impl LinkError {
             LinkError::UnsupportedVersion { .. } => (ErrorCode::UnsupportedVersion.into(), self.to_string()),
             LinkError::ClusterMismatch { .. } => (LinkErrorCode::ClusterMismatch, self.to_string()),
             LinkError::DuplicateName(_) => (LinkErrorCode::DuplicateBrokerName, self.to_string()),
+            LinkError::NameNotCertified { .. } => (ErrorCode::PermissionDenied.into(), self.to_string()),
+            LinkError::Tls(_) => return None,
             LinkError::AlreadyLinked(_) | LinkError::Replaced => (LinkErrorCode::AlreadyLinked, self.to_string()),
             LinkError::Overflow => (ErrorCode::SlowConsumer.into(), self.to_string()),
             LinkError::ShuttingDown => (ErrorCode::ShuttingDown.into(), self.to_string()),
@@ -120,7 +135,10 @@ impl LinkError {
     /// which an operator must fix (logged as warnings, not as noise).
     pub fn is_configuration_error(&self) -> bool {
         match self {
-            LinkError::ClusterMismatch { .. } | LinkError::DuplicateName(_) => true,
+            LinkError::ClusterMismatch { .. }
+            | LinkError::DuplicateName(_)
+            | LinkError::NameNotCertified { .. }
+            | LinkError::Tls(_) => true,
             LinkError::Refused { code, .. } => {
                 matches!(code, LinkErrorCode::ClusterMismatch | LinkErrorCode::DuplicateBrokerName)
             }

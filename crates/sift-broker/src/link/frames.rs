@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sift_proto::link::{LinkDecoder, LinkErrorCode, LinkErrorFrame, LinkFrame};
+use sift_tls::{PeerReadHalf, PeerWriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::error::LinkError;
 
@@ -30,7 +30,7 @@ pub(crate) fn error_frame(code: LinkErrorCode, fatal: bool, message: String) -> 
 
 /// Writes one frame straight to the socket (before the link has a writer
 /// task: the handshake and its refusals).
-pub(crate) async fn write_frame(writer: &mut OwnedWriteHalf, frame: &LinkFrame) -> Result<(), LinkError> {
+pub(crate) async fn write_frame(writer: &mut PeerWriteHalf, frame: &LinkFrame) -> Result<(), LinkError> {
     if let Some(bytes) = encode(frame) {
         writer.write_all(&bytes).await?;
     }
@@ -40,7 +40,7 @@ pub(crate) async fn write_frame(writer: &mut OwnedWriteHalf, frame: &LinkFrame) 
 /// Reads one whole frame within `limit`. During the handshake every decoding
 /// error is fatal (§10.4), so a malformed frame is an error here too.
 pub(crate) async fn read_handshake_frame(
-    reader: &mut OwnedReadHalf,
+    reader: &mut PeerReadHalf,
     buf: &mut BytesMut,
     decoder: &mut LinkDecoder,
     expected: &'static str,

@@ -9,8 +9,8 @@ use sift_net::BrokerName;
 use sift_proto::link::{
     LinkDecoder, LinkFrame, LinkHello, LinkWelcome, LINK_PROTOCOL_VERSION, LINK_PROTOCOL_VERSION_MIN,
 };
+use sift_tls::{PeerReadHalf, PeerStream, PeerWriteHalf};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use crate::config::DEFAULT_LINK_COST;
@@ -23,8 +23,8 @@ use super::network::Registered;
 /// A link's socket with its read buffer and decoder.
 #[derive(Debug)]
 pub(crate) struct LinkStream {
-    pub(crate) reader: OwnedReadHalf,
-    pub(crate) writer: OwnedWriteHalf,
+    pub(crate) reader: PeerReadHalf,
+    pub(crate) writer: PeerWriteHalf,
     pub(crate) buf: BytesMut,
     pub(crate) decoder: LinkDecoder,
 }
@@ -38,9 +38,7 @@ pub(crate) struct Established {
 }
 
 impl LinkStream {
-    fn new(stream: TcpStream, shared: &BrokerShared) -> LinkStream {
-        // Link frames are small and latency matters; writers batch on their own.
-        let _ = stream.set_nodelay(true);
+    fn new(stream: PeerStream, shared: &BrokerShared) -> LinkStream {
         let (reader, writer) = stream.into_split();
         let max_frame_bytes = shared.config.limits.max_frame_bytes;
         LinkStream { reader, writer, buf: BytesMut::new(), decoder: LinkDecoder::new(max_frame_bytes) }
@@ -63,6 +61,16 @@ impl LinkStream {
 
 fn handshake_limit(shared: &BrokerShared) -> Duration {
     Duration::from_millis(shared.config.network.link_handshake_timeout_ms)
+}
+
+/// Under mutual TLS, checks that the peer's certificate is for the broker
+/// name it gives: a trusted certificate alone does not let one broker
+/// pose as another.
+fn check_certified(claimed: &str, certified: Option<&str>, shared: &BrokerShared) -> Result<(), LinkError> {
+    if !shared.tls.links_are_mutual() || certified == Some(claimed) {
+        return Ok(());
+    }
+    Err(LinkError::NameNotCertified { claimed: claimed.to_string(), certified: certified.unwrap_or("").to_string() })
 }
 
 /// Checks the peer's version range against this broker's.
@@ -95,10 +103,11 @@ fn check_cluster(shared: &BrokerShared, peer: &str, cluster: &str) -> Result<(),
 /// Accepts a link: reads `LINK_HELLO`, checks it, registers the link and
 /// queues `LINK_WELCOME` as its first frame.
 pub(crate) async fn accept(
-    stream: TcpStream,
+    stream: PeerStream,
     address: String,
     shared: &BrokerShared,
 ) -> Result<Established, LinkError> {
+    let certified = stream.peer_identity();
     let mut link = LinkStream::new(stream, shared);
     let limit = handshake_limit(shared);
     let first = read_handshake_frame(&mut link.reader, &mut link.buf, &mut link.decoder, "LINK_HELLO", limit).await;
@@ -109,7 +118,9 @@ pub(crate) async fn accept(
         }
         Err(error) => return Err(link.refuse(error, shared).await),
     };
-    match admit(&hello, &address, shared) {
+    let admitted =
+        check_certified(&hello.broker, certified.as_deref(), shared).and_then(|()| admit(&hello, &address, shared));
+    match admitted {
         Ok(registered) => Ok(Established { peer: BrokerName::from(hello.broker.as_str()), stream: link, registered }),
         Err(error) => Err(link.refuse(error, shared).await),
     }
@@ -135,8 +146,9 @@ fn admit(hello: &LinkHello, address: &str, shared: &BrokerShared) -> Result<Regi
 /// registers the link.
 pub(crate) async fn dial(address: &str, cost: u32, shared: &BrokerShared) -> Result<Established, LinkError> {
     let limit = handshake_limit(shared);
-    let connect = tokio::time::timeout(limit, TcpStream::connect(address)).await;
+    let connect = tokio::time::timeout(limit, connect(address, shared)).await;
     let stream = connect.map_err(|_| LinkError::HandshakeTimeout { expected: "connection", limit })??;
+    let certified = stream.peer_identity();
     let mut link = LinkStream::new(stream, shared);
     let network = &shared.config.network;
     let hello = LinkFrame::Hello(LinkHello {
@@ -160,7 +172,8 @@ pub(crate) async fn dial(address: &str, cost: u32, shared: &BrokerShared) -> Res
         }
         Err(error) => return Err(link.refuse(error, shared).await),
     };
-    let checked = check_versions(welcome.version, welcome.version)
+    let checked = check_certified(&welcome.broker, certified.as_deref(), shared)
+        .and_then(|()| check_versions(welcome.version, welcome.version))
         .and_then(|()| check_cluster(shared, &welcome.broker, &welcome.cluster))
         .and_then(|()| {
             let agreed = cost.max(welcome.link_cost);
@@ -169,5 +182,21 @@ pub(crate) async fn dial(address: &str, cost: u32, shared: &BrokerShared) -> Res
     match checked {
         Ok(registered) => Ok(Established { peer: BrokerName::from(welcome.broker.as_str()), stream: link, registered }),
         Err(error) => Err(link.refuse(error, shared).await),
+    }
+}
+
+/// Opens a link's connection to `address`: under TLS when links are
+/// (checking the peer's certificate against the host dialled), else plain.
+async fn connect(address: &str, shared: &BrokerShared) -> Result<PeerStream, LinkError> {
+    let stream = TcpStream::connect(address).await?;
+    // Link frames are small and latency matters; writers batch on their own.
+    let _ = stream.set_nodelay(true);
+    match shared.tls.dial() {
+        None => Ok(PeerStream::Plain(stream)),
+        Some(tls) => {
+            let host = sift_tls::host_of(address);
+            let stream = tls.connect(host, stream).await.map_err(|error| LinkError::Tls(error.to_string()))?;
+            Ok(PeerStream::from(stream))
+        }
     }
 }

@@ -9,8 +9,8 @@ use sift_core::{ClockFilter, Message, TimeExchange};
 use sift_net::BrokerName;
 use sift_proto::link::{forward_flags, LinkErrorCode, LinkErrorFrame, LinkFrame};
 use sift_proto::{DecodeError, TimeReply};
+use sift_tls::PeerWriteHalf;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -100,7 +100,7 @@ impl Session {
     /// when it is silent, closed, told to close, or the broker shuts down.
     async fn read_loop(
         &mut self,
-        reader: &mut tokio::net::tcp::OwnedReadHalf,
+        reader: &mut sift_tls::PeerReadHalf,
         buf: &mut BytesMut,
         decoder: &mut sift_proto::link::LinkDecoder,
         close: &mut tokio::sync::watch::Receiver<CloseReason>,
@@ -319,7 +319,7 @@ impl Session {
 /// Writes queued frames, a batch per system call, until every sender is
 /// gone; then closes the socket's write side.
 async fn write_loop(
-    mut writer: OwnedWriteHalf,
+    mut writer: PeerWriteHalf,
     mut receiver: mpsc::Receiver<Bytes>,
     congestion: Arc<LinkCongestion>,
     capacity: usize,

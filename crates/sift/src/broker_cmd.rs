@@ -158,8 +158,10 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     let users_file = config.auth.users_file.clone();
     let doors = BoundDoors::bind(&front_ends, &plan).await?;
     let broker = RunningBroker::start(config).await.map_err(|error| plan.broker_error(error))?;
-    let scheme = if broker.config().tls.is_some() { " (TLS)" } else { "" };
-    say(&format!("sift broker listening on {}{scheme}", broker.local_addr()));
+    say(&format!("sift broker listening on {}", broker.local_addr()));
+    if let Some(tls) = &broker.config().tls {
+        say(&format!("sift broker speaks TLS on every door with {}", tls.cert.display()));
+    }
     match &users_file {
         None => tracing::warn!("no users file: every client may do everything (--users FILE to require sign-in)"),
         Some(path) => tracing::info!(users = %path.display(), "clients sign in"),

@@ -84,6 +84,11 @@ pub struct Access {
     failures: Mutex<HashMap<String, u32>>,
 }
 
+/// The standing of a signed-in `user`: its name and permissions.
+fn standing_of(user: &sift_auth::User) -> Standing {
+    Standing::Limited { user: Some(Arc::from(user.name.as_str())), permissions: Arc::new(user.permissions.clone()) }
+}
+
 impl Access {
     /// An open broker: no users file.
     pub fn open(config: AuthConfig) -> Access {
@@ -121,6 +126,15 @@ impl Access {
         }
     }
 
+    /// The standing of a client whose TLS certificate proves `name` (its
+    /// door's client CA vouched for it): that user's, if the users file
+    /// names it; the open standing, named, on a broker without users;
+    /// `None` (the initial standing applies) for a name no user has.
+    pub fn certified(&self, name: &str) -> Option<Standing> {
+        let Some(users) = &self.users else { return Some(Standing::Open { user: Some(Arc::from(name)) }) };
+        users.get(name).map(standing_of)
+    }
+
     /// Checks an `AUTH`. Blocking: a password costs one argon2id
     /// verification (tens of milliseconds), so callers run it off the
     /// async threads.
@@ -145,10 +159,7 @@ impl Access {
             return Err(refused());
         }
         self.lock_failures().remove(&auth.user);
-        Ok(Standing::Limited {
-            user: Some(Arc::from(user.name.as_str())),
-            permissions: Arc::new(user.permissions.clone()),
-        })
+        Ok(standing_of(user))
     }
 
     /// Records a refused `AUTH` on `user` and returns how long its answer

@@ -45,6 +45,9 @@ pub struct ConnShared {
     /// Set when responses piled up past the limit and closed the connection.
     overflowed: AtomicBool,
     close_signal: watch::Sender<bool>,
+    /// The name the client's TLS certificate proves, set once after the
+    /// handshake; the session starts signed in as that user if it exists.
+    certified: std::sync::OnceLock<Arc<str>>,
 }
 
 impl ConnShared {
@@ -70,7 +73,20 @@ impl ConnShared {
             listed: Mutex::new(std::collections::BTreeMap::new()),
             overflowed: AtomicBool::new(false),
             close_signal,
+            certified: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Records the name the client's certificate proves (once; later calls
+    /// change nothing).
+    pub fn set_certified(&self, name: &str) {
+        let _ = self.certified.set(Arc::from(name));
+    }
+
+    /// The name the client's certificate proves, if it presented one the
+    /// door's client CA vouches for.
+    pub fn certified(&self) -> Option<&str> {
+        self.certified.get().map(|name| &**name)
     }
 
     /// Locks the outbox. Outbox methods do not panic midway through an

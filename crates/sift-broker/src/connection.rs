@@ -29,8 +29,9 @@ use crate::stats::{add, bump};
 pub async fn serve(stream: TcpStream, shared: Arc<BrokerShared>, id: u64) {
     let peer = stream.peer_addr().map_or_else(|_| "unknown".to_string(), |address| address.to_string());
     let Some(stream) = open_socket(stream, &shared).await else { return };
+    let certified = stream.peer_identity();
     let (reader, writer) = stream.into_split();
-    serve_halves(reader, writer, shared, id, Door::Native, peer).await;
+    serve_halves(reader, writer, shared, (id, certified), Door::Native, peer).await;
 }
 
 /// What a plain-text client of a TLS native door is told before the
@@ -55,13 +56,20 @@ pub(crate) async fn open_socket(stream: TcpStream, shared: &BrokerShared) -> Opt
 pub async fn serve_in_process(stream: tokio::io::DuplexStream, shared: Arc<BrokerShared>, id: u64) {
     let origin = Origin::EMBEDDED;
     let (reader, writer) = tokio::io::split(stream);
-    serve_halves(reader, writer, shared, id, origin.door, origin.peer_text()).await;
+    serve_halves(reader, writer, shared, (id, None), origin.door, origin.peer_text()).await;
 }
 
 /// Serves a connection given as its two halves: the handshake, then the
-/// reader loop here and the writer and redelivery tasks beside it.
-async fn serve_halves<R, W>(mut reader: R, mut writer: W, shared: Arc<BrokerShared>, id: u64, door: Door, peer: String)
-where
+/// reader loop here and the writer and redelivery tasks beside it. `id`
+/// comes with the name the client's certificate proves, if any.
+async fn serve_halves<R, W>(
+    mut reader: R,
+    mut writer: W,
+    shared: Arc<BrokerShared>,
+    (id, certified): (u64, Option<String>),
+    door: Door,
+    peer: String,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -84,6 +92,9 @@ where
         }
     };
     let conn = open_connection(&shared, id, &hello, (door, false), &peer);
+    if let Some(name) = certified {
+        conn.set_certified(&name);
+    }
     let writer_task =
         tokio::spawn(crate::writer::run(conn.clone(), crate::writer::SocketOutlet(writer), shared.clone()));
     decoder.set_max_frame_bytes(shared.config.limits.max_frame_bytes);

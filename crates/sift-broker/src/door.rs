@@ -117,10 +117,12 @@ pub fn is_gauge(name: &str) -> bool {
     name.ends_with("_current")
 }
 
-/// The counters each front-end registered, by door.
+/// The counters each front-end registered, by door, and the TLS counters
+/// of each door (and of the links) that speaks TLS.
 #[derive(Debug, Default)]
 pub struct DoorRegistry {
     registered: std::sync::Mutex<Vec<(Door, Arc<dyn DoorCounters>)>>,
+    tls: std::sync::Mutex<Vec<(&'static str, Arc<sift_tls::ServerTls>)>>,
 }
 
 impl DoorRegistry {
@@ -132,17 +134,36 @@ impl DoorRegistry {
         registered.push((door, counters));
     }
 
-    /// Every registered door's counters, as a JSON object by door name.
+    /// Registers the TLS of the door named `name` (a [`Door::name`], or
+    /// `links`), replacing any earlier one: its counters join the door's.
+    pub fn register_tls(&self, name: &'static str, tls: Arc<sift_tls::ServerTls>) {
+        let mut registered = self.tls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        registered.retain(|(known, _)| *known != name);
+        registered.push((name, tls));
+    }
+
+    /// Every registered door's counters, with its TLS counters, as a JSON
+    /// object by door name.
     pub fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         let registered = self.registered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        registered
+        let mut report: serde_json::Map<String, serde_json::Value> = registered
             .iter()
             .map(|(door, counters)| {
                 let values: serde_json::Map<String, serde_json::Value> =
                     counters.entries().into_iter().map(|(name, value)| (name.to_string(), value.into())).collect();
                 (door.name().to_string(), serde_json::Value::Object(values))
             })
-            .collect()
+            .collect();
+        let tls = self.tls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (door, door_tls) in tls.iter() {
+            let entry = report.entry(door.to_string()).or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let serde_json::Value::Object(values) = entry {
+                values.extend(
+                    door_tls.counters.entries().into_iter().map(|(name, value)| (name.to_string(), value.into())),
+                );
+            }
+        }
+        report
     }
 }
 

@@ -99,17 +99,16 @@ pub struct Listening {
 }
 
 impl Listening {
-    /// Serves `listener`, handing each connection to `admit`, until `stop`
-    /// is sent or the broker behind `broker_stopping` stops. `stop` is made
-    /// by the caller so that tasks of its own (WebSockets, reapers) can
-    /// watch it too; `what` names the front-end in logs. With `tls`, every
-    /// connection must speak TLS.
+    /// Serves `listener` for `door`, handing each connection to `admit`,
+    /// until `stop` is sent or the broker behind `connector` stops. `stop`
+    /// is made by the caller so that tasks of its own (WebSockets, reapers)
+    /// can watch it too. With `tls`, every connection must speak TLS, and
+    /// the TLS counters join the door's in the broker's reports.
     pub fn serve<F>(
-        what: &'static str,
+        (door, connector): (crate::door::Door, &crate::InProcessConnector),
         listener: TcpListener,
         tls: Option<Arc<ServerTls>>,
         stop: watch::Sender<bool>,
-        broker_stopping: watch::Receiver<bool>,
         admit: F,
     ) -> Result<Listening, BindError>
     where
@@ -119,15 +118,12 @@ impl Listening {
             let address = SocketAddr::from(([0, 0, 0, 0], 0));
             BindError { address, source }
         })?;
-        let stopped = stop.subscribe();
-        let accept_task = tokio::spawn(accept_connections(
-            what,
-            listener,
-            tls.clone(),
-            (stopped, broker_stopping),
-            SHUTDOWN_GRACE,
-            admit,
-        ));
+        if let Some(tls) = &tls {
+            connector.register_door_tls(door, tls.clone());
+        }
+        let stopping = (stop.subscribe(), connector.shutdown_watch());
+        let accept_task =
+            tokio::spawn(accept_connections(door.name(), listener, tls.clone(), stopping, SHUTDOWN_GRACE, admit));
         Ok(Listening { local_addr, tls, stop, accept_task })
     }
 

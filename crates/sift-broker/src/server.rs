@@ -222,6 +222,11 @@ impl InProcessConnector {
         self.shared.doors.register(door, counters);
     }
 
+    /// Registers `door`'s TLS, whose counters join the door's in reports.
+    pub fn register_door_tls(&self, door: crate::door::Door, tls: Arc<sift_tls::ServerTls>) {
+        self.shared.doors.register_tls(door.name(), tls);
+    }
+
     /// A receiver that turns true when the broker starts shutting down.
     pub fn shutdown_watch(&self) -> watch::Receiver<bool> {
         self.shared.shutdown_watch()
@@ -307,6 +312,11 @@ impl RunningBroker {
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
         let shared = BrokerShared::new(config, storage, clock, access, tls);
+        for (name, door_tls) in [("native", &shared.tls.native), ("links", &shared.tls.links_in)] {
+            if let Some(door_tls) = door_tls {
+                shared.doors.register_tls(name, door_tls.clone());
+            }
+        }
         let (in_process, in_process_queue) = tokio::sync::mpsc::channel(IN_PROCESS_BACKLOG);
         for stream in shared.storage.streams() {
             shared.links.stream_interest(&stream, true, &shared.stats);
@@ -340,6 +350,11 @@ impl RunningBroker {
     /// learnt at run time, such as gateways from a registry.
     pub fn dial(&self, target: crate::config::LinkTarget) -> DialHandle {
         DialHandle(tokio::spawn(crate::link::dial_target(target, self.shared.clone())))
+    }
+
+    /// The native door's and the links' TLS (their counters).
+    pub fn tls(&self) -> &crate::broker_tls::BrokerTls {
+        &self.shared.tls
     }
 
     /// Reads the native door's and the links' certificate files again

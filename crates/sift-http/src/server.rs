@@ -61,13 +61,13 @@ impl FrontEnd for HttpFrontEnd {
         connector: InProcessConnector,
     ) -> Result<HttpFrontEnd, HttpError> {
         let tls = config.tls.clone().map(sift_broker::tls::ServerTls::load).transpose()?;
-        let broker_stopping = connector.shutdown_watch();
         let (stop, stopped) = watch::channel(false);
         let state = Arc::new(AppState::open(config, connector, stopped.clone()).await?);
         tokio::spawn(crate::subscriptions::reap_idle(state.clone(), stopped));
         let router = routes(state.clone());
         let admitting = state.clone();
-        let listening = Listening::serve("HTTP", listener, tls, stop, broker_stopping, move |accepted| {
+        let door = (sift_broker::door::Door::Http, &state.connector);
+        let listening = Listening::serve(door, listener, tls, stop, move |accepted| {
             admit(accepted.stream, &admitting, &router, accepted.closing, accepted.tasks)
         })?;
         Ok(HttpFrontEnd { listening, state })

@@ -135,7 +135,6 @@ impl FrontEnd for MqttFrontEnd {
     ) -> Result<MqttFrontEnd, MqttError> {
         let tls = config.tls.clone().map(sift_broker::tls::ServerTls::load).transpose()?;
         let data_dir = connector.data_dir().to_path_buf();
-        let broker_stopping = connector.shutdown_watch();
         let retained = Mutex::new(RetainedStore::new(config.max_retained, config.max_retained_bytes));
         let (journal, recovered) = match config.persistence {
             true => {
@@ -151,9 +150,8 @@ impl FrontEnd for MqttFrontEnd {
         restore(&shared, recovered).await;
         let admitting = shared.clone();
         let (stop, _) = watch::channel(false);
-        let listening = Listening::serve("MQTT", listener, tls, stop, broker_stopping, move |accepted| {
-            admit(accepted, &admitting)
-        })?;
+        let door = (sift_broker::door::Door::Mqtt, &shared.connector);
+        let listening = Listening::serve(door, listener, tls, stop, move |accepted| admit(accepted, &admitting))?;
         Ok(MqttFrontEnd { listening, shared })
     }
 

@@ -71,16 +71,14 @@ impl FrontEnd for StompFrontEnd {
         config: StompConfig,
         connector: InProcessConnector,
     ) -> Result<StompFrontEnd, StompError> {
-        let broker_stopping = connector.shutdown_watch();
         let counters = Arc::new(StompCounters::default());
         connector.register_door(sift_broker::door::Door::Stomp, counters.clone());
         let tls = config.tls.clone().map(sift_broker::tls::ServerTls::load).transpose()?;
         let shared = Arc::new(Shared { config, connector, counters });
         let admitting = shared.clone();
         let (stop, _) = watch::channel(false);
-        let listening = Listening::serve("STOMP", listener, tls, stop, broker_stopping, move |accepted| {
-            admit(accepted, &admitting)
-        })?;
+        let door = (sift_broker::door::Door::Stomp, &shared.connector);
+        let listening = Listening::serve(door, listener, tls, stop, move |accepted| admit(accepted, &admitting))?;
         Ok(StompFrontEnd { listening, shared })
     }
 

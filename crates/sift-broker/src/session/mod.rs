@@ -191,8 +191,9 @@ pub struct Session {
 
 impl Session {
     fn new(conn: Arc<ConnShared>, shared: Arc<BrokerShared>) -> Session {
+        let certified = conn.certified().and_then(|name| shared.access.certified(name));
         Session {
-            standing: shared.access.initial(),
+            standing: certified.unwrap_or_else(|| shared.access.initial()),
             pending_auth: None,
             publisher: Publisher::new(conn.clone(), shared.clone()),
             conn,

@@ -24,5 +24,6 @@ mod reliability;
 mod routing;
 mod tds;
 mod time;
+mod tls;
 mod toxiproxy;
 mod transfer;

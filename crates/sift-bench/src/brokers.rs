@@ -26,6 +26,7 @@ pub struct Endpoints {
 impl Endpoints {
     /// The running broker of `--server`, or else one embedded broker.
     pub async fn from_options(common: &CommonArgs) -> Result<Endpoints, BenchError> {
+        crate::tls::setup(common)?;
         match &common.server {
             Some(address) => Ok(Endpoints::remote(address, None)),
             None => Endpoints::chain(1).await,
@@ -49,8 +50,10 @@ impl Endpoints {
         let mut embedded: Vec<RunningBroker> = Vec::with_capacity(length);
         for index in 0..length {
             let mut config = Config::scratch();
+            let name = format!("bench-{index}");
+            config.tls = crate::tls::embedded_broker(&name)?;
             if length > 1 {
-                config.network.name = format!("bench-{index}");
+                config.network.name = name;
                 config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
                 let previous = embedded.last().and_then(RunningBroker::link_addr);
                 config.network.links =
@@ -142,6 +145,7 @@ impl Endpoints {
         for broker in self.embedded.into_iter().rev() {
             broker.shutdown().await;
         }
+        crate::tls::cleanup();
     }
 }
 

@@ -80,6 +80,7 @@ pub mod stamp;
 pub mod stats;
 pub mod subscriber;
 pub mod timestamp;
+pub mod tls;
 pub mod toxiproxy;
 
 pub use brokers::Endpoints;

@@ -22,4 +22,11 @@ pub struct CommonArgs {
     /// and draw no progress bar.
     #[arg(long)]
     pub json: bool,
+    /// Clients speak TLS: embedded brokers get a certificate made for the
+    /// run; a `--server` broker's CA is `--tls-ca`.
+    #[arg(long)]
+    pub tls: bool,
+    /// With `--tls --server`: the CA the broker's certificate chains to.
+    #[arg(long, value_name = "PEM", requires = "tls")]
+    pub tls_ca: Option<PathBuf>,
 }

@@ -28,7 +28,13 @@ pub const THROUGHPUT_STAMP_EVERY: u64 = 16;
 /// Options of a bench client: named, no reconnect (a lost connection is a
 /// failed run), deep subscription buffers.
 pub fn client_options(name: String) -> ClientOptions {
-    ClientOptions { name, reconnect: false, subscription_batches: SUBSCRIPTION_BATCHES, ..ClientOptions::default() }
+    ClientOptions {
+        name,
+        reconnect: false,
+        subscription_batches: SUBSCRIPTION_BATCHES,
+        tls: crate::tls::client(),
+        ..ClientOptions::default()
+    }
 }
 
 /// Connects a bench client named `name` to `address`.

@@ -92,6 +92,7 @@ pub async fn run(args: PubsubArgs) -> Result<(), BenchError> {
     };
     workload.validate()?;
     let mut report = Report::new(NAME, TITLE);
+    crate::tls::setup(&args.common)?;
     let endpoints = match &args.common.server {
         Some(address) if args.chain == 1 => Endpoints::remote(address, args.sub_server.as_deref()),
         Some(_) => {
@@ -257,6 +258,7 @@ fn fill_report(
     latency_ns: Option<Summary>,
 ) -> Result<(), BenchError> {
     report.parameter("server", args.common.server.as_deref().unwrap_or("embedded"));
+    report.parameter("tls", if args.common.tls { "on" } else { "off" });
     report.parameter("pubs", workload.publishers);
     report.parameter("subs", workload.subscribers);
     report.parameter("size", workload.payload_bytes);

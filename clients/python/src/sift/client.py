@@ -15,6 +15,12 @@ Design, in the order a reader meets it:
 * The broker's clock is estimated from TIME exchanges (`clock.py`), refreshed in
   the background, so that a publish can carry the publisher's own send time
   in the broker's clock (PUBLISHER_TIME).
+* Every connect and reconnect is the same: TCP, or TLS with the client's SSL
+  context; HELLO, and AUTH right behind it when the client signs in; the
+  session is live once WELCOME and AUTH_OK have both come (§6.1.1). A broker
+  that refuses the session itself (`auth_required`, `auth_failed`,
+  `tls_required`) would refuse it again: that ends the client rather than
+  reconnecting.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import datetime
 import json
 import logging
 import os
+import ssl as _ssl
 import time
 from collections import deque
 from typing import Any, Callable, Mapping, Optional, Union
@@ -70,11 +77,31 @@ Mode = Union[DeliveryMode, str, int]
 
 _ADMIN_QUERIES = {"links": 1, "routes": 2, "stats": 3, "subscriptions": 4}
 
+SESSION_REFUSALS = frozenset({28, 29, 31})
+"""Fatal error codes that refuse the session itself (`auth_required`, `auth_failed`,
+`tls_required`): reconnecting the same way would be refused again."""
+
 TIME_ERROR_MAX = 0xFFFFFFFF
 """The largest time error a message can carry (a u32 of nanoseconds, about 4.3 s)."""
 CLOCK_RESYNC_SAMPLES = 2
 """TIME exchanges per background resync once the filter is full: with short round trips
 the newest sample usually has the smallest bound, so a couple keep the estimate fresh."""
+
+
+class _Credentials:
+    """A user name and password, sent in AUTH on every connect; the password never shows in a repr."""
+
+    __slots__ = ("user", "_password")
+
+    def __init__(self, user: str, password: str) -> None:
+        self.user = user
+        self._password = password
+
+    def auth_frame(self, request_id: int) -> bytes:
+        return codec.encode_auth(request_id, self.user, self._password, codec.AUTH_PASSWORD)
+
+    def __repr__(self) -> str:
+        return f"_Credentials(user={self.user!r}, password=<hidden>)"
 
 
 class _PendingPublish:
@@ -139,9 +166,13 @@ class _Window:
 
 
 class _Connection(asyncio.Protocol):
-    """One TCP session: framing and the handshake; everything else goes to the client."""
+    """One TCP (or TLS) session: framing and the handshake; everything else goes to the client.
 
-    def __init__(self, client: Client) -> None:
+    The handshake ends (`welcome` resolves) once WELCOME has come and, when
+    the client signs in (`auth_request_id`), AUTH_OK for that request too.
+    """
+
+    def __init__(self, client: Client, auth_request_id: int | None = None) -> None:
         self.client = client
         self.decoder = codec.FrameDecoder()
         self.transport: asyncio.Transport | None = None
@@ -151,6 +182,11 @@ class _Connection(asyncio.Protocol):
         self.lost: asyncio.Future[None] = loop.create_future()
         self.early: list[codec.Frame] = []
         self.fatal: BrokerError | None = None
+        self.info: ServerInfo | None = None
+        #: The request id of the AUTH still unanswered, or None.
+        self.auth_request_id = auth_request_id
+        #: The user AUTH_OK named (None when the client did not sign in).
+        self.user: str | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -173,19 +209,30 @@ class _Connection(asyncio.Protocol):
             self.early.extend(frames)
 
     def _handshake(self, frames: list[codec.Frame]) -> None:
-        if not frames:
-            return
-        first, rest = frames[0], frames[1:]
-        if isinstance(first, ServerInfo):
-            self.decoder.max_frame_bytes = max(first.max_frame_bytes, 1)
-            self.early.extend(rest)
-            self.welcome.set_result(first)
-        elif isinstance(first, codec.ErrorFrame):
-            self.welcome.set_exception(
-                BrokerError.from_frame(first.code, first.message, fatal=first.fatal, reference=first.reference)
-            )
-        else:
-            self.welcome.set_exception(ConnectError(f"expected WELCOME, got {type(first).__name__}"))
+        for index, frame in enumerate(frames):
+            if isinstance(frame, ServerInfo) and self.info is None:
+                self.decoder.max_frame_bytes = max(frame.max_frame_bytes, 1)
+                self.info = frame
+            elif (
+                isinstance(frame, codec.AuthOk) and self.auth_request_id is not None
+                and frame.request_id == self.auth_request_id
+            ):
+                self.auth_request_id = None
+                self.user = frame.user
+            elif isinstance(frame, codec.ErrorFrame):
+                # Every error before the session is live refuses it (auth_failed, tls_required, ...).
+                error = BrokerError.from_frame(frame.code, frame.message, fatal=frame.fatal, reference=frame.reference)
+                self.fatal = error
+                self.welcome.set_exception(error)
+                return
+            else:
+                expected = "WELCOME" if self.info is None else "AUTH_OK"
+                self.welcome.set_exception(ConnectError(f"expected {expected}, got {type(frame).__name__}"))
+                return
+            if self.info is not None and self.auth_request_id is None:
+                self.early.extend(frames[index + 1:])
+                self.welcome.set_result(self.info)
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.lost.done():
@@ -221,6 +268,10 @@ async def connect(
     write_buffer_bytes: int = 4 * 1024 * 1024,
     clock: Callable[[], int] | None = None,
     clock_sync_interval: float | None = 10.0,
+    ssl: _ssl.SSLContext | bool | None = None,
+    server_hostname: str | None = None,
+    user: str | None = None,
+    password: str | None = None,
 ) -> Client:
     """Connects to a broker, completes the handshake and returns the client.
 
@@ -236,6 +287,26 @@ async def connect(
     seconds, from the connect on, the client exchanges a few TIME frames to
     keep its estimate of the broker's clock fresh (`clock_estimate()`);
     None turns that off (`sync_clock()` still works).
+
+    `ssl` speaks TLS to a broker started with `--tls-cert`: an
+    `ssl.SSLContext` (for a private CA,
+    `ssl.create_default_context(cafile="ca.pem")`), or True for the
+    system's default context. `server_hostname` is the name the broker's
+    certificate must carry (default `host`). A plain-text client on a TLS
+    port gets `BrokerError` with code `tls_required`; a certificate that
+    does not verify raises `ConnectError` (caused by
+    `ssl.SSLCertVerificationError`).
+
+    `user` and `password` sign in (AUTH, right after HELLO) on a broker
+    started with a users file (`--users`); `client.user` is then the user
+    the broker named. A refused sign-in raises `BrokerError` with code
+    `auth_failed`. Without them the session is anonymous: on a broker that
+    admits only signed-in clients the first publish or subscribe raises
+    `BrokerError` `auth_required`, and the client ends. A request outside
+    the user's permissions raises `BrokerError` `permission_denied` and the
+    connection carries on. TLS and sign-in are repeated on every reconnect.
+    The password is kept only to sign in again; it is never logged or shown
+    in a repr.
     """
     client = Client(
         host,
@@ -247,6 +318,10 @@ async def connect(
         write_buffer_bytes=write_buffer_bytes,
         clock=clock,
         clock_sync_interval=clock_sync_interval,
+        ssl=ssl,
+        server_hostname=server_hostname,
+        user=user,
+        password=password,
     )
     await client._connect_first()
     return client
@@ -267,9 +342,23 @@ class Client:
         write_buffer_bytes: int,
         clock: Callable[[], int] | None = None,
         clock_sync_interval: float | None = None,
+        ssl: _ssl.SSLContext | bool | None = None,
+        server_hostname: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
     ) -> None:
         if clock_sync_interval is not None and not clock_sync_interval > 0:
             raise ValueError(f"clock_sync_interval must be positive seconds or None, not {clock_sync_interval}")
+        if ssl is True:
+            ssl = _ssl.create_default_context()
+        elif ssl is False:
+            ssl = None
+        if ssl is not None and not isinstance(ssl, _ssl.SSLContext):
+            raise TypeError(f"ssl must be an ssl.SSLContext, True or None, not {type(ssl).__name__}")
+        if server_hostname is not None and ssl is None:
+            raise ValueError("server_hostname applies to TLS: give ssl too")
+        if (user is None) != (password is None):
+            raise ValueError("user and password go together")
         self.host = host
         self.port = port
         self.name = name
@@ -306,6 +395,12 @@ class Client:
         self._clock_filter = ClockFilter()
         self._clock_sync_interval = clock_sync_interval
         self._clock_task: asyncio.Task[None] | None = None
+        self._ssl: _ssl.SSLContext | None = ssl
+        self._server_hostname = server_hostname if server_hostname is not None else host
+        self._credentials = _Credentials(user, password) if user is not None and password is not None else None
+        self._user: str | None = None
+        #: Why the client ended, when the broker ended it (a refused session).
+        self._ended_by: SiftError | None = None
 
     # ------------------------------------------------------------------
     # Lifecycle
@@ -322,6 +417,16 @@ class Client:
         return self._server_info
 
     @property
+    def user(self) -> str | None:
+        """The user the session acts as (the broker's AUTH_OK), or None when the client did not sign in."""
+        return self._user
+
+    @property
+    def is_tls(self) -> bool:
+        """Whether the client speaks TLS to the broker."""
+        return self._ssl is not None
+
+    @property
     def is_connected(self) -> bool:
         return self._connection is not None
 
@@ -334,12 +439,28 @@ class Client:
         await asyncio.wait_for(self._connected.wait(), timeout)
 
     async def _open(self) -> tuple[_Connection, ServerInfo]:
-        """A new TCP connection with a completed handshake."""
+        """A new TCP (or TLS) connection with a completed handshake (and sign-in)."""
+        credentials = self._credentials
+        auth_request_id = None
+        greeting = codec.encode_hello(self.name)
+        if credentials is not None:
+            # A request id of its own (§8.1); AUTH goes right behind HELLO (§6.1.1).
+            auth_request_id = self._next_request_id
+            self._next_request_id += 1
+            greeting += credentials.auth_frame(auth_request_id)
 
         async def attempt() -> tuple[_Connection, ServerInfo]:
-            transport, connection = await self._loop.create_connection(lambda: _Connection(self), self.host, self.port)
+            if self._ssl is not None:
+                transport, connection = await self._loop.create_connection(
+                    lambda: _Connection(self, auth_request_id), self.host, self.port,
+                    ssl=self._ssl, server_hostname=self._server_hostname,
+                )
+            else:
+                transport, connection = await self._loop.create_connection(
+                    lambda: _Connection(self, auth_request_id), self.host, self.port
+                )
             try:
-                transport.write(codec.encode_hello(self.name))
+                transport.write(greeting)
                 info = await connection.welcome
             except BaseException:
                 transport.abort()
@@ -349,7 +470,8 @@ class Client:
         try:
             return await asyncio.wait_for(attempt(), self._connect_timeout)
         except asyncio.TimeoutError:
-            raise ConnectError(f"no WELCOME from {self.host}:{self.port} within {self._connect_timeout} s") from None
+            answers = "WELCOME and AUTH_OK" if credentials is not None else "WELCOME"
+            raise ConnectError(f"no {answers} from {self.host}:{self.port} within {self._connect_timeout} s") from None
         except OSError as error:
             raise ConnectError(f"cannot connect to {self.host}:{self.port}: {error}") from error
 
@@ -364,6 +486,7 @@ class Client:
         publishes in request order, then what was buffered meanwhile (§8.4)."""
         self._connection = connection
         self._server_info = info
+        self._user = connection.user
         self._window.resize(info.publish_window)
         prefix = bytearray()
         for sub_id in sorted(self._subscriptions):
@@ -393,6 +516,13 @@ class Client:
         self._out = bytearray()
         self._acks = []
         self._reads_held_by.clear()
+        refusal = connection.fatal
+        if refusal is not None and refusal.number in SESSION_REFUSALS and not (self._closing or self._closed):
+            # Reconnecting would be refused the same way: what waits fails with the refusal itself.
+            log.warning("sift: the broker refused the session (%s); the client ends", refusal)
+            self._ended_by = refusal
+            self._finish(refusal)
+            return
         lost = ConnectionLostError(
             f"connection to {self.host}:{self.port} lost" + (f": {connection.fatal}" if connection.fatal else "")
         )
@@ -485,6 +615,8 @@ class Client:
 
     def _check_open(self) -> None:
         if self._closing:
+            if self._ended_by is not None:
+                raise ClientClosedError(f"the client is closed: {self._ended_by}") from self._ended_by
             raise ClientClosedError("the client is closed")
 
     # ------------------------------------------------------------------
@@ -647,7 +779,7 @@ class Client:
         wait for one).
         """
         if self._closing:
-            raise ClientClosedError("the client is closed")
+            self._check_open()
         out = self._out
         mode_type = type(mode)
         if (

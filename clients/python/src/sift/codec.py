@@ -31,6 +31,8 @@ PONG = 0x04
 CLOSE = 0x05
 TIME = 0x06
 TIME_REPLY = 0x07
+AUTH = 0x08
+AUTH_OK = 0x09
 PUBLISH = 0x10
 CONFIRM = 0x11
 SUBSCRIBE = 0x20
@@ -47,11 +49,16 @@ ERROR = 0x7F
 
 FRAME_NAMES = {
     HELLO: "HELLO", WELCOME: "WELCOME", PING: "PING", PONG: "PONG", CLOSE: "CLOSE",
-    TIME: "TIME", TIME_REPLY: "TIME_REPLY",
+    TIME: "TIME", TIME_REPLY: "TIME_REPLY", AUTH: "AUTH", AUTH_OK: "AUTH_OK",
     PUBLISH: "PUBLISH", CONFIRM: "CONFIRM", SUBSCRIBE: "SUBSCRIBE", SUBSCRIBED: "SUBSCRIBED",
     UNSUBSCRIBE: "UNSUBSCRIBE", DELIVER: "DELIVER", ACK: "ACK", NACK: "NACK", FLOW: "FLOW",
     GAP: "GAP", ADMIN: "ADMIN", ADMIN_REPLY: "ADMIN_REPLY", ERROR: "ERROR",
 }
+
+# AUTH methods (§6.1.1).
+AUTH_PASSWORD = 1
+AUTH_TOKEN = 2
+"""A bearer token; the current broker refuses it with `auth_failed`."""
 
 # PUBLISH flags (§4.5).
 PUBLISH_CONFIRM = 0x01
@@ -102,6 +109,7 @@ _PUBLISHER_AND_COUNT = Struct(">HH")
 _SUBSCRIBE_TAIL = Struct(">BBIIIBI")
 _START = Struct(">BQ")
 _ADMIN = Struct(">IBQB")
+_AUTH_HEAD = Struct(">IBQB")
 
 # Decoding.
 _DELIVER_HEAD = Struct(">IQB")
@@ -139,6 +147,15 @@ def encode_hello(client_name: str, version_min: int = PROTOCOL_VERSION, version_
     if len(name) > 0xFFFF:
         raise EncodeError("client_name is too long")
     return _HELLO_HEAD.pack(11 + len(name), HELLO, MAGIC, version_min, version_max, len(name)) + name
+
+
+def encode_auth(request_id: int, user: str, secret: str | bytes, method: int = AUTH_PASSWORD) -> bytes:
+    """AUTH (§6.1.1): request id, method (1 password, 2 token), the user name, the secret.
+
+    Errors name the field, never the secret's value.
+    """
+    tail = _str16(user, "user") + _str16(secret, "password" if method == AUTH_PASSWORD else "token")
+    return _AUTH_HEAD.pack(10 + len(tail), AUTH, request_id, method) + tail
 
 
 def encode_ping(nonce: int) -> bytes:
@@ -406,6 +423,14 @@ class TimeReply:
 
 
 @dataclass(frozen=True)
+class AuthOk:
+    """AUTH_OK (§6.1.1): the sign-in of `request_id` succeeded; the session acts as `user`."""
+
+    request_id: int
+    user: str
+
+
+@dataclass(frozen=True)
 class ErrorFrame:
     code: int
     reference: int
@@ -443,7 +468,7 @@ class Malformed:
 
 Frame = Union[
     ServerInfo, Confirm, Subscribed, Delivery, GapFrame, Ping, Pong, Close, ErrorFrame, AdminReply,
-    TimeRequest, TimeReply, UnknownFrame, Malformed,
+    TimeRequest, TimeReply, AuthOk, UnknownFrame, Malformed,
 ]
 
 
@@ -613,6 +638,12 @@ def decode_body(frame_type: int, view: memoryview, start: int, end: int) -> Fram
     if frame_type == CLOSE:
         _expect_length(frame_type, start, end, 0)
         return Close()
+    if frame_type == AUTH_OK:
+        (request_id,) = _U64.unpack_from(view, start)
+        (length,) = _U16.unpack_from(view, start + 8)
+        if start + 10 + length != end:
+            raise MalformedFrameError("AUTH_OK has the wrong length")
+        return AuthOk(request_id, _utf8(view, start + 10, end, "user"))
     if frame_type == ADMIN_REPLY:
         (request_id,) = _U64.unpack_from(view, start)
         (length,) = _U32.unpack_from(view, start + 8)

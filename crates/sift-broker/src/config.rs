@@ -371,12 +371,14 @@ mod tests {
 
     #[test]
     fn a_tls_section_names_the_files_and_unknown_keys_in_it_are_refused() {
-        let config = Config::from_toml("[tls]\ncert = \"s.pem\"\nkey = \"k.pem\"\nclient_ca = \"ca.pem\"\n").expect("valid");
+        let config =
+            Config::from_toml("[tls]\ncert = \"s.pem\"\nkey = \"k.pem\"\nclient_ca = \"ca.pem\"\n").expect("valid");
         let tls = config.tls.expect("TLS set");
         assert_eq!((tls.cert.to_str(), tls.key.to_str()), (Some("s.pem"), Some("k.pem")));
         assert_eq!(tls.client_ca.as_deref().and_then(|path| path.to_str()), Some("ca.pem"));
         assert!(Config::from_toml("").expect("defaults").tls.is_none());
-        let error = Config::from_toml("[tls]\ncert = \"s.pem\"\nkey = \"k.pem\"\nverify = true\n").expect_err("refused");
+        let error =
+            Config::from_toml("[tls]\ncert = \"s.pem\"\nkey = \"k.pem\"\nverify = true\n").expect_err("refused");
         assert!(error.to_string().contains("verify"), "{error}");
     }
 

@@ -46,7 +46,7 @@ static PLAIN_TEXT_REFUSAL: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::n
 /// An accepted socket, ready for the native protocol: after the TLS
 /// handshake when the native door has TLS (`None` if it failed).
 pub(crate) async fn open_socket(stream: TcpStream, shared: &BrokerShared) -> Option<sift_tls::DoorStream> {
-    let incoming = crate::front_end::Incoming::new(stream, shared.tls.native.clone());
+    let incoming = crate::incoming::Incoming::new(stream, shared.tls.native.clone());
     incoming.open(&PLAIN_TEXT_REFUSAL).await
 }
 

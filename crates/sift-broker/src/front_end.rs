@@ -15,9 +15,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sift_tls::{DoorStream, ServerTls};
+use sift_tls::ServerTls;
 
-use tokio::net::{TcpListener, TcpStream};
+pub use crate::incoming::Incoming;
+
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -190,7 +192,7 @@ pub async fn accept_connections(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let stream = Incoming { tcp: stream, tls: tls.clone() };
+                    let stream = Incoming::new(stream, tls.clone());
                     admit(Accepted { stream, peer, closing: &closing_watch, tasks: &mut tasks });
                 }
                 Err(error) => {
@@ -208,47 +210,5 @@ pub async fn accept_connections(
     let drained = tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} });
     if drained.await.is_err() {
         tasks.abort_all();
-    }
-}
-
-/// An accepted connection before its TLS handshake: the door's admit
-/// function counts and refuses on the socket, and the connection's own
-/// task calls [`Incoming::open`], so that a slow handshake never holds the
-/// accept loop.
-#[derive(Debug)]
-pub struct Incoming {
-    tcp: TcpStream,
-    tls: Option<Arc<ServerTls>>,
-}
-
-impl Incoming {
-    /// `tcp`, to be opened with `tls` if given.
-    pub fn new(tcp: TcpStream, tls: Option<Arc<ServerTls>>) -> Incoming {
-        Incoming { tcp, tls }
-    }
-
-    /// The socket.
-    pub fn tcp(&self) -> &TcpStream {
-        &self.tcp
-    }
-
-    /// The connection, ready for the door's protocol: the socket itself on
-    /// a plain door; on a TLS door, the stream after the handshake, or
-    /// `None` when the handshake failed (counted by the door's TLS and
-    /// logged here). A client that speaks plain text to a TLS door is sent
-    /// `plain_refusal`, the door's own error.
-    pub async fn open(self, plain_refusal: &[u8]) -> Option<DoorStream> {
-        // Small frames (acks, receipts) must not wait for Nagle's
-        // algorithm; every door batches its own writes.
-        let _ = self.tcp.set_nodelay(true);
-        let Some(tls) = self.tls else { return Some(DoorStream::Plain(self.tcp)) };
-        let peer = self.tcp.peer_addr().ok();
-        match tls.accept(self.tcp, plain_refusal).await {
-            Ok(stream) => Some(stream),
-            Err(error) => {
-                tracing::debug!(?peer, %error, "TLS handshake refused");
-                None
-            }
-        }
     }
 }

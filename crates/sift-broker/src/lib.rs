@@ -20,6 +20,7 @@ pub mod delivery;
 pub mod door;
 pub mod door_writer;
 pub mod front_end;
+pub mod incoming;
 pub mod link;
 pub mod local;
 mod network_config;

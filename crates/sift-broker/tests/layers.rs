@@ -36,6 +36,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("stats", 1),
     ("budget", 1),
     ("door", 1),
+    ("broker_tls", 1),
+    ("incoming", 1),
     ("store/lock", 1),
     ("store/ranges", 1),
     ("store/cursor", 1),

@@ -48,7 +48,7 @@ pub(crate) async fn run(listener: TcpListener, shared: Arc<BrokerShared>, grace:
 /// Runs the TLS handshake (when links are under TLS) and the link
 /// handshake of one accepted connection and, when both succeed, the link.
 async fn serve(stream: TcpStream, address: String, shared: Arc<BrokerShared>) {
-    let incoming = crate::front_end::Incoming::new(stream, shared.tls.links_in.clone());
+    let incoming = crate::incoming::Incoming::new(stream, shared.tls.links_in.clone());
     // A plain-text peer on a TLS link port is closed without a word: links
     // are configured by operators, and the dialler logs its TLS error.
     let Some(stream) = incoming.open(&[]).await else { return };

@@ -7,6 +7,8 @@ words (401/403, STOMP ERROR, CONNACK and SUBACK reason codes)."""
 
 import base64
 import os
+import pathlib
+import signal
 import socket
 import subprocess
 import tempfile
@@ -130,3 +132,32 @@ def test_mqtt_refuses_bad_credentials_and_forbidden_subscriptions(locked):
     finally:
         bob.paho.disconnect()
         bob.paho.loop_stop()
+
+
+def read_broker_line(broker, prefix):
+    """The broker's next stdout line that starts with `prefix` (a reload's report)."""
+    for line in broker.process.stdout:
+        if line.startswith(prefix):
+            return line.strip()
+    raise AssertionError(f"the broker exited before printing {prefix!r}")
+
+
+def test_sighup_reads_the_users_file_again(users_file, tmp_path):
+    path = tmp_path / "users.toml"
+    path.write_text(pathlib.Path(users_file).read_text())
+    running = start_broker(extra_args=("--users", str(path)))
+    try:
+        assert http_publish(running, "orders.new", "carol", "sesame") == 401
+        carol = f'\n[[user]]\nname = "carol"\npassword_hash = "{password_hash("sesame")}"\npublish = ["orders.>"]\n'
+        path.write_text(path.read_text() + carol)
+        running.process.send_signal(signal.SIGHUP)
+        assert read_broker_line(running, "sift broker reloaded its users file") == \
+            "sift broker reloaded its users file (3 users)"
+        assert http_publish(running, "orders.new", "carol", "sesame") == 404, "carol signs in after the reload"
+        path.write_text("[[user]]\nname = 42\n")
+        running.process.send_signal(signal.SIGHUP)
+        kept = read_broker_line(running, "sift broker kept its previous users")
+        assert "users.toml" in kept, kept
+        assert http_publish(running, "orders.new", "alice", PASSWORDS["alice"]) == 404, "the previous users stay"
+    finally:
+        running.stop()

@@ -1,7 +1,9 @@
 //! Who a session is and what it may do: the broker's side of sign-in.
 //!
 //! [`Access`] holds the users file the broker started with (or none: an
-//! open broker) and answers an `AUTH` with the session's new
+//! open broker), replaced in place when the file is read again on SIGHUP
+//! ([`Access::replace`]: sessions keep the standing they signed in with,
+//! every later sign-in uses the new file), and answers an `AUTH` with the session's new
 //! [`Standing`]. Every door signs in the same way, by an `AUTH` that its
 //! session hands to the session machine, so a STOMP `login`, an MQTT
 //! username and an HTTP `Authorization` header all end in
@@ -15,7 +17,7 @@
 //! `auth.failure_names_max` names.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use sift_auth::{Permissions, UsersFile};
@@ -77,12 +79,31 @@ pub enum SignInError {
 #[derive(Debug)]
 pub struct Access {
     config: AuthConfig,
-    /// `None`: an open broker.
-    users: Option<HashMap<String, sift_auth::User>>,
-    anonymous: Option<Arc<Permissions>>,
+    /// `None`: an open broker (which a reload cannot lock).
+    users: Option<RwLock<Arc<Users>>>,
     /// Recent failures by user name, bounded by `failure_names_max`.
     failures: Mutex<HashMap<String, u32>>,
 }
+
+/// One reading of the users file.
+#[derive(Debug)]
+struct Users {
+    by_name: HashMap<String, sift_auth::User>,
+    anonymous: Option<Arc<Permissions>>,
+}
+
+impl Users {
+    fn of(file: UsersFile) -> Users {
+        let anonymous = file.anonymous.map(Arc::new);
+        Users { by_name: file.users.into_iter().map(|user| (user.name.clone(), user)).collect(), anonymous }
+    }
+}
+
+/// A reload of the users file on an open broker: it was started without
+/// one, and stays open (restart it with `--users` to lock it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the broker started without a users file and stays open; restart it with --users to require sign-in")]
+pub struct StartedOpen;
 
 /// The standing of a signed-in `user`: its name and permissions.
 fn standing_of(user: &sift_auth::User) -> Standing {
@@ -92,14 +113,26 @@ fn standing_of(user: &sift_auth::User) -> Standing {
 impl Access {
     /// An open broker: no users file.
     pub fn open(config: AuthConfig) -> Access {
-        Access { config, users: None, anonymous: None, failures: Mutex::new(HashMap::new()) }
+        Access { config, users: None, failures: Mutex::new(HashMap::new()) }
     }
 
     /// A broker with the users of `file`.
     pub fn with_users(config: AuthConfig, file: UsersFile) -> Access {
-        let anonymous = file.anonymous.map(Arc::new);
-        let users = file.users.into_iter().map(|user| (user.name.clone(), user)).collect();
-        Access { config, users: Some(users), anonymous, failures: Mutex::new(HashMap::new()) }
+        let users = RwLock::new(Arc::new(Users::of(file)));
+        Access { config, users: Some(users), failures: Mutex::new(HashMap::new()) }
+    }
+
+    /// Puts `file` in place of the users the broker had: sign-ins from now
+    /// on use it; signed-in sessions keep their standing.
+    pub fn replace(&self, file: UsersFile) -> Result<(), StartedOpen> {
+        let Some(users) = &self.users else { return Err(StartedOpen) };
+        *users.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Users::of(file));
+        Ok(())
+    }
+
+    /// The users now in force; `None` on an open broker.
+    fn users(&self) -> Option<Arc<Users>> {
+        self.users.as_ref().map(|users| users.read().unwrap_or_else(PoisonError::into_inner).clone())
     }
 
     /// True when the broker has no users file.
@@ -109,20 +142,20 @@ impl Access {
 
     /// Users the broker knows (0 when open).
     pub fn user_count(&self) -> usize {
-        self.users.as_ref().map_or(0, HashMap::len)
+        self.users().map_or(0, |users| users.by_name.len())
     }
 
     /// True when clients that do not sign in get the `[anonymous]` entry.
     pub fn admits_anonymous(&self) -> bool {
-        self.anonymous.is_some()
+        self.users().is_some_and(|users| users.anonymous.is_some())
     }
 
     /// What a session may do before it signs in.
     pub fn initial(&self) -> Standing {
-        match (&self.users, &self.anonymous) {
-            (None, _) => Standing::Open { user: None },
-            (Some(_), Some(anonymous)) => Standing::Limited { user: None, permissions: anonymous.clone() },
-            (Some(_), None) => Standing::MustSignIn,
+        let Some(users) = self.users() else { return Standing::Open { user: None } };
+        match &users.anonymous {
+            Some(anonymous) => Standing::Limited { user: None, permissions: anonymous.clone() },
+            None => Standing::MustSignIn,
         }
     }
 
@@ -131,15 +164,15 @@ impl Access {
     /// names it; the open standing, named, on a broker without users;
     /// `None` (the initial standing applies) for a name no user has.
     pub fn certified(&self, name: &str) -> Option<Standing> {
-        let Some(users) = &self.users else { return Some(Standing::Open { user: Some(Arc::from(name)) }) };
-        users.get(name).map(standing_of)
+        let Some(users) = self.users() else { return Some(Standing::Open { user: Some(Arc::from(name)) }) };
+        users.by_name.get(name).map(standing_of)
     }
 
     /// Checks an `AUTH`. Blocking: a password costs one argon2id
     /// verification (tens of milliseconds), so callers run it off the
     /// async threads.
     pub fn sign_in(&self, auth: &Auth) -> Result<Standing, SignInError> {
-        let Some(users) = &self.users else {
+        let Some(users) = self.users() else {
             let user = (!auth.user.is_empty()).then(|| Arc::from(auth.user.as_str()));
             return Ok(Standing::Open { user });
         };
@@ -147,7 +180,7 @@ impl Access {
             return Err(SignInError::TokensNotAccepted);
         }
         let refused = || SignInError::Refused(auth.user.clone());
-        let Some(user) = users.get(&auth.user) else {
+        let Some(user) = users.by_name.get(&auth.user) else {
             sift_auth::password::verify(&auth.secret, UNKNOWN_USER_HASH);
             return Err(refused());
         };

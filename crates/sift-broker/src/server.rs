@@ -273,11 +273,14 @@ pub struct RunningBroker {
 /// The users file of `auth`, read and checked; an open broker without one.
 fn load_access(auth: &crate::config::AuthConfig) -> Result<crate::access::Access, BrokerError> {
     let Some(path) = &auth.users_file else { return Ok(crate::access::Access::open(auth.clone())) };
-    let text =
-        std::fs::read_to_string(path).map_err(|source| BrokerError::ReadUsers { path: path.clone().into(), source })?;
-    let file = sift_auth::UsersFile::parse(&text)
-        .map_err(|source| BrokerError::Users { path: path.clone().into(), source: Box::new(source) })?;
-    Ok(crate::access::Access::with_users(auth.clone(), file))
+    Ok(crate::access::Access::with_users(auth.clone(), read_users(path)?))
+}
+
+/// The users file at `path`, read and checked.
+fn read_users(path: &std::path::Path) -> Result<sift_auth::UsersFile, BrokerError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BrokerError::ReadUsers { path: path.into(), source })?;
+    sift_auth::UsersFile::parse(&text)
+        .map_err(|source| BrokerError::Users { path: path.into(), source: Box::new(source) })
 }
 
 impl RunningBroker {
@@ -350,6 +353,20 @@ impl RunningBroker {
     /// learnt at run time, such as gateways from a registry.
     pub fn dial(&self, target: crate::config::LinkTarget) -> DialHandle {
         DialHandle(tokio::spawn(crate::link::dial_target(target, self.shared.clone())))
+    }
+
+    /// Reads the users file again (SIGHUP) and puts it in force for every
+    /// sign-in from now on; signed-in sessions keep their standing. Returns
+    /// how many users it names, or `None` on a broker started without a
+    /// users file (which stays open). On an error the previous users stay.
+    pub fn reload_users(&self) -> Result<Option<usize>, BrokerError> {
+        let Some(path) = &self.shared.config.auth.users_file else { return Ok(None) };
+        let file = read_users(path)?;
+        let count = file.users.len();
+        match self.shared.access.replace(file) {
+            Ok(()) => Ok(Some(count)),
+            Err(crate::access::StartedOpen) => Ok(None),
+        }
     }
 
     /// The native door's and the links' TLS (their counters).

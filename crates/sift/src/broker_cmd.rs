@@ -179,12 +179,22 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     let mut signals = signals;
     while signals.next().await == Signal::Reload {
         front_ends.reload_tls(&broker);
+        reload_users(&broker);
     }
     say("sift broker shutting down");
     front_ends.shutdown().await;
     let stats = broker.shutdown().await;
     say(&format!("sift broker stopped: {}", summary(&stats.entries())));
     Ok(())
+}
+
+/// Reads the users file again (SIGHUP) and says what came of it.
+fn reload_users(broker: &RunningBroker) {
+    match broker.reload_users() {
+        Ok(Some(count)) => say(&format!("sift broker reloaded its users file ({count} users)")),
+        Ok(None) => {}
+        Err(error) => say(&format!("sift broker kept its previous users: {error}")),
+    }
 }
 
 /// The protocol front-ends a broker serves, each over in-process native
@@ -243,13 +253,17 @@ impl FrontEnds {
             ("STOMP", self.stomp.as_ref().map(FrontEnd::listening)),
             ("MQTT", self.mqtt.as_ref().map(FrontEnd::listening)),
         ];
-        for (door, listening) in doors {
-            if let Some(Err(error)) = listening.and_then(|listening| listening.tls()).map(|tls| tls.reload()) {
+        let mut any_tls = broker.tls().native.is_some();
+        for (door, tls) in doors.map(|(door, listening)| (door, listening.and_then(|listening| listening.tls()))) {
+            let Some(tls) = tls else { continue };
+            any_tls = true;
+            if let Err(error) = tls.reload() {
                 failures.push(format!("the {door} door: {error}"));
             }
         }
         match failures.is_empty() {
-            true => say("sift broker reloaded its TLS certificates"),
+            true if any_tls => say("sift broker reloaded its TLS certificates"),
+            true => {}
             false => {
                 for failure in failures {
                     say(&format!("sift broker kept its previous TLS certificates for {failure}"));

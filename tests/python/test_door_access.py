@@ -161,3 +161,69 @@ def test_sighup_reads_the_users_file_again(users_file, tmp_path):
         assert http_publish(running, "orders.new", "alice", PASSWORDS["alice"]) == 404, "the previous users stay"
     finally:
         running.stop()
+
+
+def sift_token(*args):
+    done = subprocess.run([sift_binary(), "token", *args], capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def http_publish_bearer(broker, topic, token):
+    request = urllib.request.Request(f"{broker.http_url}/v1/messages?topic={topic}", data=b"hello", method="POST")
+    request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_bearer_tokens_sign_in_through_every_door(users_file, tmp_path):
+    """`sift token keygen` and `sift token issue`, and a key made by openssl:
+    the broker holds only the public keys of `[[token_issuer]]`s, and a
+    token signs its user in by HTTP Bearer, a STOMP passcode, an MQTT
+    password and the native `--token-file`."""
+    public = sift_token("keygen", "--key", str(tmp_path / "ops.pem"))
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(tmp_path / "ci.pem")],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    ci_public = subprocess.run(["openssl", "pkey", "-in", str(tmp_path / "ci.pem"), "-pubout"],
+                               check=True, capture_output=True, text=True, timeout=TIMEOUT).stdout
+    path = tmp_path / "users.toml"
+    path.write_text(pathlib.Path(users_file).read_text()
+                    + f'\n[[token_issuer]]\nname = "ops"\npublic_key = "{public}"\n'
+                    + f'\n[[token_issuer]]\nname = "ci"\npublic_key = """{ci_public}"""\n')
+    token = sift_token("issue", "--key", str(tmp_path / "ops.pem"), "--issuer", "ops", "--user", "alice")
+    ci_token = sift_token("issue", "--key", str(tmp_path / "ci.pem"), "--issuer", "ci", "--user", "alice")
+    expired = sift_token("issue", "--key", str(tmp_path / "ops.pem"), "--issuer", "ops", "--user", "alice",
+                         "--ttl-s", "0")
+    running = start_broker(extra_args=("--users", str(path)))
+    try:
+        assert http_publish_bearer(running, "orders.new", token) == 404, "allowed; no subscriber"
+        assert http_publish_bearer(running, "orders.new", ci_token) == 404, "an openssl key's token"
+        assert http_publish_bearer(running, "quotes.nyse", token) == 403
+        assert http_publish_bearer(running, "orders.new", expired) == 401
+        assert http_publish_bearer(running, "orders.new", token[:-4] + "AAAA") == 401
+        command, answer, connection = stomp_connect(running, {"passcode": token})
+        connection.close()
+        assert command == "CONNECTED", answer
+        command, answer, connection = stomp_connect(running, {"passcode": expired})
+        connection.close()
+        assert command == "ERROR" and b"expired" in answer, answer
+        mqtt = Mqtt(running, "mqtt-token")
+        mqtt.paho.username_pw_set("alice", token)
+        mqtt.connect()
+        try:
+            assert mqtt.subscribe("orders/+", qos=0) == 0
+            assert mqtt.subscribe("quotes/nyse", qos=0) == 0x87
+        finally:
+            mqtt.paho.disconnect()
+            mqtt.paho.loop_stop()
+        token_file = tmp_path / "token"
+        token_file.write_text(token + "\n")
+        done = subprocess.run([sift_binary(), "pub", "--server", running.native, "--token-file", str(token_file),
+                               "--topic", "orders.cli", "--payload", "x"], capture_output=True, text=True,
+                              timeout=TIMEOUT)
+        assert done.returncode == 0, done.stderr
+    finally:
+        running.stop()

@@ -13,6 +13,7 @@
 
 pub mod password;
 pub mod permissions;
+pub mod tokens;
 pub mod users;
 
 pub use permissions::{Permissions, StreamAction, SubscribeDecision, SubscribeGrant};

@@ -16,6 +16,10 @@
 //!
 //! [anonymous]                            # only when anonymous access is allowed
 //! subscribe = ["public.>"]
+//!
+//! [[token_issuer]]                       # bearer tokens (JWT, Ed25519) it signs are taken
+//! name = "ops"                           # the tokens' `iss`
+//! public_key = "base64 of 32 bytes"      # `sift token keygen` prints one
 //! ```
 //!
 //! A `where` is a JMS selector unless `language` says `tags`, `regex` or
@@ -70,6 +74,8 @@ pub struct User {
 pub struct UsersFile {
     /// The users, in the file's order.
     pub users: Vec<User>,
+    /// Issuers whose bearer tokens sign users in.
+    pub token_issuers: Vec<crate::tokens::TokenIssuer>,
     /// What an unauthenticated client may do, when anonymous access is
     /// allowed; `None`: nothing.
     pub anonymous: Option<Permissions>,
@@ -94,7 +100,8 @@ impl UsersFile {
             users.push(user);
         }
         let anonymous = raw.anonymous.map(RawEntry::anonymous).transpose()?;
-        Ok(UsersFile { users, anonymous })
+        let token_issuers = raw.token_issuer.iter().map(RawIssuer::issuer).collect::<Result<Vec<_>, _>>()?;
+        Ok(UsersFile { users, anonymous, token_issuers })
     }
 
     /// The user named `name`.
@@ -109,6 +116,31 @@ struct RawFile {
     #[serde(default)]
     user: Vec<RawEntry>,
     anonymous: Option<RawEntry>,
+    #[serde(default)]
+    token_issuer: Vec<RawIssuer>,
+}
+
+/// A `[[token_issuer]]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIssuer {
+    name: String,
+    public_key: String,
+}
+
+impl RawIssuer {
+    fn issuer(&self) -> Result<crate::tokens::TokenIssuer, UsersError> {
+        let whom = format!("token issuer {:?}", self.name);
+        if self.name.is_empty() || self.name.len() > USER_NAME_BYTES_MAX {
+            let reason = format!("must be 1 to {USER_NAME_BYTES_MAX} bytes");
+            return Err(UsersError::Invalid { whom, field: "name", reason });
+        }
+        crate::tokens::TokenIssuer::new(&self.name, &self.public_key).map_err(|error| UsersError::Invalid {
+            whom,
+            field: "public_key",
+            reason: error.to_string(),
+        })
+    }
 }
 
 /// A `[[user]]` or the `[anonymous]` entry, as written: the same grants,

@@ -60,16 +60,18 @@ impl Standing {
     }
 }
 
-/// Why an `AUTH` was refused. The text goes back to the client, so it says
-/// no more than that the credentials were refused (never which part).
+/// Why an `AUTH` was refused. The text goes back to the client, so a
+/// password's refusal says no more than that the credentials were refused
+/// (never which part); a token's says what is wrong with the token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignInError {
     /// Unknown user or wrong password.
     #[error("user {0:?}: unknown user or wrong password")]
     Refused(String),
-    /// A bearer token, which this broker does not take yet.
-    #[error("bearer tokens are not accepted by this broker; sign in with a user name and password")]
-    TokensNotAccepted,
+    /// A bearer token that does not verify, has lapsed, or names no user
+    /// of the users file.
+    #[error("{0}")]
+    Token(String),
     /// The check itself did not finish (its task failed).
     #[error("the sign-in check failed: {0}")]
     CheckFailed(String),
@@ -90,12 +92,14 @@ pub struct Access {
 struct Users {
     by_name: HashMap<String, sift_auth::User>,
     anonymous: Option<Arc<Permissions>>,
+    token_issuers: Vec<sift_auth::tokens::TokenIssuer>,
 }
 
 impl Users {
     fn of(file: UsersFile) -> Users {
         let anonymous = file.anonymous.map(Arc::new);
-        Users { by_name: file.users.into_iter().map(|user| (user.name.clone(), user)).collect(), anonymous }
+        let by_name = file.users.into_iter().map(|user| (user.name.clone(), user)).collect();
+        Users { by_name, anonymous, token_issuers: file.token_issuers }
     }
 }
 
@@ -104,6 +108,19 @@ impl Users {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the broker started without a users file and stays open; restart it with --users to require sign-in")]
 pub struct StartedOpen;
+
+/// The standing a bearer token gives: its user's, if the token verifies
+/// with a trusted issuer's key at `now_s` and names a user of the file
+/// (the `AUTH`'s user, when given, must be that user).
+fn token_standing(users: &Users, auth: &Auth, now_s: u64) -> Result<Standing, SignInError> {
+    let claims = sift_auth::tokens::verify(&auth.secret, &users.token_issuers, now_s)
+        .map_err(|error| SignInError::Token(error.to_string()))?;
+    if !auth.user.is_empty() && auth.user != claims.sub {
+        return Err(SignInError::Token(format!("the token is for {:?}, not {:?}", claims.sub, auth.user)));
+    }
+    let user = users.by_name.get(&claims.sub).ok_or_else(|| SignInError::Token(format!("no user {:?}", claims.sub)))?;
+    Ok(standing_of(user))
+}
 
 /// The standing of a signed-in `user`: its name and permissions.
 fn standing_of(user: &sift_auth::User) -> Standing {
@@ -168,16 +185,17 @@ impl Access {
         users.by_name.get(name).map(standing_of)
     }
 
-    /// Checks an `AUTH`. Blocking: a password costs one argon2id
-    /// verification (tens of milliseconds), so callers run it off the
-    /// async threads.
-    pub fn sign_in(&self, auth: &Auth) -> Result<Standing, SignInError> {
+    /// Checks an `AUTH` at `now_s` (seconds since the epoch, by the
+    /// broker's clock: a token's lapse is judged by it). Blocking: a
+    /// password costs one argon2id verification (tens of milliseconds), so
+    /// callers run it off the async threads.
+    pub fn sign_in(&self, auth: &Auth, now_s: u64) -> Result<Standing, SignInError> {
         let Some(users) = self.users() else {
             let user = (!auth.user.is_empty()).then(|| Arc::from(auth.user.as_str()));
             return Ok(Standing::Open { user });
         };
         if auth.method == AuthMethod::Token {
-            return Err(SignInError::TokensNotAccepted);
+            return token_standing(&users, auth, now_s);
         }
         let refused = || SignInError::Refused(auth.user.clone());
         let Some(user) = users.by_name.get(&auth.user) else {
@@ -242,15 +260,18 @@ mod tests {
     #[test]
     fn a_user_signs_in_with_its_password_and_no_other() {
         let access = broker_with_alice();
-        match access.sign_in(&auth("alice", "wonderland")) {
+        match access.sign_in(&auth("alice", "wonderland"), 0) {
             Ok(Standing::Limited { user: Some(user), permissions }) => {
                 assert_eq!(&*user, "alice");
                 assert_eq!(permissions.publish.len(), 1);
             }
             other => panic!("signed in, got {other:?}"),
         }
-        assert_eq!(access.sign_in(&auth("alice", "looking glass")).err(), Some(SignInError::Refused("alice".into())));
-        assert_eq!(access.sign_in(&auth("mallory", "x")).err(), Some(SignInError::Refused("mallory".into())));
+        assert_eq!(
+            access.sign_in(&auth("alice", "looking glass"), 0).err(),
+            Some(SignInError::Refused("alice".into()))
+        );
+        assert_eq!(access.sign_in(&auth("mallory", "x"), 0).err(), Some(SignInError::Refused("mallory".into())));
         assert!(matches!(access.initial(), Standing::Limited { user: None, .. }), "anonymous has its entry");
     }
 
@@ -258,7 +279,7 @@ mod tests {
     fn an_open_broker_lets_everyone_in_and_a_users_file_without_anonymous_does_not() {
         let open = Access::open(AuthConfig::default());
         assert!(matches!(open.initial(), Standing::Open { user: None }));
-        assert!(matches!(open.sign_in(&auth("anyone", "")), Ok(Standing::Open { user: Some(_) })));
+        assert!(matches!(open.sign_in(&auth("anyone", ""), 0), Ok(Standing::Open { user: Some(_) })));
         let closed = Access::with_users(AuthConfig::default(), UsersFile::default());
         assert!(matches!(closed.initial(), Standing::MustSignIn));
     }

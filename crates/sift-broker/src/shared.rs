@@ -108,7 +108,8 @@ impl BrokerShared {
     ) -> Result<crate::access::Standing, crate::access::SignInError> {
         let user = auth.user.clone();
         let shared = self.clone();
-        let refusal = match tokio::task::spawn_blocking(move || shared.access.sign_in(&auth)).await {
+        let now_s = self.clock.now_ns() / 1_000_000_000;
+        let refusal = match tokio::task::spawn_blocking(move || shared.access.sign_in(&auth, now_s)).await {
             Ok(Ok(standing)) => return Ok(standing),
             Ok(Err(refusal)) => refusal,
             Err(error) => crate::access::SignInError::CheckFailed(error.to_string()),

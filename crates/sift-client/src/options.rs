@@ -64,10 +64,35 @@ impl Credentials {
         Credentials { method: AuthMethod::Token, user: String::new(), secret: token.into() }
     }
 
+    /// What a protocol that carries only a user name and a password (STOMP
+    /// `login`/`passcode`, MQTT) presents: a password that is a JWT (three
+    /// base64url parts, the first a JSON header) is a bearer token, for the
+    /// user named if one is; otherwise a user name and password. `None`
+    /// when neither a user nor a token is given.
+    pub fn from_door(user: Option<&str>, secret: Option<&str>) -> Option<Credentials> {
+        match (user, secret) {
+            (user, Some(secret)) if is_bearer_token(secret) => {
+                Some(Credentials { user: user.unwrap_or_default().to_string(), ..Credentials::token(secret) })
+            }
+            (Some(user), secret) => Some(Credentials::password(user, secret.unwrap_or_default())),
+            (None, _) => None,
+        }
+    }
+
     /// The `AUTH` frame body that presents these credentials.
     pub fn auth(&self, request_id: u64) -> sift_proto::Auth {
         sift_proto::Auth { request_id, method: self.method, user: self.user.clone(), secret: self.secret.clone() }
     }
+}
+
+/// True for text shaped as a JWT: three base64url parts, the first of
+/// which starts as a JSON object does (`eyJ`, base64 of `{"`).
+pub fn is_bearer_token(text: &str) -> bool {
+    let base64url = |part: &str| {
+        !part.is_empty() && part.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+    };
+    let parts: Vec<&str> = text.split('.').collect();
+    parts.len() == 3 && text.starts_with("eyJ") && parts.iter().all(|part| base64url(part))
 }
 
 impl std::fmt::Debug for Credentials {

@@ -199,9 +199,8 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, closing: watc
     let previous = shared.registry.claim(&shared.counters, &client_id, generation, kick).await;
     let (expiry_s, capped) = session_expiry(&shared, &connect);
     let fresh = (connect.clean_start, expiry_s == 0);
-    let credentials = connect.user_name.as_ref().map(|user| {
-        sift_client::Credentials::password(user.clone(), connect.password.as_ref().map_or("", |password| &password.0))
-    });
+    let password = connect.password.as_ref().map(|password| password.0.as_str());
+    let credentials = sift_client::Credentials::from_door(connect.user_name.as_deref(), password);
     let settled = settle_session(&shared, &client_id, previous, fresh, (peer, credentials)).await;
     let (state, session_present) = match settled {
         Ok(settled) => settled,

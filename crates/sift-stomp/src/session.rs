@@ -92,9 +92,7 @@ pub(crate) async fn serve(incoming: Incoming, peer: SocketAddr, shared: Arc<Shar
     let name = connect.get("login").map_or_else(|| format!("stomp-{peer}"), |login| format!("stomp-{login}"));
     let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
     let door = Arc::new(StompDoor::new(out.clone(), shared.counters.clone(), shared.config.delivery_batches));
-    let credentials = connect
-        .get("login")
-        .map(|login| sift_client::Credentials::password(login, connect.get("passcode").unwrap_or_default()));
+    let credentials = sift_client::Credentials::from_door(connect.get("login"), connect.get("passcode"));
     if credentials.is_none() && shared.connector.requires_sign_in() {
         let failure =
             Failure::new("authentication required", "this broker requires login and passcode", Some(&connect));

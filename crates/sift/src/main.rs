@@ -21,6 +21,7 @@ mod sub_cmd;
 mod sub_files;
 mod sub_timing;
 mod time_cmd;
+mod token_cmd;
 mod watch_cmd;
 
 use clap::{Parser, Subcommand};
@@ -75,6 +76,8 @@ enum Command {
     Watch(watch_cmd::WatchArgs),
     /// Print the argon2id hash of a password (from standard input or SIFT_PASSWORD) for a users file.
     Passwd(passwd_cmd::PasswdArgs),
+    /// Make an Ed25519 key pair for bearer tokens, or issue a token (a JWT) with one.
+    Token(token_cmd::TokenArgs),
 }
 
 /// The environment variable that sets the log level (`error`, `warn`,
@@ -138,6 +141,7 @@ fn main() -> std::process::ExitCode {
             Command::Registry(args) => registry_cmd::run(args).await,
             Command::Watch(args) => watch_cmd::run(args).await,
             Command::Passwd(args) => passwd_cmd::run(args),
+            Command::Token(args) => token_cmd::run(args),
         }
     });
     match result {

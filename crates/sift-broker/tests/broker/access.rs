@@ -147,3 +147,59 @@ async fn a_restricted_grant_is_anded_with_every_subscription_of_the_user() {
         ErrorCode::PermissionDenied,
     );
 }
+
+/// A users file whose alice may also sign in with tokens of issuer "ops".
+fn users_file_with_issuer(public_key: &str) -> std::path::PathBuf {
+    let users = users_file();
+    let mut text = std::fs::read_to_string(&users).expect("read");
+    text.push_str(&format!("\n[[token_issuer]]\nname = \"ops\"\npublic_key = \"{public_key}\"\n"));
+    std::fs::write(&users, text).expect("rewritten");
+    users
+}
+
+fn token(private: &str, issuer: &str, user: &str, exp_from_now_s: i64) -> Credentials {
+    let now_s = sift_core::system_now_ns() / 1_000_000_000;
+    let exp = now_s.saturating_add_signed(exp_from_now_s);
+    let claims = sift_auth::tokens::Claims { iss: issuer.into(), sub: user.into(), exp, nbf: None, iat: Some(now_s) };
+    Credentials::token(sift_auth::tokens::issue(&claims, private).expect("signed"))
+}
+
+#[tokio::test]
+async fn a_bearer_token_of_a_trusted_issuer_signs_its_user_in_and_others_are_refused() {
+    let (private, public) = sift_auth::tokens::generate_key().expect("key pair");
+    let (forger, _) = sift_auth::tokens::generate_key().expect("key pair");
+    let users = users_file_with_issuer(&public);
+    let broker = broker_with(|config| {
+        config.auth.users_file = Some(users);
+        config.auth.failure_delay_ms_min = 0;
+        config.auth.failure_delay_ms_max = 0;
+    })
+    .await;
+    let with = |credentials: Credentials| ClientOptions {
+        reconnect: false,
+        credentials: Some(credentials),
+        ..ClientOptions::default()
+    };
+    let address = broker.local_addr().to_string();
+    let alice = Client::connect(address.as_str(), with(token(&private, "ops", "alice", 60))).await.expect("token");
+    let mut orders = alice.subscribe(SubscribeOptions::new("orders.>")).await.expect("alice reads orders");
+    refused_with(alice.subscribe(SubscribeOptions::new("payroll.>")).await, ErrorCode::PermissionDenied);
+    alice.publish(message("orders.new", "by token")).await.expect("publish");
+    assert_next_is(&mut orders, "by token", "alice's grants come with her token").await;
+    for (credentials, why) in [
+        (token(&private, "ops", "alice", -1), "expired"),
+        (token(&forger, "ops", "alice", 60), "signature does not verify"),
+        (token(&private, "elsewhere", "alice", 60), "not trusted"),
+        (token(&private, "ops", "mallory", 60), "no user"),
+    ] {
+        match Client::connect(address.as_str(), with(credentials)).await {
+            Err(ClientError::Refused { code, message }) => {
+                assert_eq!(code, ErrorCode::AuthFailed);
+                assert!(message.contains(why), "{why} missing from {message}");
+            }
+            other => panic!("a token that is {why} must be refused, got {other:?}"),
+        }
+    }
+    assert_eq!(broker.stats().auth_failures, 4);
+    alice.close().await;
+}

@@ -16,5 +16,5 @@ pub mod permissions;
 pub mod tokens;
 pub mod users;
 
-pub use permissions::{Permissions, StreamAction, SubscribeDecision, SubscribeGrant};
+pub use permissions::{Permissions, StreamAction, SubscribeDecision, SubscribeGrant, UserLimits};
 pub use users::{User, UsersError, UsersFile};

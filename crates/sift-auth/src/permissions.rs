@@ -62,6 +62,31 @@ pub struct Permissions {
     pub manage_streams: Vec<String>,
     /// Whether it may read the admin reports.
     pub admin: bool,
+    /// What one user may hold and send across all its sessions.
+    pub limits: UserLimits,
+}
+
+/// A user's limits across all its sessions; `None` is no limit beyond the
+/// broker's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserLimits {
+    /// Sessions signed in as the user at once.
+    pub connections_max: Option<u32>,
+    /// Subscriptions the user's sessions hold at once.
+    pub subscriptions_max: Option<u32>,
+    /// Messages per second the user's sessions publish, together; a
+    /// publisher past it is slowed, not refused (nothing is lost).
+    pub publish_msgs_per_s_max: Option<u32>,
+    /// Payload bytes per second the user's sessions publish, together;
+    /// slowed the same way.
+    pub publish_bytes_per_s_max: Option<u64>,
+}
+
+impl UserLimits {
+    /// True when any limit is set.
+    pub fn any(&self) -> bool {
+        *self != UserLimits::default()
+    }
 }
 
 impl Permissions {
@@ -74,6 +99,7 @@ impl Permissions {
             read_streams: vec![EVERY_STREAM.to_string()],
             manage_streams: vec![EVERY_STREAM.to_string()],
             admin: true,
+            limits: UserLimits::default(),
         }
     }
 

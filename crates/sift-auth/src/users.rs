@@ -33,7 +33,7 @@ use serde::Deserialize;
 use sift_core::TopicFilter;
 use sift_filter::{ContentFilter, FilterLanguage};
 
-use crate::permissions::{Permissions, SubscribeGrant};
+use crate::permissions::{Permissions, SubscribeGrant, UserLimits};
 
 /// Longest user name.
 pub const USER_NAME_BYTES_MAX: usize = 128;
@@ -160,6 +160,10 @@ struct RawEntry {
     manage_streams: Vec<String>,
     #[serde(default)]
     admin: bool,
+    connections_max: Option<u32>,
+    subscriptions_max: Option<u32>,
+    publish_msgs_per_s_max: Option<u32>,
+    publish_bytes_per_s_max: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +202,10 @@ impl RawEntry {
             let reason = "anonymous access has no name or password".to_string();
             return Err(UsersError::Invalid { whom: WHOM.into(), field: "name", reason });
         }
+        if self.limits().any() {
+            let reason = "limits count per user; anonymous clients have none to count against".to_string();
+            return Err(UsersError::Invalid { whom: WHOM.into(), field: "connections_max", reason });
+        }
         self.permissions(WHOM)
     }
 
@@ -226,13 +234,28 @@ impl RawEntry {
             };
             subscribe.push(grant);
         }
+        let limits = self.limits();
+        if limits.publish_msgs_per_s_max == Some(0) || limits.publish_bytes_per_s_max == Some(0) {
+            let reason = "0 would stop every publish; leave out `publish` grants instead".to_string();
+            return Err(invalid("publish_msgs_per_s_max", reason));
+        }
         Ok(Permissions {
             publish,
             subscribe,
             read_streams: self.streams,
             manage_streams: self.manage_streams,
             admin: self.admin,
+            limits,
         })
+    }
+
+    fn limits(&self) -> UserLimits {
+        UserLimits {
+            connections_max: self.connections_max,
+            subscriptions_max: self.subscriptions_max,
+            publish_msgs_per_s_max: self.publish_msgs_per_s_max,
+            publish_bytes_per_s_max: self.publish_bytes_per_s_max,
+        }
     }
 }
 

@@ -36,6 +36,7 @@ pub mod stats;
 pub mod store;
 pub mod subscription;
 pub mod topology_file;
+pub mod usage;
 pub mod writer;
 
 /// TLS for the doors and links (the `sift-tls` crate), for front-end crates.

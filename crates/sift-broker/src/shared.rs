@@ -65,6 +65,8 @@ pub struct BrokerShared {
     pub access: crate::access::Access,
     /// The native door's TLS and the links' (none on a plain broker).
     pub tls: crate::broker_tls::BrokerTls,
+    /// What each limited user holds and sends across its sessions.
+    pub usage: crate::usage::Usage,
 }
 
 impl BrokerShared {
@@ -94,6 +96,7 @@ impl BrokerShared {
             clock,
             access,
             tls,
+            usage: crate::usage::Usage::default(),
             config,
         })
     }

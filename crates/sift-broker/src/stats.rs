@@ -80,6 +80,11 @@ counters! {
     auth_required_closes,
     /// Actions refused because the user (or anonymous access) may not do them.
     permission_denials,
+    /// Sessions or subscriptions refused by a user's `connections_max` or
+    /// `subscriptions_max`.
+    user_limit_refusals,
+    /// Publishes that waited for their user's `publish_*_per_s_max`.
+    publishes_throttled,
     /// ACK or NACK tags that were not awaiting an acknowledgement.
     unknown_delivery_tags,
     /// Match lookups answered from a connection's cache.

@@ -58,6 +58,7 @@ const LAYERS: &[(&str, u8)] = &[
     // 3. state, store and delivery
     ("router", 3),
     ("access", 3),
+    ("usage", 3),
     ("delivery", 3),
     ("pipeline", 3),
     ("store", 3),

@@ -170,6 +170,27 @@ impl Session {
         false
     }
 
+    /// Counts the session against its user's limits (after the standing
+    /// changed), giving back what an earlier standing held; past the
+    /// user's `connections_max` the session is closed with a fatal
+    /// `ERROR too_many_connections`. Returns false when the reader must stop.
+    pub(crate) fn take_usage(&mut self) -> bool {
+        self.usage = None;
+        let Standing::Limited { user: Some(user), permissions } = &self.standing else { return true };
+        match self.shared.usage.admit(user, permissions.limits) {
+            Ok(guard) => {
+                self.usage = guard;
+                true
+            }
+            Err(refusal) => {
+                bump(&self.shared.stats.user_limit_refusals);
+                tracing::info!(target: "sift::audit", user = %user, door = %self.conn.door, peer = %self.conn.peer, %refusal, "session refused");
+                self.conn.close(Some(error_frame(ErrorCode::TooManyConnections, 0, true, refusal.to_string())));
+                false
+            }
+        }
+    }
+
     /// Checks an `AUTH` and takes its standing, or refuses it: a refusal
     /// waits (longer for each recent failure on the name), then closes the
     /// session with a fatal `ERROR auth_failed`. Returns false when the
@@ -183,6 +204,9 @@ impl Session {
                 let name = standing.user().unwrap_or_default().to_string();
                 tracing::info!(target: "sift::audit", user = %name, door = %self.conn.door, peer = %self.conn.peer, "signed in");
                 self.standing = standing;
+                if !self.take_usage() {
+                    return false;
+                }
                 self.conn.send_control(&Frame::AuthOk { request_id, user: name });
                 true
             }

@@ -90,7 +90,10 @@ pub(crate) async fn run_session(
     let id = conn.id;
     let timer_task = tokio::spawn(redelivery_timer(conn.clone(), shared.clone()));
     let mut session = Session::new(conn.clone(), shared.clone());
-    let outcome = session.read_loop(&mut inbound).await;
+    let outcome = match session.take_usage() {
+        true => session.read_loop(&mut inbound).await,
+        false => Ok(()),
+    };
     match &outcome {
         Err(error) => tracing::debug!(connection = id, %peer, %error, "connection closed"),
         Ok(()) => tracing::debug!(connection = id, %peer, "connection closed"),
@@ -187,6 +190,11 @@ pub struct Session {
     pub(crate) standing: crate::access::Standing,
     /// An `AUTH` the read loop checks before it handles anything else.
     pending_auth: Option<sift_proto::Auth>,
+    /// The session's share of its user's limits (a limited user only).
+    pub(crate) usage: Option<crate::usage::UsageGuard>,
+    /// A publish past its user's rate, and how long the session waits
+    /// before it goes on and reads more.
+    throttled: Option<(std::time::Duration, sift_proto::Publish)>,
 }
 
 impl Session {
@@ -195,6 +203,8 @@ impl Session {
         Session {
             standing: certified.unwrap_or_else(|| shared.access.initial()),
             pending_auth: None,
+            usage: None,
+            throttled: None,
             publisher: Publisher::new(conn.clone(), shared.clone()),
             conn,
             shared,
@@ -220,6 +230,17 @@ impl Session {
                     return Ok(());
                 }
                 // Frames that followed the AUTH may be waiting already.
+                continue;
+            }
+            if let Some((wait, publish)) = self.throttled.take() {
+                bump(&self.shared.stats.publishes_throttled);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = close_watch.changed() => return Ok(()),
+                }
+                self.publisher.begin_read();
+                self.publisher.publish(publish);
+                self.publisher.end_read();
                 continue;
             }
             // A publisher whose messages fill a broker link waits (boundedly)
@@ -268,6 +289,9 @@ impl Session {
                     if !self.handle(frame) {
                         return Ok(false);
                     }
+                    if self.throttled.is_some() {
+                        return Ok(true);
+                    }
                     continue;
                 }
             } else if self.deferred_bytes >= read_ahead_max {
@@ -286,8 +310,9 @@ impl Session {
                     } else if !self.handle(frame) {
                         return Ok(false);
                     }
-                    if self.pending_auth.is_some() {
-                        // Nothing after an AUTH is handled before its outcome.
+                    if self.pending_auth.is_some() || self.throttled.is_some() {
+                        // Nothing after an AUTH is handled before its
+                        // outcome, nor after a throttled publish before it.
                         return Ok(true);
                     }
                 }
@@ -322,7 +347,11 @@ impl Session {
         match frame {
             Frame::Publish(publish) => {
                 if self.permits(access::Action::Publish(&publish.message.topic), publish.request_id) {
-                    self.publisher.publish(publish);
+                    let bytes = publish.message.payload.len();
+                    match self.usage.as_ref().and_then(|usage| usage.publish(bytes, std::time::Instant::now())) {
+                        None => self.publisher.publish(publish),
+                        Some(wait) => self.throttled = Some((wait, publish)),
+                    }
                 }
                 true
             }

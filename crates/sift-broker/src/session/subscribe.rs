@@ -12,6 +12,7 @@ use crate::conn::apply_settled;
 use crate::delivery::hand_over;
 use crate::outbox::{CreditError, QueueOptions, Settled};
 use crate::session::Session;
+use crate::stats::bump;
 use crate::subscription::{parse_content_filter, SubRef, Subscription};
 
 /// A subscribe request that passed every check: its topic filter, its
@@ -54,8 +55,27 @@ pub(crate) fn restricted(
 }
 
 impl Session {
-    /// Opens a subscription after checking every limit; answers `SUBSCRIBED`.
+    /// Opens a subscription after checking every limit (the user's
+    /// `subscriptions_max` first); answers `SUBSCRIBED`.
     pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
+        let sub_id = request.sub_id;
+        if let Some(Err(refusal)) = self.usage.as_mut().map(crate::usage::UsageGuard::add_subscription) {
+            bump(&self.shared.stats.user_limit_refusals);
+            self.refuse(ErrorCode::TooManySubscriptions, u64::from(sub_id), refusal.to_string());
+            return true;
+        }
+        let held = self.subscriptions.len();
+        let keep_going = self.open_subscription(request);
+        if self.subscriptions.len() == held {
+            // Refused for another reason: the count is given back.
+            if let Some(usage) = self.usage.as_mut() {
+                usage.remove_subscription();
+            }
+        }
+        keep_going
+    }
+
+    fn open_subscription(&mut self, request: Subscribe) -> bool {
         if let Some(source) = request.source.clone() {
             return self.subscribe_stream(request, source);
         }
@@ -160,6 +180,9 @@ impl Session {
 
     fn release(&mut self, subscription: &SubRef) {
         self.conn.unlist_subscription(subscription.sub_id);
+        if let Some(usage) = self.usage.as_mut() {
+            usage.remove_subscription();
+        }
         if let Some(consumer) = self.stream_subs.remove(&subscription.sub_id) {
             self.release_stream_subscription(subscription, &consumer);
             return;

@@ -203,3 +203,36 @@ async fn a_bearer_token_of_a_trusted_issuer_signs_its_user_in_and_others_are_ref
     assert_eq!(broker.stats().auth_failures, 4);
     alice.close().await;
 }
+
+#[tokio::test]
+async fn a_users_limits_count_across_its_sessions_and_a_spent_rate_slows_without_losing() {
+    let users = users_file();
+    let carol = sift_auth::password::hash("carol").expect("hash");
+    let mut text = std::fs::read_to_string(&users).expect("read");
+    text.push_str(&format!(
+        "\n[[user]]\nname = \"carol\"\npassword_hash = \"{carol}\"\npublish = [\"orders.>\"]\nsubscribe = [\"orders.>\"]\n\
+         connections_max = 1\nsubscriptions_max = 2\npublish_msgs_per_s_max = 50\n"
+    ));
+    std::fs::write(&users, text).expect("rewritten");
+    let broker = broker_with(|config| config.auth.users_file = Some(users)).await;
+    let first = signed_in(&broker, "carol", "carol").await.expect("carol's first session");
+    let second = signed_in(&broker, "carol", "carol").await;
+    assert!(second.is_err(), "connections_max = 1: {second:?}");
+    let one = first.subscribe(SubscribeOptions::new("orders.a")).await.expect("first subscription");
+    let _two = first.subscribe(SubscribeOptions::new("orders.b")).await.expect("second subscription");
+    refused_with(first.subscribe(SubscribeOptions::new("orders.c")).await, ErrorCode::TooManySubscriptions);
+    // Frames of one connection are handled in order: the UNSUBSCRIBE gives
+    // the place back before the next SUBSCRIBE asks for it.
+    one.unsubscribe().await.expect("unsubscribe");
+    first.subscribe(SubscribeOptions::new("orders.c")).await.expect("the place was given back");
+    assert!(broker.stats().user_limit_refusals >= 2);
+
+    let alice = signed_in(&broker, "alice", ALICE_PASSWORD).await.expect("alice signs in");
+    let mut orders = alice.subscribe(SubscribeOptions::new("orders.rate")).await.expect("subscribe");
+    let expected: Vec<String> = (0..120).map(|index| format!("m{index}")).collect();
+    for payload in &expected {
+        first.publish(message("orders.rate", payload)).await.expect("publish");
+    }
+    assert_eq!(texts(&mut orders, expected.len()).await, expected, "slowed, nothing lost, in order");
+    assert!(broker.stats().publishes_throttled > 0, "120 messages at 50/s must have waited");
+}

@@ -11,10 +11,12 @@
 //! it, so that every door (native, HTTP, STOMP, MQTT) gets the same
 //! decision.
 
+pub mod keys;
 pub mod password;
 pub mod permissions;
+pub mod signing;
 pub mod tokens;
 pub mod users;
 
 pub use permissions::{Permissions, StreamAction, SubscribeDecision, SubscribeGrant, UserLimits};
-pub use users::{User, UsersError, UsersFile};
+pub use users::{SignedTopic, User, UsersError, UsersFile};

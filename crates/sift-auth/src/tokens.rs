@@ -69,26 +69,10 @@ impl TokenIssuer {
     /// An issuer with `public_key`: the 32 bytes of an Ed25519 public key
     /// in base64 (as `sift token keygen` prints), or a PEM `PUBLIC KEY`.
     pub fn new(name: &str, public_key: &str) -> Result<TokenIssuer, TokenError> {
-        let text = public_key.trim();
-        let key = if text.starts_with("-----BEGIN") {
-            DecodingKey::from_ed_pem(text.as_bytes()).map_err(|error| TokenError::Key(error.to_string()))?
-        } else {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text))
-                .map_err(|error| TokenError::Key(format!("public key is not base64: {error}")))?;
-            if bytes.len() != ED25519_PUBLIC_KEY_BYTES {
-                let reason = format!("an Ed25519 public key is {ED25519_PUBLIC_KEY_BYTES} bytes, not {}", bytes.len());
-                return Err(TokenError::Key(reason));
-            }
-            DecodingKey::from_ed_der(&bytes)
-        };
-        Ok(TokenIssuer { name: name.to_string(), key })
+        let bytes = crate::keys::ed25519_public_key(public_key).map_err(TokenError::Key)?;
+        Ok(TokenIssuer { name: name.to_string(), key: DecodingKey::from_ed_der(&bytes) })
     }
 }
-
-/// Bytes of a raw Ed25519 public key.
-const ED25519_PUBLIC_KEY_BYTES: usize = 32;
 
 /// The claims Sift reads and writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,6 +20,14 @@
 //! [[token_issuer]]                       # bearer tokens (JWT, Ed25519) it signs are taken
 //! name = "ops"                           # the tokens' `iss`
 //! public_key = "base64 of 32 bytes"      # `sift token keygen` prints one
+//!
+//! [[signing_key]]                        # keys that sign messages
+//! name = "plant-7"
+//! public_key = "base64 of 32 bytes"
+//!
+//! [[signed_topic]]                       # the broker refuses unsigned or forged messages here
+//! topic = "orders.>"
+//! keys = ["plant-7"]
 //! ```
 //!
 //! A `where` is a JMS selector unless `language` says `tags`, `regex` or
@@ -76,6 +84,11 @@ pub struct UsersFile {
     pub users: Vec<User>,
     /// Issuers whose bearer tokens sign users in.
     pub token_issuers: Vec<crate::tokens::TokenIssuer>,
+    /// Keys that sign messages (`[[signing_key]]`).
+    pub signing_keys: Vec<crate::signing::VerifyingKey>,
+    /// Topics whose messages must be signed, each with the keys it takes,
+    /// in the file's order (the first that matches a topic applies).
+    pub signed_topics: Vec<SignedTopic>,
     /// What an unauthenticated client may do, when anonymous access is
     /// allowed; `None`: nothing.
     pub anonymous: Option<Permissions>,
@@ -100,14 +113,60 @@ impl UsersFile {
             users.push(user);
         }
         let anonymous = raw.anonymous.map(RawEntry::anonymous).transpose()?;
-        let token_issuers = raw.token_issuer.iter().map(RawIssuer::issuer).collect::<Result<Vec<_>, _>>()?;
-        Ok(UsersFile { users, anonymous, token_issuers })
+        let token_issuers = raw.token_issuer.iter().map(RawKey::issuer).collect::<Result<Vec<_>, _>>()?;
+        let signing_keys = signing_keys(&raw.signing_key)?;
+        let signed_topics = signed_topics(&signing_keys, &raw.signed_topic)?;
+        Ok(UsersFile { users, anonymous, token_issuers, signing_keys, signed_topics })
     }
 
     /// The user named `name`.
     pub fn user(&self, name: &str) -> Option<&User> {
         self.users.iter().find(|user| user.name == name)
     }
+}
+
+/// A topic filter whose messages must be signed by one of `keys`.
+#[derive(Debug, Clone)]
+pub struct SignedTopic {
+    /// The topics it covers.
+    pub topic: TopicFilter,
+    /// The keys whose signatures it takes.
+    pub keys: Vec<crate::signing::VerifyingKey>,
+}
+
+/// The `[[signing_key]]`s, checked.
+fn signing_keys(keys: &[RawKey]) -> Result<Vec<crate::signing::VerifyingKey>, UsersError> {
+    let mut verifying = Vec::with_capacity(keys.len());
+    for key in keys {
+        let whom = format!("signing key {:?}", key.name);
+        let parsed = crate::signing::VerifyingKey::new(&key.name, &key.public_key)
+            .map_err(|reason| UsersError::Invalid { whom, field: "public_key", reason })?;
+        verifying.push(parsed);
+    }
+    Ok(verifying)
+}
+
+/// The `[[signed_topic]]`s, each with the `verifying` keys it names.
+fn signed_topics(
+    verifying: &[crate::signing::VerifyingKey],
+    topics: &[RawSignedTopic],
+) -> Result<Vec<SignedTopic>, UsersError> {
+    let mut signed = Vec::with_capacity(topics.len());
+    for entry in topics {
+        let whom = format!("signed topic {:?}", entry.topic);
+        let invalid = |field: &'static str, reason: String| UsersError::Invalid { whom: whom.clone(), field, reason };
+        let topic = TopicFilter::new(&entry.topic).map_err(|error| invalid("topic", error.to_string()))?;
+        if entry.keys.is_empty() {
+            return Err(invalid("keys", "names no key: no message could be published there".into()));
+        }
+        let mut keys = Vec::with_capacity(entry.keys.len());
+        for name in &entry.keys {
+            let key = verifying.iter().find(|key| key.name == *name);
+            keys.push(key.cloned().ok_or_else(|| invalid("keys", format!("no [[signing_key]] named {name:?}")))?);
+        }
+        signed.push(SignedTopic { topic, keys });
+    }
+    Ok(signed)
 }
 
 #[derive(Deserialize)]
@@ -117,18 +176,30 @@ struct RawFile {
     user: Vec<RawEntry>,
     anonymous: Option<RawEntry>,
     #[serde(default)]
-    token_issuer: Vec<RawIssuer>,
+    token_issuer: Vec<RawKey>,
+    #[serde(default)]
+    signing_key: Vec<RawKey>,
+    #[serde(default)]
+    signed_topic: Vec<RawSignedTopic>,
 }
 
-/// A `[[token_issuer]]` as written.
+/// A `[[token_issuer]]` or `[[signing_key]]` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawIssuer {
+struct RawKey {
     name: String,
     public_key: String,
 }
 
-impl RawIssuer {
+/// A `[[signed_topic]]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSignedTopic {
+    topic: String,
+    keys: Vec<String>,
+}
+
+impl RawKey {
     fn issuer(&self) -> Result<crate::tokens::TokenIssuer, UsersError> {
         let whom = format!("token issuer {:?}", self.name);
         if self.name.is_empty() || self.name.len() > USER_NAME_BYTES_MAX {

@@ -83,6 +83,9 @@ pub struct Access {
     config: AuthConfig,
     /// `None`: an open broker (which a reload cannot lock).
     users: Option<RwLock<Arc<Users>>>,
+    /// Whether the users file names signed topics: publishes elsewhere
+    /// skip the check without taking the lock.
+    signed_topics: std::sync::atomic::AtomicBool,
     /// Recent failures by user name, bounded by `failure_names_max`.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -93,13 +96,14 @@ struct Users {
     by_name: HashMap<String, sift_auth::User>,
     anonymous: Option<Arc<Permissions>>,
     token_issuers: Vec<sift_auth::tokens::TokenIssuer>,
+    signed_topics: Vec<sift_auth::SignedTopic>,
 }
 
 impl Users {
     fn of(file: UsersFile) -> Users {
         let anonymous = file.anonymous.map(Arc::new);
         let by_name = file.users.into_iter().map(|user| (user.name.clone(), user)).collect();
-        Users { by_name, anonymous, token_issuers: file.token_issuers }
+        Users { by_name, anonymous, token_issuers: file.token_issuers, signed_topics: file.signed_topics }
     }
 }
 
@@ -130,21 +134,37 @@ fn standing_of(user: &sift_auth::User) -> Standing {
 impl Access {
     /// An open broker: no users file.
     pub fn open(config: AuthConfig) -> Access {
-        Access { config, users: None, failures: Mutex::new(HashMap::new()) }
+        Access { config, users: None, signed_topics: Default::default(), failures: Mutex::new(HashMap::new()) }
     }
 
     /// A broker with the users of `file`.
     pub fn with_users(config: AuthConfig, file: UsersFile) -> Access {
+        let signed_topics = std::sync::atomic::AtomicBool::new(!file.signed_topics.is_empty());
         let users = RwLock::new(Arc::new(Users::of(file)));
-        Access { config, users: Some(users), failures: Mutex::new(HashMap::new()) }
+        Access { config, users: Some(users), signed_topics, failures: Mutex::new(HashMap::new()) }
     }
 
     /// Puts `file` in place of the users the broker had: sign-ins from now
     /// on use it; signed-in sessions keep their standing.
     pub fn replace(&self, file: UsersFile) -> Result<(), StartedOpen> {
         let Some(users) = &self.users else { return Err(StartedOpen) };
+        self.signed_topics.store(!file.signed_topics.is_empty(), std::sync::atomic::Ordering::Relaxed);
         *users.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Users::of(file));
         Ok(())
+    }
+
+    /// Checks the signature of a message about to be published, when its
+    /// topic is one of the users file's `[[signed_topic]]`s (the first
+    /// that matches); every other message passes.
+    pub fn check_signature(&self, message: &sift_core::Message) -> Result<(), sift_auth::signing::SignatureError> {
+        if !self.signed_topics.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        let Some(users) = self.users() else { return Ok(()) };
+        match users.signed_topics.iter().find(|rule| rule.topic.matches(&message.topic)) {
+            Some(rule) => sift_auth::signing::verify(message, &rule.keys).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// The users now in force; `None` on an open broker.

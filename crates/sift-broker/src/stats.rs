@@ -85,6 +85,8 @@ counters! {
     user_limit_refusals,
     /// Publishes that waited for their user's `publish_*_per_s_max`.
     publishes_throttled,
+    /// Messages refused on a signed topic: unsigned, by another key, or forged.
+    signature_refusals,
     /// ACK or NACK tags that were not awaiting an acknowledgement.
     unknown_delivery_tags,
     /// Match lookups answered from a connection's cache.

@@ -82,7 +82,7 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::DuplicateSubscription | ErrorCode::StreamExists | ErrorCode::DurableInUse => StatusCode::CONFLICT,
         ErrorCode::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         ErrorCode::AuthRequired | ErrorCode::AuthFailed => StatusCode::UNAUTHORIZED,
-        ErrorCode::PermissionDenied => StatusCode::FORBIDDEN,
+        ErrorCode::PermissionDenied | ErrorCode::BadSignature => StatusCode::FORBIDDEN,
         ErrorCode::ShuttingDown | ErrorCode::StorageError => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal | ErrorCode::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::Malformed

@@ -73,6 +73,10 @@ pub enum ErrorCode {
     /// The port speaks TLS and the client sent plain text (sent in plain
     /// text before the broker closes).
     TlsRequired,
+    /// The topic requires messages signed by one of its keys, and this
+    /// one is unsigned, signed by another key, or changed after signing;
+    /// the session goes on.
+    BadSignature,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -112,13 +116,14 @@ impl ErrorCode {
             ErrorCode::AuthFailed => 29,
             ErrorCode::PermissionDenied => 30,
             ErrorCode::TlsRequired => 31,
+            ErrorCode::BadSignature => 32,
             ErrorCode::Unknown(code) => code,
         }
     }
 
     /// The code for a wire value; unknown values are kept, not rejected.
     pub fn from_code(code: u16) -> ErrorCode {
-        const KNOWN: [ErrorCode; 31] = [
+        const KNOWN: [ErrorCode; 32] = [
             ErrorCode::Malformed,
             ErrorCode::UnsupportedVersion,
             ErrorCode::FrameTooLarge,
@@ -150,6 +155,7 @@ impl ErrorCode {
             ErrorCode::AuthFailed,
             ErrorCode::PermissionDenied,
             ErrorCode::TlsRequired,
+            ErrorCode::BadSignature,
         ];
         KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
@@ -188,6 +194,7 @@ impl ErrorCode {
             ErrorCode::AuthFailed => "auth_failed",
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::TlsRequired => "tls_required",
+            ErrorCode::BadSignature => "bad_signature",
             ErrorCode::Unknown(_) => "unknown",
         }
     }
@@ -204,7 +211,7 @@ mod tests {
     use super::*;
 
     /// The highest code this version knows.
-    const LAST_KNOWN: u16 = 31;
+    const LAST_KNOWN: u16 = 32;
 
     #[test]
     fn codes_round_trip_and_unknown_codes_survive() {

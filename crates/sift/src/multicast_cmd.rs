@@ -120,7 +120,7 @@ pub async fn publish(
 /// until `count` or SIGINT; missed ranges go to standard error.
 pub async fn subscribe(
     args: &MulticastArgs,
-    group: SocketAddrV4,
+    (group, verify_keys): (SocketAddrV4, Option<&[sift_auth::signing::VerifyingKey]>),
     topic: &str,
     content: Option<(FilterKind, String)>,
     count: Option<u64>,
@@ -144,6 +144,11 @@ pub async fn subscribe(
         match event {
             None => break,
             Some(MulticastEvent::Message { message, .. }) => {
+                // A forged packet on the LAN is dropped here, by the
+                // receiver: there is no broker on the way to refuse it.
+                if !crate::sub_cmd::verified(&message, verify_keys) {
+                    continue;
+                }
                 let line = match format {
                     "json" => Some(crate::sub_cmd::message_json(&message, &[])),
                     "none" => None,

@@ -22,6 +22,17 @@ pub struct PubArgs {
     /// Topic to publish on.
     #[arg(long)]
     topic: String,
+    /// Sign every message with the Ed25519 private key in this file
+    /// (PKCS#8 PEM, from `sift token keygen`), as --signer.
+    #[arg(long, value_name = "FILE", requires = "signer")]
+    sign_key: Option<PathBuf>,
+    /// The name receivers and the broker know the --sign-key by (a
+    /// `[[signing_key]]` of their keys or users file).
+    #[arg(long, value_name = "NAME", requires = "sign_key")]
+    signer: Option<String>,
+    /// The key of --sign-key, read once.
+    #[arg(skip)]
+    signing: Option<std::sync::Arc<sift_auth::signing::SigningKey>>,
     /// Property NAME=VALUE, typed by form: true/false, integers, decimals, else
     /// strings; NAME="42" forces a string. Repeatable.
     #[arg(long = "prop", value_name = "NAME=VALUE")]
@@ -148,7 +159,14 @@ fn build_message(args: &PubArgs) -> Result<Message, CliError> {
 }
 
 /// Publishes `--count` messages, printing one line per confirm.
-pub async fn run(args: PubArgs) -> Result<(), CliError> {
+pub async fn run(mut args: PubArgs) -> Result<(), CliError> {
+    if let (Some(path), Some(name)) = (&args.sign_key, &args.signer) {
+        let pem = std::fs::read_to_string(path)
+            .map_err(|source| CliError::File { path: path.display().to_string(), source })?;
+        let key = sift_auth::signing::SigningKey::from_pem(name, &pem)
+            .map_err(|reason| CliError::Usage(format!("--sign-key {}: {reason}", path.display())))?;
+        args.signing = Some(std::sync::Arc::new(key));
+    }
     let message = build_message(&args)?;
     let await_delivered = match args.await_mode.as_deref() {
         None => false,
@@ -216,6 +234,7 @@ async fn publish_lines(
     {
         let mut message = nth_message(args, template, index);
         message.payload = Bytes::from(line);
+        sign_if_asked(args, &mut message);
         index += 1;
         print_confirm(index, &client.publish_confirmed(message, options).await?);
     }
@@ -256,7 +275,16 @@ pub fn nth_message(args: &PubArgs, template: &Message, index: u64) -> Message {
     if args.ttl_ms > 0 {
         next.expiry_ns = sift_core::system_now_ns() + args.ttl_ms * 1_000_000;
     }
+    sign_if_asked(args, &mut next);
     next
+}
+
+/// Signs `message` with `--sign-key`, when given: last, over what it now
+/// holds.
+fn sign_if_asked(args: &PubArgs, message: &mut Message) {
+    if let Some(key) = &args.signing {
+        sift_auth::signing::sign(message, key);
+    }
 }
 
 /// `--file`: opens `--streams` connections and sends the file over them.

@@ -22,6 +22,12 @@ pub struct SubArgs {
     server: String,
     #[command(flatten)]
     sign_in: crate::sign_in::SignInArgs,
+    /// Verify every message's signature with the `[[signing_key]]`s of
+    /// this TOML file (a keys file, or a broker's users file); messages
+    /// unsigned, by other keys or changed after signing are refused on
+    /// standard error and not printed.
+    #[arg(long, value_name = "KEYS")]
+    verify: Option<std::path::PathBuf>,
     /// Topic filter: `*` matches one token, `>` the rest. Optional with
     /// --stream, which then reads every topic of the stream.
     #[arg(long)]
@@ -154,9 +160,18 @@ fn topic_filter(args: &SubArgs) -> Result<String, CliError> {
 
 pub async fn run(args: SubArgs) -> Result<(), CliError> {
     let topic = topic_filter(&args)?;
+    let verify_keys = args.verify.as_deref().map(read_verify_keys).transpose()?;
     if let Some(group) = args.multicast.multicast {
         let (content, count) = (args.content_filter(), args.count);
-        return crate::multicast_cmd::subscribe(&args.multicast, group, &topic, content, count, &args.format).await;
+        return crate::multicast_cmd::subscribe(
+            &args.multicast,
+            (group, verify_keys.as_deref()),
+            &topic,
+            content,
+            count,
+            &args.format,
+        )
+        .await;
     }
     let policy = match &args.policy {
         Some(text) => {
@@ -258,6 +273,12 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
             }
             Some(SubscriptionEvent::Delivery(delivery)) => delivery,
         };
+        if !verified(&delivery.message, verify_keys.as_deref()) {
+            if manual {
+                delivery.ack()?;
+            }
+            continue;
+        }
         let delivery = match &mut saver {
             Some(saver) => match saver.accept(delivery)? {
                 Some(plain) => plain,
@@ -286,6 +307,33 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     match saver {
         Some(saver) => saver.finish(),
         None => Ok(()),
+    }
+}
+
+/// The `[[signing_key]]`s of the `--verify` file.
+fn read_verify_keys(path: &std::path::Path) -> Result<Vec<sift_auth::signing::VerifyingKey>, CliError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| CliError::File { path: path.display().to_string(), source })?;
+    let file = sift_auth::UsersFile::parse(&text)
+        .map_err(|error| CliError::Usage(format!("--verify {}: {error}", path.display())))?;
+    if file.signing_keys.is_empty() {
+        return Err(CliError::Usage(format!("--verify {}: the file names no [[signing_key]]", path.display())));
+    }
+    Ok(file.signing_keys)
+}
+
+/// Whether `message` passes `--verify` (always, without it); a refusal
+/// is told on standard error.
+pub fn verified(message: &sift_core::Message, keys: Option<&[sift_auth::signing::VerifyingKey]>) -> bool {
+    let Some(keys) = keys else { return true };
+    match sift_auth::signing::verify(message, keys) {
+        Ok(_) => true,
+        Err(error) => {
+            // A closed standard error (a script that stopped listening)
+            // loses the line rather than the subscriber.
+            let _ = writeln!(std::io::stderr().lock(), "refused a message on {}: {error}", message.topic);
+            false
+        }
     }
 }
 

@@ -42,6 +42,7 @@ ERROR_CODE_NAMES: dict[int, str] = {
     29: "auth_failed",
     30: "permission_denied",
     31: "tls_required",
+    32: "bad_signature",
 }
 
 _POSITION = re.compile(r"\bat byte (\d+)")

@@ -170,6 +170,19 @@ impl Session {
         false
     }
 
+    /// Whether `publish` carries the signature its topic requires; if not,
+    /// it is refused with `bad_signature` (counted, and written to the
+    /// audit log), and the session goes on.
+    pub(crate) fn signed_as_required(&self, publish: &sift_proto::Publish) -> bool {
+        let Err(error) = self.shared.access.check_signature(&publish.message) else { return true };
+        bump(&self.shared.stats.signature_refusals);
+        let topic = publish.message.topic.as_str();
+        let user = self.standing.user().unwrap_or("anonymous");
+        tracing::info!(target: "sift::audit", user, door = %self.conn.door, peer = %self.conn.peer, topic, %error, "unsigned or forged message refused");
+        self.refuse(ErrorCode::BadSignature, publish.request_id, format!("{topic}: {error}"));
+        false
+    }
+
     /// Counts the session against its user's limits (after the standing
     /// changed), giving back what an earlier standing held; past the
     /// user's `connections_max` the session is closed with a fatal

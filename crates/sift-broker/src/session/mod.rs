@@ -346,7 +346,9 @@ impl Session {
         }
         match frame {
             Frame::Publish(publish) => {
-                if self.permits(access::Action::Publish(&publish.message.topic), publish.request_id) {
+                if self.permits(access::Action::Publish(&publish.message.topic), publish.request_id)
+                    && self.signed_as_required(&publish)
+                {
                     let bytes = publish.message.payload.len();
                     match self.usage.as_ref().and_then(|usage| usage.publish(bytes, std::time::Instant::now())) {
                         None => self.publisher.publish(publish),

@@ -519,3 +519,52 @@ fn a_flooding_sender_is_bounded_by_the_receivers_buffers_and_reported() {
         summary.split([',', ';']).map(str::trim).find(|part| part.ends_with(" overflowed")).expect("an overflow count");
     assert_ne!(overflowed, "0 overflowed", "{report}; {summary}");
 }
+
+/// Makes a key pair with `sift token keygen` in `dir`; returns the private
+/// key's file and the public key.
+fn keygen(dir: &std::path::Path, name: &str) -> (String, String) {
+    let key = dir.join(format!("{name}.pem"));
+    let output = std::process::Command::new(SIFT)
+        .args(["token", "keygen", "--key", key.to_str().expect("UTF-8 path")])
+        .output()
+        .expect("sift token keygen runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (key.display().to_string(), String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+#[test]
+fn a_receiver_drops_forged_multicast_messages_it_cannot_verify() {
+    let Some((mut lab, hosts)) = lan(&['a', 'b']) else { return };
+    let dir = std::env::temp_dir().join(format!("sift-signed-multicast-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("key directory");
+    let (plant_key, plant_public) = keygen(&dir, "plant");
+    let (forger_key, _) = keygen(&dir, "forger");
+    let keys = dir.join("keys.toml");
+    std::fs::write(&keys, format!("[[signing_key]]\nname = \"plant\"\npublic_key = \"{plant_public}\"\n"))
+        .expect("keys file");
+    let keys_path = keys.display().to_string();
+    let receiver =
+        start_multicast_sub(&mut lab, &hosts[1], &["--topic", "plant.>", "--verify", &keys_path, "--count", "2"]);
+    let send = |payload: &str, key: &str| {
+        let args = [
+            "--topic",
+            "plant.line1",
+            "--payload",
+            payload,
+            "--mode",
+            "reliable",
+            "--sign-key",
+            key,
+            "--signer",
+            "plant",
+        ];
+        multicast_pub(&lab, &hosts[0], &args);
+    };
+    send("genuine", &plant_key);
+    send("forged", &forger_key);
+    multicast_pub(&lab, &hosts[0], &["--topic", "plant.line1", "--payload", "unsigned", "--mode", "reliable"]);
+    send("sentinel", &plant_key);
+    let output = finished_output(&mut lab, receiver);
+    assert_eq!(payloads(&output), ["genuine", "sentinel"], "only what verifies is printed, in order");
+    let _ = std::fs::remove_dir_all(&dir);
+}

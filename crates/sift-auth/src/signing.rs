@@ -1,0 +1,228 @@
+//! Signed messages (seed 000 §8): a publisher signs a message with its
+//! Ed25519 key over the topic, the properties, the metadata and the
+//! payload; the broker refuses unsigned or forged messages on topics that
+//! require a signature, and a subscriber verifies end to end.
+//!
+//! The signature travels in two properties, so that it crosses every door
+//! and broker link unchanged: `sift.signer` (the key's name) and
+//! `sift.signature` (base64url of the 64 signature bytes). What is signed
+//! is [`canonical`]: a fixed encoding of the topic, the properties sorted
+//! (so that a door that reorders them breaks nothing), `sift.signer`
+//! among them (binding the key named) and `sift.signature` not, the
+//! metadata and the payload. Broker stamps (id, time, publisher, hops) are
+//! not signed: they change on the way.
+
+use base64::Engine;
+use ring::signature::{Ed25519KeyPair, UnparsedPublicKey, ED25519};
+use sift_core::{Message, Value};
+
+/// The property naming the key that signed the message.
+pub const SIGNER_PROPERTY: &str = "sift.signer";
+/// The property holding the signature (base64url, no padding).
+pub const SIGNATURE_PROPERTY: &str = "sift.signature";
+/// What the canonical encoding starts with: the scheme and its version.
+const CANONICAL_PREFIX: &[u8] = b"sift-signature-v1\0";
+
+/// Why a message's signature does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// It carries no `sift.signature` (or no `sift.signer`).
+    #[error("the message is not signed")]
+    Unsigned,
+    /// Its signer is not among the keys accepted here.
+    #[error("signer {0:?} is not accepted here")]
+    UnknownSigner(String),
+    /// The signature does not verify with the signer's key: the message
+    /// was changed after signing, or signed by another key.
+    #[error("the signature of {0:?} does not verify: forged or changed")]
+    Forged(String),
+    /// The signature property is not base64url.
+    #[error("malformed signature: {0}")]
+    Malformed(String),
+}
+
+/// A key that signs messages, with the name receivers know it by.
+pub struct SigningKey {
+    /// The name written in `sift.signer`.
+    pub name: String,
+    pair: Ed25519KeyPair,
+}
+
+impl SigningKey {
+    /// The key in `pem` (PKCS#8, as `sift token keygen` or `openssl genpkey
+    /// -algorithm ed25519` writes), known as `name`.
+    pub fn from_pem(name: &str, pem: &str) -> Result<SigningKey, String> {
+        Ok(SigningKey { name: name.to_string(), pair: crate::keys::ed25519_private_key(pem)? })
+    }
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("SigningKey").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// A key that verifies messages: a name and an Ed25519 public key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyingKey {
+    /// The name signers write in `sift.signer`.
+    pub name: String,
+    key: [u8; crate::keys::ED25519_PUBLIC_KEY_BYTES],
+}
+
+impl VerifyingKey {
+    /// `public_key` (base64 of 32 bytes, or PEM), known as `name`.
+    pub fn new(name: &str, public_key: &str) -> Result<VerifyingKey, String> {
+        Ok(VerifyingKey { name: name.to_string(), key: crate::keys::ed25519_public_key(public_key)? })
+    }
+}
+
+/// Signs `message` with `key`: replaces any signature it had.
+pub fn sign(message: &mut Message, key: &SigningKey) {
+    message.properties.retain(|(name, _)| name != SIGNER_PROPERTY && name != SIGNATURE_PROPERTY);
+    message.properties.push((SIGNER_PROPERTY.to_string(), Value::Str(key.name.as_str().into())));
+    let signature = key.pair.sign(&canonical(message));
+    let text = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature.as_ref());
+    message.properties.push((SIGNATURE_PROPERTY.to_string(), Value::Str(text.into())));
+}
+
+/// Checks `message`'s signature against `keys`; the key that signed it.
+pub fn verify<'keys>(message: &Message, keys: &'keys [VerifyingKey]) -> Result<&'keys VerifyingKey, SignatureError> {
+    let text = |name: &str| {
+        message.properties.iter().find(|(property, _)| property == name).and_then(|(_, value)| match value {
+            Value::Str(text) => Some(text.clone()),
+            _ => None,
+        })
+    };
+    let (Some(signer), Some(signature)) = (text(SIGNER_PROPERTY), text(SIGNATURE_PROPERTY)) else {
+        return Err(SignatureError::Unsigned);
+    };
+    let key = keys
+        .iter()
+        .find(|key| *key.name == *signer)
+        .ok_or_else(|| SignatureError::UnknownSigner(signer.to_string()))?;
+    let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(signature.as_bytes())
+        .map_err(|error| SignatureError::Malformed(error.to_string()))?;
+    UnparsedPublicKey::new(&ED25519, &key.key)
+        .verify(&canonical(message), &signature)
+        .map_err(|_| SignatureError::Forged(key.name.clone()))?;
+    Ok(key)
+}
+
+/// The bytes a signature covers (see the module's documentation).
+pub fn canonical(message: &Message) -> Vec<u8> {
+    let mut properties: Vec<Vec<u8>> = message
+        .properties
+        .iter()
+        .filter(|(name, _)| name != SIGNATURE_PROPERTY)
+        .map(|(name, value)| {
+            let mut encoded = Vec::new();
+            put_bytes(&mut encoded, name.as_bytes());
+            put_value(&mut encoded, value);
+            encoded
+        })
+        .collect();
+    properties.sort_unstable();
+    let metadata = message.metadata.as_deref();
+    let mut bytes = Vec::with_capacity(CANONICAL_PREFIX.len() + message.payload.len() + 64);
+    bytes.extend_from_slice(CANONICAL_PREFIX);
+    put_bytes(&mut bytes, message.topic.as_str().as_bytes());
+    bytes.extend_from_slice(&(properties.len() as u32).to_be_bytes());
+    for property in properties {
+        bytes.extend_from_slice(&property);
+    }
+    bytes.push(u8::from(metadata.is_some()));
+    put_bytes(&mut bytes, metadata.unwrap_or_default());
+    put_bytes(&mut bytes, &message.payload);
+    bytes
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn put_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Bool(flag) => out.extend_from_slice(&[b'b', u8::from(*flag)]),
+        Value::Int(number) => {
+            out.push(b'i');
+            out.extend_from_slice(&number.to_be_bytes());
+        }
+        Value::Float(number) => {
+            out.push(b'f');
+            out.extend_from_slice(&number.to_bits().to_be_bytes());
+        }
+        Value::Str(text) => {
+            out.push(b's');
+            put_bytes(out, text.as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_core::TopicName;
+
+    fn keys(name: &str) -> (SigningKey, VerifyingKey) {
+        let (private, public) = crate::tokens::generate_key().expect("key pair");
+        (SigningKey::from_pem(name, &private).expect("signing key"), VerifyingKey::new(name, &public).expect("key"))
+    }
+
+    fn order() -> Message {
+        let mut message = Message::new(TopicName::new("orders.eu").expect("topic"), "42 widgets");
+        message.properties = vec![("region".into(), Value::Str("EU".into())), ("amount".into(), Value::Int(42))];
+        message.metadata = Some("<order/>".into());
+        message
+    }
+
+    #[test]
+    fn a_signed_message_verifies_whatever_the_order_of_its_properties() {
+        let (signing, verifying) = keys("ops");
+        let mut message = order();
+        sign(&mut message, &signing);
+        message.properties.reverse();
+        message.id = 99;
+        assert_eq!(verify(&message, std::slice::from_ref(&verifying)).map(|key| key.name.as_str()), Ok("ops"));
+    }
+
+    #[test]
+    fn any_change_to_what_is_signed_is_a_forgery() {
+        let (signing, verifying) = keys("ops");
+        let mut signed = order();
+        sign(&mut signed, &signing);
+        let changes: [fn(&mut Message); 5] = [
+            |message| message.payload = "43 widgets".into(),
+            |message| message.properties[0].1 = Value::Str("US".into()),
+            |message| message.properties.push(("extra".into(), Value::Bool(true))),
+            |message| message.metadata = None,
+            |message| message.topic = TopicName::new("orders.us").expect("topic"),
+        ];
+        for change in changes {
+            let mut message = signed.clone();
+            change(&mut message);
+            assert_eq!(verify(&message, std::slice::from_ref(&verifying)), Err(SignatureError::Forged("ops".into())));
+        }
+    }
+
+    #[test]
+    fn unsigned_unknown_and_impostor_signers_are_refused() {
+        let (signing, verifying) = keys("ops");
+        let (impostor, _) = keys("ops");
+        assert_eq!(verify(&order(), std::slice::from_ref(&verifying)), Err(SignatureError::Unsigned));
+        let mut by_impostor = order();
+        sign(&mut by_impostor, &impostor);
+        assert_eq!(verify(&by_impostor, std::slice::from_ref(&verifying)), Err(SignatureError::Forged("ops".into())));
+        let (stranger, _) = keys("stranger");
+        let mut by_stranger = order();
+        sign(&mut by_stranger, &stranger);
+        let refused = verify(&by_stranger, std::slice::from_ref(&verifying));
+        assert_eq!(refused, Err(SignatureError::UnknownSigner("stranger".into())));
+        let mut signed = order();
+        sign(&mut signed, &signing);
+        sign(&mut signed, &signing);
+        assert_eq!(signed.properties.iter().filter(|(name, _)| name == SIGNATURE_PROPERTY).count(), 1);
+    }
+}

@@ -1,0 +1,94 @@
+"""Signed messages end to end, as a user runs them: keys made by `sift
+token keygen` (and by openssl), a broker whose users file requires
+signatures on `orders.>` from listed keys, `sift pub --sign-key`, and
+`sift sub --verify`. The broker refuses unsigned and forged messages at
+ingress (`bad_signature`, HTTP 403); the subscriber drops what does not
+verify and says so, and what verifies arrives (a sentinel shows that
+nothing else came)."""
+
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import sift_binary, start_broker
+from sdk_support import TIMEOUT
+
+
+def sift(*args, check=True):
+    done = subprocess.run([sift_binary(), *args], capture_output=True, text=True, timeout=TIMEOUT)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture
+def signed_broker(tmp_path):
+    plant = sift("token", "keygen", "--key", str(tmp_path / "plant.pem")).stdout.strip()
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(tmp_path / "office.pem")],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    office = subprocess.run(["openssl", "pkey", "-in", str(tmp_path / "office.pem"), "-pubout"], check=True,
+                            capture_output=True, text=True, timeout=TIMEOUT).stdout
+    sift("token", "keygen", "--key", str(tmp_path / "forger.pem"))
+    keys = (f'[[signing_key]]\nname = "plant"\npublic_key = "{plant}"\n\n'
+            f'[[signing_key]]\nname = "office"\npublic_key = """{office}"""\n')
+    (tmp_path / "keys.toml").write_text(keys)
+    (tmp_path / "users.toml").write_text(
+        '[anonymous]\npublish = [">"]\nsubscribe = [">"]\n\n' + keys
+        + '\n[[signed_topic]]\ntopic = "orders.>"\nkeys = ["plant", "office"]\n')
+    running = start_broker(extra_args=("--users", str(tmp_path / "users.toml")))
+    try:
+        yield running, tmp_path
+    finally:
+        running.stop()
+
+
+def publish(broker, topic, payload, *signing):
+    return sift("pub", "--server", broker.native, "--topic", topic, "--payload", payload, *signing, check=False)
+
+
+def test_the_broker_refuses_unsigned_and_forged_messages_on_a_signed_topic(signed_broker):
+    broker, keys = signed_broker
+    unsigned = publish(broker, "orders.new", "no signature")
+    assert unsigned.returncode != 0 and "bad_signature" in unsigned.stderr, unsigned.stderr
+    assert "not signed" in unsigned.stderr, unsigned.stderr
+    forged = publish(broker, "orders.new", "forged", "--sign-key", str(keys / "forger.pem"), "--signer", "plant")
+    assert forged.returncode != 0 and "forged or changed" in forged.stderr, forged.stderr
+    stranger = publish(broker, "orders.new", "who", "--sign-key", str(keys / "forger.pem"), "--signer", "stranger")
+    assert stranger.returncode != 0 and "not accepted" in stranger.stderr, stranger.stderr
+    for key, signer in (("plant.pem", "plant"), ("office.pem", "office")):
+        signed = publish(broker, "orders.new", "signed", "--sign-key", str(keys / key), "--signer", signer)
+        assert signed.returncode == 0, signed.stderr
+    assert publish(broker, "news.today", "unsigned is fine here").returncode == 0
+    request = urllib.request.Request(f"{broker.http_url}/v1/messages?topic=orders.new", data=b"x", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=TIMEOUT)
+    assert refused.value.code == 403
+    assert "bad_signature" in refused.value.read().decode()
+
+
+def test_a_subscriber_verifies_end_to_end_and_drops_what_does_not_verify(signed_broker):
+    broker, keys = signed_broker
+    subscriber = subprocess.Popen(
+        [sift_binary(), "sub", "--server", broker.native, "--topic", ">", "--verify", str(keys / "keys.toml"),
+         "--count", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert subscriber.stderr.readline().startswith("subscribed to"), "the subscription is live"
+        plant = ("--sign-key", str(keys / "plant.pem"), "--signer", "plant")
+        assert publish(broker, "orders.new", "from the plant", *plant).returncode == 0
+        assert publish(broker, "news.today", "unsigned news").returncode == 0
+        forged = ("--sign-key", str(keys / "forger.pem"), "--signer", "plant")
+        assert publish(broker, "news.today", "forged news", *forged).returncode == 0, "not a signed topic"
+        assert publish(broker, "news.sentinel", "sentinel", *plant).returncode == 0
+        out, err = subscriber.communicate(timeout=TIMEOUT)
+    finally:
+        if subscriber.poll() is None:
+            subscriber.kill()
+            subscriber.wait()
+    assert subscriber.returncode == 0, err
+    printed = out.splitlines()
+    assert len(printed) == 2 and "from the plant" in printed[0] and "sentinel" in printed[1], out
+    assert "refused a message on news.today: the message is not signed" in err, err
+    assert "refused a message on news.today: the signature of \"plant\" does not verify" in err, err

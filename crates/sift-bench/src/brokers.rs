@@ -27,6 +27,7 @@ impl Endpoints {
     /// The running broker of `--server`, or else one embedded broker.
     pub async fn from_options(common: &CommonArgs) -> Result<Endpoints, BenchError> {
         crate::tls::setup(common)?;
+        crate::signing::setup(common)?;
         match &common.server {
             Some(address) => Ok(Endpoints::remote(address, None)),
             None => Endpoints::chain(1).await,
@@ -52,6 +53,7 @@ impl Endpoints {
             let mut config = Config::scratch();
             let name = format!("bench-{index}");
             config.tls = crate::tls::embedded_broker(&name)?;
+            config.auth.users_file = crate::signing::users_file();
             if length > 1 {
                 config.network.name = name;
                 config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
@@ -146,6 +148,7 @@ impl Endpoints {
             broker.shutdown().await;
         }
         crate::tls::cleanup();
+        crate::signing::cleanup();
     }
 }
 

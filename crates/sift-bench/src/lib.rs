@@ -76,6 +76,7 @@ pub mod publisher;
 pub mod report;
 pub mod scenarios;
 pub mod shaped;
+pub mod signing;
 pub mod stamp;
 pub mod stats;
 pub mod subscriber;

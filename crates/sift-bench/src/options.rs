@@ -26,6 +26,10 @@ pub struct CommonArgs {
     /// run; a `--server` broker's CA is `--tls-ca`.
     #[arg(long)]
     pub tls: bool,
+    /// Every message is signed by its publisher and verified by its
+    /// subscriber (Ed25519); embedded brokers also require the signature.
+    #[arg(long)]
+    pub sign: bool,
     /// With `--tls --server`: the CA the broker's certificate chains to.
     #[arg(long, value_name = "PEM", requires = "tls")]
     pub tls_ca: Option<PathBuf>,

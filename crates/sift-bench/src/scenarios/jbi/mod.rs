@@ -158,6 +158,9 @@ const HTTP_SUBSCRIPTIONS_MAX: u32 = 50_000;
 
 /// The brokers and, for `--via http`, the HTTP front-end of the run.
 async fn open(args: &JbiArgs) -> Result<(Endpoints, Option<sift_http::HttpFrontEnd>, Via), BenchError> {
+    if args.via == ViaArg::Http && (args.common.sign || args.common.tls) {
+        return Err(BenchError::Usage("--sign and --tls measure the native clients; not with --via http".into()));
+    }
     match (args.via, &args.common.server) {
         (ViaArg::Native, _) => Ok((Endpoints::from_options(&args.common).await?, None, Via::Native)),
         (ViaArg::Http, Some(_)) => {
@@ -196,6 +199,7 @@ pub async fn run(args: JbiArgs) -> Result<(), BenchError> {
     }
     endpoints.shutdown().await;
     let measured = measured?;
+    crate::signing::check()?;
     let summaries: Vec<Option<Summary>> = measured.rounds.iter().map(|rounds| Summary::of(rounds)).collect();
     fill_report(&mut report, &args, &plan, &summaries)?;
     report.tables.push(tables::registration_table(&plan, &measured.registrations)?);
@@ -226,6 +230,8 @@ fn fill_report(
     let list = |values: Vec<String>| values.join(",");
     report.parameter("server", args.common.server.as_deref().unwrap_or("embedded"));
     report.parameter("via", if args.via == ViaArg::Http { "http" } else { "native" });
+    report.parameter("tls", if args.common.tls { "on" } else { "off" });
+    report.parameter("sign", if args.common.sign { "on" } else { "off" });
     report.parameter("experiments", list(plan.choices.experiments.iter().map(|e| e.name().to_string()).collect()));
     report.parameter("levels", list(plan.choices.levels.iter().map(u64::to_string).collect()));
     report.parameter("steady_level", plan.choices.steady_level);

@@ -216,6 +216,9 @@ async fn receive(
 ) {
     while let Some(arrival) = receiver.recv().await {
         let message = &arrival.delivery.message;
+        // Verified as the application would before using it; a failure
+        // fails the run at its end.
+        crate::signing::verify(message);
         let bytes = message.payload.len() + message.metadata.as_ref().map_or(0, |metadata| metadata.len());
         let departure = lock(&link).as_mut().map(|link| link.departure(bytes, arrival.at));
         if let Some(departure) = departure {

@@ -59,6 +59,7 @@ from websockets.sync.client import connect as websocket_connect
 
 import sift
 from conftest import start_broker
+from http_support import deliveries
 from sdk_support import TIMEOUT, broker_config, connect, http_json
 from stomp_support import stomp_client
 from test_mqtt import Mqtt, properties as mqtt_properties
@@ -524,18 +525,8 @@ class EventStreamSubscriber(Subscriber):
         self.reader.start()
 
     def read(self, response):
-        with response:
-            event, data = "message", []
-            for raw in response:
-                line = raw.decode().rstrip("\r\n")
-                if line.startswith("event:"):
-                    event = line[len("event:"):].strip()
-                elif line.startswith("data:"):
-                    data.append(line[len("data:"):].strip())
-                elif not line and data:
-                    if event == "message":
-                        self.deliver(received_from_json(json.loads("\n".join(data))))
-                    event, data = "message", []
+        for delivery in deliveries(response):
+            self.deliver(received_from_json(delivery))
 
     async def disconnect(self):
         url = f"{self.broker.http_url}/v1/subscriptions/{self.id}"

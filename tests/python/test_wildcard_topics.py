@@ -10,7 +10,6 @@ form of its protocol.
 """
 
 import asyncio
-import http.server
 import json
 import queue
 import threading
@@ -20,40 +19,11 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from websockets.sync.client import connect as websocket_connect
 
+from http_support import CallbackReceiver
 from sdk_support import TIMEOUT, collect, connect, http_json
 from stomp_support import stomp_client, take
 
 TOPICS = ["quotes.nyse", "quotes.lse"]
-
-
-class CallbackReceiver:
-    """An HTTP server on loopback that puts each callback POST's JSON on a queue."""
-
-    def __init__(self):
-        received = self.received = queue.Queue()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["content-length"]))
-                received.put(json.loads(body))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *_):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def event_stream_topics(url, count, ready):

@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use crate::counters::HttpCounters;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::subscriptions::{delivery_json, unknown, HttpSubscription};
+use crate::subscriptions::{delivery_json, HttpSubscription};
 
 /// Interval of the comment lines that keep an idle event stream open
 /// through proxies.
@@ -89,10 +89,12 @@ impl Outgoing {
 /// `GET /v1/subscriptions/{id}/events`.
 pub(crate) async fn events(
     State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let http_subscription = state.subscriptions.get(&id).ok_or_else(|| unknown(&id))?;
+    // Only the caller that created the subscription may read it.
+    let http_subscription = crate::subscriptions::owned(&state, &caller, &id)?;
     let Some((subscription, stopped)) = http_subscription.attach_stream().await else {
         let text = format!("subscription {id} delivers to its callback; it has no event stream");
         return Err(ApiError::new(StatusCode::CONFLICT, "callback", text));

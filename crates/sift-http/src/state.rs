@@ -133,7 +133,7 @@ impl AppState {
 
 /// True when two credentials are the same, compared in time that does not
 /// depend on where the secrets first differ.
-fn same_credentials(held: &Credentials, given: &Credentials) -> bool {
+pub(crate) fn same_credentials(held: &Credentials, given: &Credentials) -> bool {
     let (held_secret, given_secret) = (held.secret.as_bytes(), given.secret.as_bytes());
     let differing = held_secret.iter().zip(given_secret).fold(0u8, |acc, (left, right)| acc | (left ^ right));
     held.method == given.method && held.user == given.user && held_secret.len() == given_secret.len() && differing == 0

@@ -52,9 +52,22 @@ pub(crate) struct HttpSubscription {
     preempt: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     /// Signalled each time a consumer gives the subscription back.
     released: tokio::sync::Notify,
+    /// The credentials it was created with (its session signed in with
+    /// them); `None` for an anonymous caller's.
+    owner: Option<sift_client::Credentials>,
 }
 
 impl HttpSubscription {
+    /// Whether `caller` may read, list or delete it: the caller that
+    /// created it, by the same credentials (anonymous for anonymous).
+    pub(crate) fn is_owned_by(&self, caller: &crate::caller::Caller) -> bool {
+        match (&self.owner, &caller.0) {
+            (None, None) => true,
+            (Some(owner), Some(given)) => crate::state::same_credentials(owner, given),
+            _ => false,
+        }
+    }
+
     /// Takes the native subscription for a consumer; `None` when another
     /// consumer holds it.
     pub(crate) fn attach(&self) -> Option<Subscription> {
@@ -176,7 +189,7 @@ pub(crate) async fn create(
     let number = state.subscriptions.next_id.fetch_add(1, Ordering::Relaxed) + 1;
     let id = format!("sub-{number}");
     state.admit(&caller)?;
-    let client = crate::state::session_as(&state.connector, format!("http-{id}"), caller.0)
+    let client = crate::state::session_as(&state.connector, format!("http-{id}"), caller.0.clone())
         .await
         .map_err(ApiError::from_client)?;
     let subscription = match client.subscribe(options).await {
@@ -197,6 +210,7 @@ pub(crate) async fn create(
         durable: spec.is_durable(),
         preempt: Mutex::new(None),
         released: tokio::sync::Notify::new(),
+        owner: caller.0,
     });
     state.subscriptions.lock().insert(id.clone(), created.clone());
     crate::counters::HttpCounters::bump(&state.counters.subscriptions_created);
@@ -207,9 +221,15 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
-/// `GET /v1/subscriptions`: every HTTP subscription with what created it.
-pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
-    let mut all: Vec<Arc<HttpSubscription>> = state.subscriptions.lock().values().cloned().collect();
+/// `GET /v1/subscriptions`: the caller's HTTP subscriptions with what
+/// created them (another caller's are not shown).
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state.admit(&caller)?;
+    let mut all: Vec<Arc<HttpSubscription>> =
+        state.subscriptions.lock().values().filter(|subscription| subscription.is_owned_by(&caller)).cloned().collect();
     all.sort_by_key(|subscription| subscription.id.trim_start_matches("sub-").parse::<u64>().unwrap_or(0));
     let listed: Vec<serde_json::Value> = all
         .iter()
@@ -221,15 +241,33 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Json<serde_json:
             })
         })
         .collect();
-    Json(serde_json::json!({ "subscriptions": listed }))
+    Ok(Json(serde_json::json!({ "subscriptions": listed })))
 }
 
 /// `DELETE /v1/subscriptions/{id}`: closes its session; the broker
 /// requeues or drops what it held, as for a client that unsubscribed.
-pub(crate) async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+/// Only its owner may (another caller is told it does not exist).
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    caller: crate::caller::Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    owned(&state, &caller, &id)?;
     let subscription = state.subscriptions.remove(&id).ok_or_else(|| unknown(&id))?;
     subscription.close().await;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The subscription `id` if `caller` owns it; 401 for an anonymous caller
+/// on a broker that requires sign-in, and 404 (as for an id that does not
+/// exist, so that ids tell nothing) for another caller's.
+pub(crate) fn owned(
+    state: &AppState,
+    caller: &crate::caller::Caller,
+    id: &str,
+) -> Result<Arc<HttpSubscription>, ApiError> {
+    state.admit(caller)?;
+    state.subscriptions.get(id).filter(|subscription| subscription.is_owned_by(caller)).ok_or_else(|| unknown(id))
 }
 
 /// The 404 for an unknown subscription id.

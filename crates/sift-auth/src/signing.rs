@@ -88,12 +88,7 @@ pub fn sign(message: &mut Message, key: &SigningKey) {
 
 /// Checks `message`'s signature against `keys`; the key that signed it.
 pub fn verify<'keys>(message: &Message, keys: &'keys [VerifyingKey]) -> Result<&'keys VerifyingKey, SignatureError> {
-    let text = |name: &str| {
-        message.properties.iter().find(|(property, _)| property == name).and_then(|(_, value)| match value {
-            Value::Str(text) => Some(text.clone()),
-            _ => None,
-        })
-    };
+    let text = |name: &str| property_text(message, name);
     let (Some(signer), Some(signature)) = (text(SIGNER_PROPERTY), text(SIGNATURE_PROPERTY)) else {
         return Err(SignatureError::Unsigned);
     };
@@ -108,6 +103,79 @@ pub fn verify<'keys>(message: &Message, keys: &'keys [VerifyingKey]) -> Result<&
         .verify(&canonical(message), &signature)
         .map_err(|_| SignatureError::Forged(key.name.clone()))?;
     Ok(key)
+}
+
+/// Signatures a [`Verifier`] remembers, with the messages they verified.
+pub const VERIFIED_RECENT_MAX: usize = 4_096;
+
+/// Verifies messages with a set of keys, remembering the last
+/// [`VERIFIED_RECENT_MAX`] it verified: a subscriber whose subscriptions
+/// overlap receives the same message once per matching subscription, and
+/// a copy equal in every signed part to one already verified needs no
+/// second Ed25519 check (a copy that differs is verified in full, so a
+/// changed copy is still caught).
+#[derive(Debug)]
+pub struct Verifier {
+    keys: Vec<VerifyingKey>,
+    recent: std::sync::Mutex<Recent>,
+}
+
+/// The verified messages by signature, and their order for eviction.
+#[derive(Debug, Default)]
+struct Recent {
+    by_signature: std::collections::HashMap<std::sync::Arc<str>, (usize, Message)>,
+    order: std::collections::VecDeque<std::sync::Arc<str>>,
+}
+
+impl Verifier {
+    /// A verifier that accepts signatures of `keys`.
+    pub fn new(keys: Vec<VerifyingKey>) -> Verifier {
+        Verifier { keys, recent: std::sync::Mutex::new(Recent::default()) }
+    }
+
+    /// As [`verify`]; the name of the key that signed it.
+    pub fn verify(&self, message: &Message) -> Result<&VerifyingKey, SignatureError> {
+        let signature = property_text(message, SIGNATURE_PROPERTY);
+        if let Some(signature) = &signature {
+            let recent = self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((key, verified)) = recent.by_signature.get(signature) {
+                if same_signed_parts(verified, message) {
+                    return Ok(&self.keys[*key]);
+                }
+            }
+        }
+        let key = verify(message, &self.keys)?;
+        if let Some(signature) = signature {
+            let index = self.keys.iter().position(|known| std::ptr::eq(known, key)).unwrap_or_default();
+            let mut recent = self.recent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if recent.by_signature.insert(signature.clone(), (index, message.clone())).is_none() {
+                recent.order.push_back(signature);
+            }
+            while recent.order.len() > VERIFIED_RECENT_MAX {
+                if let Some(oldest) = recent.order.pop_front() {
+                    recent.by_signature.remove(&oldest);
+                }
+            }
+            debug_assert_eq!(recent.order.len(), recent.by_signature.len());
+        }
+        Ok(key)
+    }
+}
+
+/// Whether two messages agree in every part a signature covers.
+fn same_signed_parts(first: &Message, second: &Message) -> bool {
+    first.topic == second.topic
+        && first.payload == second.payload
+        && first.metadata == second.metadata
+        && first.properties == second.properties
+}
+
+/// The text of the string property `name`, if the message has one.
+fn property_text(message: &Message, name: &str) -> Option<std::sync::Arc<str>> {
+    message.properties.iter().find(|(property, _)| property == name).and_then(|(_, value)| match value {
+        Value::Str(text) => Some(text.clone()),
+        _ => None,
+    })
 }
 
 /// The bytes a signature covers (see the module's documentation).
@@ -205,6 +273,31 @@ mod tests {
             change(&mut message);
             assert_eq!(verify(&message, std::slice::from_ref(&verifying)), Err(SignatureError::Forged("ops".into())));
         }
+    }
+
+    #[test]
+    fn a_verifier_checks_a_repeated_copy_cheaply_but_still_catches_a_changed_one() {
+        let (signing, verifying) = keys("ops");
+        let verifier = Verifier::new(vec![verifying]);
+        let mut message = order();
+        sign(&mut message, &signing);
+        assert_eq!(verifier.verify(&message).map(|key| key.name.as_str()), Ok("ops"));
+        assert_eq!(verifier.verify(&message.clone()).map(|key| key.name.as_str()), Ok("ops"), "a copy");
+        let mut changed = message.clone();
+        changed.payload = "9000 widgets".into();
+        assert_eq!(
+            verifier.verify(&changed),
+            Err(SignatureError::Forged("ops".into())),
+            "same signature, other payload"
+        );
+        for index in 0..(VERIFIED_RECENT_MAX + 10) {
+            let mut other = order();
+            other.payload = format!("order {index}").into();
+            sign(&mut other, &signing);
+            verifier.verify(&other).expect("verified");
+        }
+        let recent = verifier.recent.lock().expect("lock");
+        assert_eq!((recent.order.len(), recent.by_signature.len()), (VERIFIED_RECENT_MAX, VERIFIED_RECENT_MAX));
     }
 
     #[test]

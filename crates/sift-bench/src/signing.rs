@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use sift_auth::signing::{SigningKey, VerifyingKey};
+use sift_auth::signing::{SigningKey, Verifier, VerifyingKey};
 use sift_core::Message;
 
 use crate::error::BenchError;
@@ -65,11 +65,17 @@ pub fn sign(message: &mut Message) {
     }
 }
 
-/// Verifies a delivered message under `--sign` (counting failures); true
-/// without it.
-pub fn verify(message: &Message) -> bool {
-    let Some((_, keys)) = KEYS.get() else { return true };
-    let verified = sift_auth::signing::verify(message, keys).is_ok();
+/// A subscriber's verifier under `--sign` (one per subscriber, as each
+/// application would hold its own); `None` without it.
+pub fn verifier() -> Option<Verifier> {
+    KEYS.get().map(|(_, keys)| Verifier::new(keys.clone()))
+}
+
+/// Verifies a delivered message with `verifier` (counting failures); true
+/// without one.
+pub fn verify(verifier: Option<&Verifier>, message: &Message) -> bool {
+    let Some(verifier) = verifier else { return true };
+    let verified = verifier.verify(message).is_ok();
     if !verified {
         UNVERIFIED.fetch_add(1, Ordering::Relaxed);
     }

@@ -120,7 +120,7 @@ pub async fn publish(
 /// until `count` or SIGINT; missed ranges go to standard error.
 pub async fn subscribe(
     args: &MulticastArgs,
-    (group, verify_keys): (SocketAddrV4, Option<&[sift_auth::signing::VerifyingKey]>),
+    (group, verify_keys): (SocketAddrV4, Option<&sift_auth::signing::Verifier>),
     topic: &str,
     content: Option<(FilterKind, String)>,
     count: Option<u64>,

@@ -165,7 +165,7 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         let (content, count) = (args.content_filter(), args.count);
         return crate::multicast_cmd::subscribe(
             &args.multicast,
-            (group, verify_keys.as_deref()),
+            (group, verify_keys.as_ref()),
             &topic,
             content,
             count,
@@ -273,7 +273,7 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
             }
             Some(SubscriptionEvent::Delivery(delivery)) => delivery,
         };
-        if !verified(&delivery.message, verify_keys.as_deref()) {
+        if !verified(&delivery.message, verify_keys.as_ref()) {
             if manual {
                 delivery.ack()?;
             }
@@ -310,8 +310,8 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     }
 }
 
-/// The `[[signing_key]]`s of the `--verify` file.
-fn read_verify_keys(path: &std::path::Path) -> Result<Vec<sift_auth::signing::VerifyingKey>, CliError> {
+/// A verifier of the `[[signing_key]]`s of the `--verify` file.
+fn read_verify_keys(path: &std::path::Path) -> Result<sift_auth::signing::Verifier, CliError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| CliError::File { path: path.display().to_string(), source })?;
     let file = sift_auth::UsersFile::parse(&text)
@@ -319,14 +319,14 @@ fn read_verify_keys(path: &std::path::Path) -> Result<Vec<sift_auth::signing::Ve
     if file.signing_keys.is_empty() {
         return Err(CliError::Usage(format!("--verify {}: the file names no [[signing_key]]", path.display())));
     }
-    Ok(file.signing_keys)
+    Ok(sift_auth::signing::Verifier::new(file.signing_keys))
 }
 
 /// Whether `message` passes `--verify` (always, without it); a refusal
 /// is told on standard error.
-pub fn verified(message: &sift_core::Message, keys: Option<&[sift_auth::signing::VerifyingKey]>) -> bool {
-    let Some(keys) = keys else { return true };
-    match sift_auth::signing::verify(message, keys) {
+pub fn verified(message: &sift_core::Message, verifier: Option<&sift_auth::signing::Verifier>) -> bool {
+    let Some(verifier) = verifier else { return true };
+    match verifier.verify(message) {
         Ok(_) => true,
         Err(error) => {
             // A closed standard error (a script that stopped listening)

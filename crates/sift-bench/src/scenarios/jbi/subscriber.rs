@@ -214,11 +214,12 @@ async fn receive(
     tally: Arc<Tally>,
     handled: Arc<AtomicU64>,
 ) {
+    let verifier = crate::signing::verifier();
     while let Some(arrival) = receiver.recv().await {
         let message = &arrival.delivery.message;
         // Verified as the application would before using it; a failure
         // fails the run at its end.
-        crate::signing::verify(message);
+        crate::signing::verify(verifier.as_ref(), message);
         let bytes = message.payload.len() + message.metadata.as_ref().map_or(0, |metadata| metadata.len());
         let departure = lock(&link).as_mut().map(|link| link.departure(bytes, arrival.at));
         if let Some(departure) = departure {

@@ -165,6 +165,18 @@ def test_sighup_reads_the_users_file_again(users_file, tmp_path):
         running.stop()
 
 
+def mqtt_reads_orders_only(mqtt):
+    """Connects `mqtt` (credentials set) and checks that it was signed in as
+    alice: it may read `orders/+` and not `quotes/nyse`."""
+    mqtt.connect()
+    try:
+        assert mqtt.subscribe("orders/+", qos=0) == 0
+        assert mqtt.subscribe("quotes/nyse", qos=0) == 0x87
+    finally:
+        mqtt.paho.disconnect()
+        mqtt.paho.loop_stop()
+
+
 def sift_token(*args):
     done = subprocess.run([sift_binary(), "token", *args], capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
@@ -204,13 +216,7 @@ def test_bearer_tokens_sign_in_through_every_door(users_file, tmp_path):
         assert command == "ERROR" and b"expired" in answer, answer
         mqtt = Mqtt(running, "mqtt-token")
         mqtt.paho.username_pw_set("alice", token)
-        mqtt.connect()
-        try:
-            assert mqtt.subscribe("orders/+", qos=0) == 0
-            assert mqtt.subscribe("quotes/nyse", qos=0) == 0x87
-        finally:
-            mqtt.paho.disconnect()
-            mqtt.paho.loop_stop()
+        mqtt_reads_orders_only(mqtt)
         token_file = tmp_path / "token"
         token_file.write_text(token + "\n")
         done = subprocess.run([sift_binary(), "pub", "--server", running.native, "--token-file", str(token_file),

@@ -45,6 +45,7 @@ from websockets.asyncio.client import connect as websocket_connect
 from conftest import sift_binary, start_broker
 from sdk_support import TIMEOUT
 from stomp_support import Collector
+from test_door_access import mqtt_reads_orders_only
 from test_mqtt import Mqtt
 from tls_pki import Pki
 
@@ -427,3 +428,52 @@ def test_sighup_with_a_bad_certificate_keeps_the_previous_one(tmp_path, pki):
             client.connect()
         finally:
             client.close()
+
+
+# 8. Client certificates sign their users in through every door
+
+@pytest.fixture
+def certified_broker(pki, tmp_path):
+    """A broker that checks client certificates against `pki`'s CA and
+    knows alice (no password: she signs in by certificate only)."""
+    users = tmp_path / "users.toml"
+    users.write_text('[[user]]\nname = "alice"\npublish = ["orders.>"]\nsubscribe = ["orders.>"]\n')
+    cert, key = pki.server()
+    running = start_broker(extra_args=("--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-ca",
+                                       str(pki.ca), "--users", str(users)))
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_client_certificate_signs_alice_in_through_every_door(certified_broker, pki):
+    alice_cert, alice_key = pki.issue("alice", "alice", ("DNS:alice",))
+    broker = certified_broker
+    url = f"https://localhost:{http_port(broker)}/v1/messages?topic=orders.new"
+    with_cert = curl("-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", str(pki.ca), "--cert",
+                     str(alice_cert), "--key", str(alice_key), "-d", "x", url)
+    assert with_cert.stdout == "404", "allowed (no subscriber) as alice"
+    denied = curl("-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", str(pki.ca), "--cert", str(alice_cert),
+                  "--key", str(alice_key), "-d", "x", url.replace("orders.new", "quotes.nyse"))
+    assert denied.stdout == "403"
+    without = curl("-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", str(pki.ca), "-d", "x", url)
+    assert without.stdout == "401", "no certificate and no credentials"
+
+    address = ("localhost", broker.stomp_port)
+    connection = stomp.Connection12([address], heartbeats=(0, 0))
+    connection.set_ssl(for_hosts=[address], ca_certs=str(pki.ca), cert_file=str(alice_cert), key_file=str(alice_key))
+    collector = Collector()
+    connection.set_listener("collector", collector)
+    connection.connect(wait=True)
+    try:
+        connection.subscribe(destination="/topic/orders.stomp", id="1", ack="auto", receipt="subscribed")
+        assert collector.receipts.get(timeout=TIMEOUT) == "subscribed", "alice may read orders"
+        connection.send(destination="/topic/orders.stomp", body="signed in by certificate")
+        assert collector.messages.get(timeout=TIMEOUT).body == "signed in by certificate"
+    finally:
+        connection.disconnect()
+
+    mqtt = Mqtt(broker, "alice-by-certificate")
+    mqtt.paho.tls_set(ca_certs=str(pki.ca), certfile=str(alice_cert), keyfile=str(alice_key))
+    mqtt_reads_orders_only(mqtt)

@@ -214,8 +214,17 @@ impl Access {
             let user = (!auth.user.is_empty()).then(|| Arc::from(auth.user.as_str()));
             return Ok(Standing::Open { user });
         };
-        if auth.method == AuthMethod::Token {
-            return token_standing(&users, auth, now_s);
+        match auth.method {
+            AuthMethod::Token => return token_standing(&users, auth, now_s),
+            // The session checked that a front-end of this process asserts it.
+            AuthMethod::Certificate => {
+                return users
+                    .by_name
+                    .get(&auth.user)
+                    .map(standing_of)
+                    .ok_or_else(|| SignInError::Refused(auth.user.clone()))
+            }
+            AuthMethod::Password => {}
         }
         let refused = || SignInError::Refused(auth.user.clone());
         let Some(user) = users.by_name.get(&auth.user) else {

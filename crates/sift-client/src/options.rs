@@ -59,6 +59,13 @@ impl Credentials {
         Credentials { method: AuthMethod::Password, user: user.into(), secret: password.into() }
     }
 
+    /// The name a client's TLS certificate proves, for a protocol
+    /// front-end of the broker's process to sign its client in with (a
+    /// broker refuses it from a socket).
+    pub fn certified(name: impl Into<String>) -> Credentials {
+        Credentials { method: AuthMethod::Certificate, user: name.into(), secret: String::new() }
+    }
+
     /// A bearer token.
     pub fn token(token: impl Into<String>) -> Credentials {
         Credentials { method: AuthMethod::Token, user: String::new(), secret: token.into() }

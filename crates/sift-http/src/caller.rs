@@ -19,11 +19,21 @@ use crate::error::ApiError;
 #[derive(Debug, Clone)]
 pub(crate) struct Caller(pub Option<Credentials>);
 
+/// The name the client certificate of the request's connection proves
+/// (its TLS handshake checked it against the door's client CA).
+#[derive(Debug, Clone)]
+pub(crate) struct Certified(pub String);
+
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
+    /// The `Authorization` header's credentials; without one, the
+    /// connection's client certificate; without either, anonymous.
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let Some(value) = parts.headers.get(header::AUTHORIZATION) else { return Ok(Caller(None)) };
+        let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+            let certified = parts.extensions.get::<Certified>().map(|name| Credentials::certified(name.0.clone()));
+            return Ok(Caller(certified));
+        };
         let text = value.to_str().map_err(|_| malformed("the header is not ASCII"))?;
         parse(text).map(|credentials| Caller(Some(credentials)))
     }

@@ -171,6 +171,12 @@ async fn serve(incoming: Incoming, state: Arc<AppState>, router: Router, drainin
 /// Serves HTTP/1.1 (and upgrades to WebSocket) on an open connection.
 async fn serve_http(stream: DoorStream, state: &AppState, router: Router, mut draining: watch::Receiver<bool>) {
     let config = &state.config;
+    // A client certificate's name goes with every request of the
+    // connection, for callers without an Authorization header.
+    let router = match stream.peer_identity() {
+        Some(name) => router.layer(axum::Extension(crate::caller::Certified(name))),
+        None => router,
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())

@@ -175,6 +175,7 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, closing: watc
     // MQTT has no way to say "wrong port" before CONNECT: a plain-text
     // client is closed, and its library reports the closed connection.
     let Some(stream) = incoming.open(&[]).await else { return };
+    let certified = stream.peer_identity();
     let (mut reader, mut writer) = stream.into_split();
     let mut wire = Wire::new(shared.config.max_packet_bytes, shared.config.max_inflight);
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -200,7 +201,9 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, closing: watc
     let (expiry_s, capped) = session_expiry(&shared, &connect);
     let fresh = (connect.clean_start, expiry_s == 0);
     let password = connect.password.as_ref().map(|password| password.0.as_str());
-    let credentials = sift_client::Credentials::from_door(connect.user_name.as_deref(), password);
+    // A user name wins; without one, a client certificate signs its name in.
+    let credentials = sift_client::Credentials::from_door(connect.user_name.as_deref(), password)
+        .or_else(|| certified.clone().map(sift_client::Credentials::certified));
     let settled = settle_session(&shared, &client_id, previous, fresh, (peer, credentials)).await;
     let (state, session_present) = match settled {
         Ok(settled) => settled,

@@ -86,6 +86,11 @@ pub enum AuthMethod {
     /// A bearer token (a JWT the broker verifies) as `secret`; `user` may be
     /// empty, the token names the user.
     Token,
+    /// The name `user` that the client's TLS certificate proves, as a
+    /// protocol front-end in the broker's own process asserts it after its
+    /// TLS handshake checked the certificate; `secret` is empty. A broker
+    /// refuses it from a socket, where anyone could claim any name.
+    Certificate,
 }
 
 impl AuthMethod {
@@ -94,6 +99,7 @@ impl AuthMethod {
         match self {
             AuthMethod::Password => 1,
             AuthMethod::Token => 2,
+            AuthMethod::Certificate => 3,
         }
     }
 
@@ -102,6 +108,7 @@ impl AuthMethod {
         match code {
             1 => Some(AuthMethod::Password),
             2 => Some(AuthMethod::Token),
+            3 => Some(AuthMethod::Certificate),
             _ => None,
         }
     }

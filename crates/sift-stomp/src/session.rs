@@ -73,6 +73,7 @@ impl Failure {
 /// Serves one accepted connection until it closes.
 pub(crate) async fn serve(incoming: Incoming, peer: SocketAddr, shared: Arc<Shared>, closing: watch::Receiver<bool>) {
     let Some(stream) = incoming.open(crate::server::PLAIN_TEXT_REFUSAL).await else { return };
+    let certified = stream.peer_identity();
     let (mut reader, mut writer) = stream.into_split();
     let limits = Limits {
         frame_bytes_max: shared.config.max_frame_bytes,
@@ -92,7 +93,9 @@ pub(crate) async fn serve(incoming: Incoming, peer: SocketAddr, shared: Arc<Shar
     let name = connect.get("login").map_or_else(|| format!("stomp-{peer}"), |login| format!("stomp-{login}"));
     let (out, to_write) = mpsc::channel(shared.config.outgoing_frames);
     let door = Arc::new(StompDoor::new(out.clone(), shared.counters.clone(), shared.config.delivery_batches));
-    let credentials = sift_client::Credentials::from_door(connect.get("login"), connect.get("passcode"));
+    // A login wins; without one, a client certificate signs its name in.
+    let credentials = sift_client::Credentials::from_door(connect.get("login"), connect.get("passcode"))
+        .or_else(|| certified.map(sift_client::Credentials::certified));
     if credentials.is_none() && shared.connector.requires_sign_in() {
         let failure =
             Failure::new("authentication required", "this broker requires login and passcode", Some(&connect));

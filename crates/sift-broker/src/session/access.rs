@@ -211,6 +211,14 @@ impl Session {
     pub(crate) async fn sign_in(&mut self, auth: Auth) -> bool {
         let request_id = auth.request_id;
         let user = auth.user.clone();
+        if auth.method == sift_proto::AuthMethod::Certificate && self.conn.door == crate::door::Door::Native {
+            // Only a front-end of this process, which checked the
+            // certificate in its TLS handshake, may assert its name.
+            bump(&self.shared.stats.auth_failures);
+            let message = "sign-in by certificate is asserted by the broker's own front-ends, not by clients";
+            self.conn.close(Some(error_frame(ErrorCode::AuthFailed, request_id, true, message.to_string())));
+            return false;
+        }
         match self.shared.check_sign_in(auth).await {
             Ok(standing) => {
                 bump(&self.shared.stats.auth_sign_ins);

@@ -157,3 +157,24 @@ async fn links_come_up_only_between_brokers_the_ca_vouches_for_under_their_own_n
     reader.close().await;
     shutdown_all(vec![impostor, rogue, second, first]).await;
 }
+
+#[tokio::test]
+async fn a_socket_client_cannot_claim_a_certificate_it_did_not_present() {
+    let users = std::env::temp_dir().join(format!("sift-users-claim-{}.toml", sift_core::system_now_ns()));
+    std::fs::write(&users, "[[user]]\nname = \"alice\"\npublish = [\">\"]\n").expect("users file");
+    let broker = broker_with(|config| config.auth.users_file = Some(users)).await;
+    let options = ClientOptions {
+        reconnect: false,
+        credentials: Some(sift_client::Credentials::certified("alice")),
+        ..ClientOptions::default()
+    };
+    match Client::connect(broker.local_addr().to_string(), options).await {
+        Err(ClientError::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::AuthFailed);
+            assert!(message.contains("front-ends"), "{message}");
+        }
+        other => panic!("a claimed certificate must be refused, got {other:?}"),
+    }
+    assert_eq!(broker.stats().auth_failures, 1);
+    broker.shutdown().await;
+}

@@ -64,6 +64,9 @@ pub struct Permissions {
     pub admin: bool,
     /// What one user may hold and send across all its sessions.
     pub limits: UserLimits,
+    /// Queue groups it may join (`*`: any); `None`, when the file does not
+    /// say, is any.
+    pub queue_groups: Option<Vec<String>>,
 }
 
 /// A user's limits across all its sessions; `None` is no limit beyond the
@@ -100,6 +103,15 @@ impl Permissions {
             manage_streams: vec![EVERY_STREAM.to_string()],
             admin: true,
             limits: UserLimits::default(),
+            queue_groups: None,
+        }
+    }
+
+    /// Whether a subscription may join the queue group `group`.
+    pub fn may_join_group(&self, group: &str) -> bool {
+        match &self.queue_groups {
+            None => true,
+            Some(groups) => groups.iter().any(|granted| granted == EVERY_STREAM || granted == group),
         }
     }
 

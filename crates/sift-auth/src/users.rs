@@ -231,6 +231,7 @@ struct RawEntry {
     manage_streams: Vec<String>,
     #[serde(default)]
     admin: bool,
+    queue_groups: Option<Vec<String>>,
     connections_max: Option<u32>,
     subscriptions_max: Option<u32>,
     publish_msgs_per_s_max: Option<u32>,
@@ -317,6 +318,7 @@ impl RawEntry {
             manage_streams: self.manage_streams,
             admin: self.admin,
             limits,
+            queue_groups: self.queue_groups,
         })
     }
 

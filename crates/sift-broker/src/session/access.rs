@@ -37,6 +37,8 @@ pub(crate) enum Action<'a> {
     ManageStream(&'a str),
     /// Read the admin reports.
     Admin,
+    /// Join a queue group.
+    JoinGroup(&'a str),
 }
 
 impl Action<'_> {
@@ -46,6 +48,7 @@ impl Action<'_> {
             Action::ReadStream(_) => "read stream",
             Action::ManageStream(_) => "manage stream",
             Action::Admin => "read",
+            Action::JoinGroup(_) => "join queue group",
         }
     }
 
@@ -54,6 +57,7 @@ impl Action<'_> {
             Action::Publish(topic) => topic.as_str(),
             Action::ReadStream(stream) | Action::ManageStream(stream) => stream,
             Action::Admin => "the admin reports",
+            Action::JoinGroup(group) => group,
         }
     }
 }
@@ -88,6 +92,7 @@ impl Session {
                 Action::ReadStream(stream) => permissions.may_stream(stream, StreamAction::Read),
                 Action::ManageStream(stream) => permissions.may_stream(stream, StreamAction::Manage),
                 Action::Admin => permissions.may_admin(),
+                Action::JoinGroup(group) => permissions.may_join_group(group),
             },
         }
     }

@@ -59,6 +59,10 @@ impl Session {
     /// `subscriptions_max` first); answers `SUBSCRIBED`.
     pub(crate) fn subscribe(&mut self, request: Subscribe) -> bool {
         let sub_id = request.sub_id;
+        let group = request.queue_group.as_str();
+        if !group.is_empty() && !self.permits(super::access::Action::JoinGroup(group), u64::from(sub_id)) {
+            return true;
+        }
         if let Some(Err(refusal)) = self.usage.as_mut().map(crate::usage::UsageGuard::add_subscription) {
             bump(&self.shared.stats.user_limit_refusals);
             self.refuse(ErrorCode::TooManySubscriptions, u64::from(sub_id), refusal.to_string());

@@ -236,3 +236,24 @@ async fn a_users_limits_count_across_its_sessions_and_a_spent_rate_slows_without
     assert_eq!(texts(&mut orders, expected.len()).await, expected, "slowed, nothing lost, in order");
     assert!(broker.stats().publishes_throttled > 0, "120 messages at 50/s must have waited");
 }
+
+#[tokio::test]
+async fn a_user_joins_only_the_queue_groups_it_is_granted() {
+    let users = users_file();
+    let dora = sift_auth::password::hash("dora").expect("hash");
+    let mut text = std::fs::read_to_string(&users).expect("read");
+    text.push_str(&format!(
+        "\n[[user]]\nname = \"dora\"\npassword_hash = \"{dora}\"\nsubscribe = [\"orders.>\"]\nqueue_groups = [\"workers\"]\n"
+    ));
+    std::fs::write(&users, text).expect("rewritten");
+    let broker = broker_with(|config| config.auth.users_file = Some(users)).await;
+    let dora = signed_in(&broker, "dora", "dora").await.expect("dora signs in");
+    dora.subscribe(SubscribeOptions::new("orders.>").queue_group("workers")).await.expect("granted group");
+    refused_with(
+        dora.subscribe(SubscribeOptions::new("orders.>").queue_group("payroll")).await,
+        ErrorCode::PermissionDenied,
+    );
+    dora.subscribe(SubscribeOptions::new("orders.new")).await.expect("no group needs no group grant");
+    let alice = signed_in(&broker, "alice", ALICE_PASSWORD).await.expect("alice signs in");
+    alice.subscribe(SubscribeOptions::new("orders.>").queue_group("payroll")).await.expect("no list: any group");
+}

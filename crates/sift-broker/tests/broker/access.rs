@@ -150,11 +150,23 @@ async fn a_restricted_grant_is_anded_with_every_subscription_of_the_user() {
 
 /// A users file whose alice may also sign in with tokens of issuer "ops".
 fn users_file_with_issuer(public_key: &str) -> std::path::PathBuf {
+    users_file_plus(&format!("[[token_issuer]]\nname = \"ops\"\npublic_key = \"{public_key}\"\n"))
+}
+
+/// [`users_file`] with `extra` TOML after it.
+fn users_file_plus(extra: &str) -> std::path::PathBuf {
     let users = users_file();
     let mut text = std::fs::read_to_string(&users).expect("read");
-    text.push_str(&format!("\n[[token_issuer]]\nname = \"ops\"\npublic_key = \"{public_key}\"\n"));
+    text.push('\n');
+    text.push_str(extra);
     std::fs::write(&users, text).expect("rewritten");
     users
+}
+
+/// A user `name` whose password is its name, with `grants` (TOML lines).
+fn user_entry(name: &str, grants: &str) -> String {
+    let hash = sift_auth::password::hash(name).expect("hash");
+    format!("[[user]]\nname = \"{name}\"\npassword_hash = \"{hash}\"\n{grants}")
 }
 
 fn token(private: &str, issuer: &str, user: &str, exp_from_now_s: i64) -> Credentials {
@@ -206,14 +218,9 @@ async fn a_bearer_token_of_a_trusted_issuer_signs_its_user_in_and_others_are_ref
 
 #[tokio::test]
 async fn a_users_limits_count_across_its_sessions_and_a_spent_rate_slows_without_losing() {
-    let users = users_file();
-    let carol = sift_auth::password::hash("carol").expect("hash");
-    let mut text = std::fs::read_to_string(&users).expect("read");
-    text.push_str(&format!(
-        "\n[[user]]\nname = \"carol\"\npassword_hash = \"{carol}\"\npublish = [\"orders.>\"]\nsubscribe = [\"orders.>\"]\n\
-         connections_max = 1\nsubscriptions_max = 2\npublish_msgs_per_s_max = 50\n"
-    ));
-    std::fs::write(&users, text).expect("rewritten");
+    let grants = "publish = [\"orders.>\"]\nsubscribe = [\"orders.>\"]\n\
+                  connections_max = 1\nsubscriptions_max = 2\npublish_msgs_per_s_max = 50\n";
+    let users = users_file_plus(&user_entry("carol", grants));
     let broker = broker_with(|config| config.auth.users_file = Some(users)).await;
     let first = signed_in(&broker, "carol", "carol").await.expect("carol's first session");
     let second = signed_in(&broker, "carol", "carol").await;
@@ -239,13 +246,7 @@ async fn a_users_limits_count_across_its_sessions_and_a_spent_rate_slows_without
 
 #[tokio::test]
 async fn a_user_joins_only_the_queue_groups_it_is_granted() {
-    let users = users_file();
-    let dora = sift_auth::password::hash("dora").expect("hash");
-    let mut text = std::fs::read_to_string(&users).expect("read");
-    text.push_str(&format!(
-        "\n[[user]]\nname = \"dora\"\npassword_hash = \"{dora}\"\nsubscribe = [\"orders.>\"]\nqueue_groups = [\"workers\"]\n"
-    ));
-    std::fs::write(&users, text).expect("rewritten");
+    let users = users_file_plus(&user_entry("dora", "subscribe = [\"orders.>\"]\nqueue_groups = [\"workers\"]\n"));
     let broker = broker_with(|config| config.auth.users_file = Some(users)).await;
     let dora = signed_in(&broker, "dora", "dora").await.expect("dora signs in");
     dora.subscribe(SubscribeOptions::new("orders.>").queue_group("workers")).await.expect("granted group");

@@ -19,4 +19,4 @@ pub mod tokens;
 pub mod users;
 
 pub use permissions::{Permissions, StreamAction, SubscribeDecision, SubscribeGrant, UserLimits};
-pub use users::{SignedTopic, User, UsersError, UsersFile};
+pub use users::{BrokerGrant, SignedTopic, User, UsersError, UsersFile};

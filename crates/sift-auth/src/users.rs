@@ -28,6 +28,11 @@
 //! [[signed_topic]]                       # the broker refuses unsigned or forged messages here
 //! topic = "orders.>"
 //! keys = ["plant-7"]
+//!
+//! [[broker]]                             # what a linked broker may send here and be sent
+//! name = "edge-1"
+//! forward_in = ["telemetry.>"]
+//! forward_out = ["commands.edge-1.>"]
 //! ```
 //!
 //! A `where` is a JMS selector unless `language` says `tags`, `regex` or
@@ -92,6 +97,33 @@ pub struct UsersFile {
     /// What an unauthenticated client may do, when anonymous access is
     /// allowed; `None`: nothing.
     pub anonymous: Option<Permissions>,
+    /// What each linked broker named here may forward in and be forwarded;
+    /// a broker not named is limited only by its certificate.
+    pub brokers: Vec<BrokerGrant>,
+}
+
+/// What one neighbouring broker may forward to this one, and what this
+/// one forwards to it, by topic.
+#[derive(Debug, Clone)]
+pub struct BrokerGrant {
+    /// The neighbour's broker name (the name its certificate proves).
+    pub name: String,
+    /// Topics it may forward here; anything else is dropped on arrival.
+    pub forward_in: Vec<TopicFilter>,
+    /// Topics forwarded to it; anything else is not sent.
+    pub forward_out: Vec<TopicFilter>,
+}
+
+impl BrokerGrant {
+    /// Whether a message on `topic` may arrive from the neighbour.
+    pub fn may_forward_in(&self, topic: &sift_core::TopicName) -> bool {
+        self.forward_in.iter().any(|grant| grant.matches(topic))
+    }
+
+    /// Whether a message on `topic` may be sent to the neighbour.
+    pub fn may_forward_out(&self, topic: &sift_core::TopicName) -> bool {
+        self.forward_out.iter().any(|grant| grant.matches(topic))
+    }
 }
 
 impl UsersFile {
@@ -116,7 +148,8 @@ impl UsersFile {
         let token_issuers = raw.token_issuer.iter().map(RawKey::issuer).collect::<Result<Vec<_>, _>>()?;
         let signing_keys = signing_keys(&raw.signing_key)?;
         let signed_topics = signed_topics(&signing_keys, &raw.signed_topic)?;
-        Ok(UsersFile { users, anonymous, token_issuers, signing_keys, signed_topics })
+        let brokers = raw.broker.iter().map(RawBroker::grant).collect::<Result<Vec<_>, _>>()?;
+        Ok(UsersFile { users, anonymous, token_issuers, signing_keys, signed_topics, brokers })
     }
 
     /// The user named `name`.
@@ -181,6 +214,42 @@ struct RawFile {
     signing_key: Vec<RawKey>,
     #[serde(default)]
     signed_topic: Vec<RawSignedTopic>,
+    #[serde(default)]
+    broker: Vec<RawBroker>,
+}
+
+/// A `[[broker]]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBroker {
+    name: String,
+    #[serde(default)]
+    forward_in: Vec<String>,
+    #[serde(default)]
+    forward_out: Vec<String>,
+}
+
+impl RawBroker {
+    fn grant(&self) -> Result<BrokerGrant, UsersError> {
+        let whom = format!("broker {:?}", self.name);
+        let invalid = |field: &'static str, reason: String| UsersError::Invalid { whom: whom.clone(), field, reason };
+        if self.name.is_empty() || self.name.len() > USER_NAME_BYTES_MAX {
+            return Err(invalid("name", format!("must be 1 to {USER_NAME_BYTES_MAX} bytes")));
+        }
+        let filters = |field: &'static str, texts: &[String]| {
+            texts
+                .iter()
+                .map(|text| {
+                    TopicFilter::new(text).map_err(|error| invalid(field, format!("topic filter {text:?}: {error}")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(BrokerGrant {
+            name: self.name.clone(),
+            forward_in: filters("forward_in", &self.forward_in)?,
+            forward_out: filters("forward_out", &self.forward_out)?,
+        })
+    }
 }
 
 /// A `[[token_issuer]]` or `[[signing_key]]` as written.

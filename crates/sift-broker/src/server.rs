@@ -270,10 +270,15 @@ pub struct RunningBroker {
     link_task: tokio::task::JoinHandle<()>,
 }
 
-/// The users file of `auth`, read and checked; an open broker without one.
-fn load_access(auth: &crate::config::AuthConfig) -> Result<crate::access::Access, BrokerError> {
-    let Some(path) = &auth.users_file else { return Ok(crate::access::Access::open(auth.clone())) };
-    Ok(crate::access::Access::with_users(auth.clone(), read_users(path)?))
+/// The users file of `auth`, read and checked (an open broker without
+/// one), and its grants for linked brokers.
+fn load_access(
+    auth: &crate::config::AuthConfig,
+) -> Result<(crate::access::Access, Vec<sift_auth::BrokerGrant>), BrokerError> {
+    let Some(path) = &auth.users_file else { return Ok((crate::access::Access::open(auth.clone()), Vec::new())) };
+    let file = read_users(path)?;
+    let grants = file.brokers.clone();
+    Ok((crate::access::Access::with_users(auth.clone(), file), grants))
 }
 
 /// The users file at `path`, read and checked.
@@ -293,7 +298,7 @@ impl RunningBroker {
     /// `clock`: tests of time-to-live move a manual clock instead of waiting.
     pub async fn start_with_clock(config: Config, clock: sift_core::Clock) -> Result<RunningBroker, BrokerError> {
         config.validate()?;
-        let access = load_access(&config.auth)?;
+        let (access, broker_grants) = load_access(&config.auth)?;
         let tls = crate::broker_tls::BrokerTls::load(&config)?;
         let address = config.listen;
         let listener = TcpListener::bind(address).await.map_err(|source| BrokerError::Bind { address, source })?;
@@ -315,6 +320,7 @@ impl RunningBroker {
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
         let shared = BrokerShared::new(config, storage, clock, access, tls);
+        shared.links.set_broker_grants(broker_grants);
         for (name, door_tls) in [("native", &shared.tls.native), ("links", &shared.tls.links_in)] {
             if let Some(door_tls) = door_tls {
                 shared.doors.register_tls(name, door_tls.clone());
@@ -363,6 +369,7 @@ impl RunningBroker {
         let Some(path) = &self.shared.config.auth.users_file else { return Ok(None) };
         let file = read_users(path)?;
         let count = file.users.len();
+        self.shared.links.set_broker_grants(file.brokers.clone());
         match self.shared.access.replace(file) {
             Ok(()) => Ok(Some(count)),
             Err(crate::access::StartedOpen) => Ok(None),

@@ -87,6 +87,9 @@ counters! {
     publishes_throttled,
     /// Messages refused on a signed topic: unsigned, by another key, or forged.
     signature_refusals,
+    /// `FORWARD`s dropped because a neighbour's `[[broker]]` grant does not
+    /// let it send them here, or be sent them.
+    link_permission_drops,
     /// ACK or NACK tags that were not awaiting an acknowledgement.
     unknown_delivery_tags,
     /// Match lookups answered from a connection's cache.

@@ -140,6 +140,9 @@ pub(crate) struct ForwardState {
     /// True when a published message may have somewhere to go; read without
     /// the lock on every local publish.
     active: Arc<AtomicBool>,
+    /// What the neighbours the users file names may forward in and be
+    /// forwarded (`[[broker]]`); others are limited by their certificate only.
+    grants: std::collections::HashMap<String, sift_auth::BrokerGrant>,
 }
 
 impl ForwardState {
@@ -161,7 +164,14 @@ impl ForwardState {
             arena: BytesMut::new(),
             arena_bytes: broker_config.delivery.encode_arena_bytes,
             active,
+            grants: std::collections::HashMap::new(),
         }
+    }
+
+    /// Puts `grants` (the users file's `[[broker]]`s) in force for every
+    /// message from now on.
+    pub(crate) fn set_grants(&mut self, grants: Vec<sift_auth::BrokerGrant>) {
+        self.grants = grants.into_iter().map(|grant| (grant.name.clone(), grant)).collect();
     }
 
     /// The traffic exchanged with `neighbour` so far.
@@ -274,6 +284,13 @@ impl NetState {
         frame_bytes: usize,
         stats: &Stats,
     ) -> Option<Arc<Travelling>> {
+        if let Some(grant) = self.forward.grants.get(from).filter(|grant| !grant.may_forward_in(&forward.message.topic))
+        {
+            // Outside what the neighbour may send: dropped, even in transit.
+            bump(&stats.link_permission_drops);
+            tracing::debug!(neighbour = %grant.name, topic = %forward.message.topic, "FORWARD outside forward_in dropped");
+            return None;
+        }
         // Looked up before inserting, so that a message costs no name allocation.
         let traffic = match self.forward.traffic.get_mut(from) {
             Some(traffic) => traffic,
@@ -375,6 +392,12 @@ impl NetState {
     /// Encodes one `FORWARD` of `travelling` for `hop` (with `targets` when
     /// re-routed), keeps it when reliable, and queues it.
     fn send_one(&mut self, travelling: &Arc<Travelling>, hop: &BrokerName, targets: Vec<BrokerName>, stats: &Stats) {
+        let refused =
+            self.forward.grants.get(&**hop).is_some_and(|grant| !grant.may_forward_out(&travelling.message.topic));
+        if refused {
+            bump(&stats.link_permission_drops);
+            return;
+        }
         let link_sequence = self.forward.next_link_sequence(hop);
         let target_names: Vec<String> = targets.iter().map(|target| target.to_string()).collect();
         let Some(bytes) = self.forward.encode(travelling, link_sequence, &target_names) else { return };

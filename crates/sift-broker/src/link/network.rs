@@ -181,6 +181,12 @@ impl LinkNetwork {
         }
     }
 
+    /// Puts the users file's `[[broker]]` grants in force: what each named
+    /// neighbour may forward here and be forwarded.
+    pub fn set_broker_grants(&self, grants: Vec<sift_auth::BrokerGrant>) {
+        self.lock().forward.set_grants(grants);
+    }
+
     /// This broker's name on the network.
     pub fn name(&self) -> &BrokerName {
         &self.name

@@ -178,3 +178,38 @@ async fn a_socket_client_cannot_claim_a_certificate_it_did_not_present() {
     assert_eq!(broker.stats().auth_failures, 1);
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_neighbours_grant_limits_what_it_forwards_in_and_what_it_is_sent() {
+    let users = std::env::temp_dir().join(format!("sift-users-links-{}.toml", sift_core::system_now_ns()));
+    let grants = "[anonymous]\npublish = [\">\"]\nsubscribe = [\">\"]\n\n\
+                  [[broker]]\nname = \"a\"\nforward_in = [\"public.>\"]\nforward_out = [\"public.>\"]\n";
+    std::fs::write(&users, grants).expect("users file");
+    let first = linked_broker_with("a", CLUSTER, None, &[], RoutingMode::Interest, |_| {}).await;
+    let second = linked_broker_with("b", CLUSTER, None, &[link_addr(&first)], RoutingMode::Interest, |config| {
+        config.auth.users_file = Some(users)
+    })
+    .await;
+    converged(&[&first, &second], &["a", "b"]).await;
+    let on_a = client(&first, "on-a").await;
+    let on_b = client(&second, "on-b").await;
+    let mut at_b = on_b.subscribe(SubscribeOptions::new(">")).await.expect("subscribe at b");
+    let mut at_a = on_a.subscribe(SubscribeOptions::new(">")).await.expect("subscribe at a");
+    eventually("each knows the other's interest", || {
+        first.stats().interest_updates_received > 0 && second.stats().interest_updates_received > 0
+    })
+    .await;
+    // a may send b only public topics: the secret one is dropped on arrival.
+    on_a.publish(message("secret.plans", "from a")).await.expect("publish");
+    on_a.publish(message("public.news", SENTINEL)).await.expect("publish");
+    assert_eq!(texts_until(&mut at_b, SENTINEL).await, Vec::<String>::new(), "nothing but the sentinel from a");
+    // b sends a only public topics: the secret one is never sent.
+    on_b.publish(message("secret.accounts", "from b")).await.expect("publish");
+    on_b.publish(message("public.weather", "sentinel from b")).await.expect("publish");
+    let at_a_texts = texts_until(&mut at_a, "sentinel from b").await;
+    assert!(!at_a_texts.iter().any(|text| text == "from b"), "{at_a_texts:?}");
+    assert_eq!(second.stats().link_permission_drops, 2, "one dropped on arrival, one never sent");
+    on_a.close().await;
+    on_b.close().await;
+    shutdown_all(vec![second, first]).await;
+}

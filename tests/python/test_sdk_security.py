@@ -255,3 +255,36 @@ async def test_reconnect_signs_in_again_over_tls(users_file, pki, sift_log):
         if restarted is not None:
             restarted.stop()
     assert PASSWORD not in sift_log.text
+
+
+async def test_a_bearer_token_signs_in_and_an_expired_one_is_refused(tmp_path, sift_log):
+    def sift_token(*args):
+        done = subprocess.run([sift_binary(), "token", *args], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    public = sift_token("keygen", "--key", str(tmp_path / "ops.pem"))
+    users = tmp_path / "users.toml"
+    users.write_text('[[user]]\nname = "alice"\npublish = ["orders.>"]\nsubscribe = ["orders.>"]\n\n'
+                     f'[[token_issuer]]\nname = "ops"\npublic_key = "{public}"\n')
+    token = sift_token("issue", "--key", str(tmp_path / "ops.pem"), "--issuer", "ops", "--user", "alice")
+    expired = sift_token("issue", "--key", str(tmp_path / "ops.pem"), "--issuer", "ops", "--user", "alice",
+                         "--ttl-s", "0")
+    running = start_broker(extra_args=("--users", str(users)))
+    try:
+        client = await connect(running, token=token)
+        try:
+            assert client.user == "alice", "the token names its user"
+            subscription = await client.subscribe("orders.>")
+            await client.publish("orders.new", b"by token")
+            assert (await subscription.next(timeout=10)).payload == b"by token"
+            assert token not in repr(vars(client))
+        finally:
+            await client.close(timeout=2)
+        with pytest.raises(sift.BrokerError) as refused:
+            await connect(running, token=expired)
+        assert refused.value.code == "auth_failed" and "expired" in str(refused.value)
+        with pytest.raises(ValueError):
+            await connect(running, user="alice", password="x", token=token)
+    finally:
+        running.stop()
+    assert token not in sift_log.text

@@ -89,16 +89,18 @@ the newest sample usually has the smallest bound, so a couple keep the estimate 
 
 
 class _Credentials:
-    """A user name and password, sent in AUTH on every connect; the password never shows in a repr."""
+    """A user name and password, or a bearer token, sent in AUTH on every connect; the secret
+    never shows in a repr."""
 
-    __slots__ = ("user", "_password")
+    __slots__ = ("user", "_password", "_method")
 
-    def __init__(self, user: str, password: str) -> None:
+    def __init__(self, user: str, password: str, method: int = codec.AUTH_PASSWORD) -> None:
         self.user = user
         self._password = password
+        self._method = method
 
     def auth_frame(self, request_id: int) -> bytes:
-        return codec.encode_auth(request_id, self.user, self._password, codec.AUTH_PASSWORD)
+        return codec.encode_auth(request_id, self.user, self._password, self._method)
 
     def __repr__(self) -> str:
         return f"_Credentials(user={self.user!r}, password=<hidden>)"
@@ -272,6 +274,7 @@ async def connect(
     server_hostname: str | None = None,
     user: str | None = None,
     password: str | None = None,
+    token: str | None = None,
 ) -> Client:
     """Connects to a broker, completes the handshake and returns the client.
 
@@ -307,6 +310,10 @@ async def connect(
     connection carries on. TLS and sign-in are repeated on every reconnect.
     The password is kept only to sign in again; it is never logged or shown
     in a repr.
+
+    `token` signs in with a bearer token instead (a JWT signed with Ed25519
+    by an issuer the broker's users file trusts, as `sift token issue`
+    prints); it names its user, and is kept and hidden like a password.
     """
     client = Client(
         host,
@@ -322,6 +329,7 @@ async def connect(
         server_hostname=server_hostname,
         user=user,
         password=password,
+        token=token,
     )
     await client._connect_first()
     return client
@@ -346,6 +354,7 @@ class Client:
         server_hostname: str | None = None,
         user: str | None = None,
         password: str | None = None,
+        token: str | None = None,
     ) -> None:
         if clock_sync_interval is not None and not clock_sync_interval > 0:
             raise ValueError(f"clock_sync_interval must be positive seconds or None, not {clock_sync_interval}")
@@ -357,7 +366,9 @@ class Client:
             raise TypeError(f"ssl must be an ssl.SSLContext, True or None, not {type(ssl).__name__}")
         if server_hostname is not None and ssl is None:
             raise ValueError("server_hostname applies to TLS: give ssl too")
-        if (user is None) != (password is None):
+        if token is not None and password is not None:
+            raise ValueError("sign in with a password or a token, not both")
+        if token is None and (user is None) != (password is None):
             raise ValueError("user and password go together")
         self.host = host
         self.port = port
@@ -397,7 +408,11 @@ class Client:
         self._clock_task: asyncio.Task[None] | None = None
         self._ssl: _ssl.SSLContext | None = ssl
         self._server_hostname = server_hostname if server_hostname is not None else host
-        self._credentials = _Credentials(user, password) if user is not None and password is not None else None
+        self._credentials = (
+            _Credentials(user or "", token, codec.AUTH_TOKEN) if token is not None
+            else _Credentials(user, password) if user is not None and password is not None
+            else None
+        )
         self._user: str | None = None
         #: Why the client ended, when the broker ended it (a refused session).
         self._ended_by: SiftError | None = None

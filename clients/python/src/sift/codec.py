@@ -58,7 +58,7 @@ FRAME_NAMES = {
 # AUTH methods (§6.1.1).
 AUTH_PASSWORD = 1
 AUTH_TOKEN = 2
-"""A bearer token; the current broker refuses it with `auth_failed`."""
+"""A bearer token: a JWT signed with Ed25519 by an issuer of the broker's users file."""
 
 # PUBLISH flags (§4.5).
 PUBLISH_CONFIRM = 0x01

@@ -30,8 +30,21 @@ fn failed(what: &str, error: impl std::fmt::Display) -> BenchError {
 impl HttpConnection {
     /// Connects to `address`.
     pub async fn open(address: SocketAddr) -> Result<HttpConnection, BenchError> {
+        HttpConnection::open_with(address, None).await
+    }
+
+    /// Connects to `address`, over TLS when `tls` is given (checking the
+    /// server's certificate against `address`'s IP).
+    pub async fn open_with(
+        address: SocketAddr,
+        tls: Option<&sift_client::ClientTls>,
+    ) -> Result<HttpConnection, BenchError> {
         let stream = TcpStream::connect(address).await.map_err(|error| failed("connect", error))?;
         let _ = stream.set_nodelay(true);
+        let stream = match tls {
+            Some(tls) => tls.connect(&address.ip().to_string(), stream).await.map_err(|error| failed("TLS", error))?,
+            None => sift_tls::ClientStream::Plain(stream),
+        };
         let (sender, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|error| failed("handshake", error))?;

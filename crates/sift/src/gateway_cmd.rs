@@ -33,9 +33,30 @@ pub struct GatewayArgs {
     /// reach it [default: the bound --link-listen address].
     #[arg(long, value_name = "HOST:PORT", requires = "registry")]
     advertise: Option<String>,
+    /// Speak TLS to the broker or registry and on the gateway's links,
+    /// trusting this CA (PEM); with --registry it is also the CA the other
+    /// gateways' certificates chain to.
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// With --registry: the certificate the gateway's broker presents on its
+    /// links (PEM; its first DNS name must be --id), with --tls-key.
+    #[arg(long, value_name = "PEM", requires_all = ["tls_key", "tls_ca", "registry"])]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
     /// The LAN's group (`--multicast GROUP:PORT`, required) and NORM settings.
     #[command(flatten)]
     multicast: MulticastArgs,
+}
+
+impl GatewayArgs {
+    /// The TLS to reach the broker or registry with, when --tls-ca is given.
+    fn client_tls(&self) -> Result<Option<sift_client::ClientTls>, CliError> {
+        let Some(ca) = &self.tls_ca else { return Ok(None) };
+        let files = sift_client::ClientTlsFiles { ca: Some(ca.clone()), cert: None, key: None };
+        sift_client::ClientTls::load(&files).map(Some).map_err(|error| CliError::Usage(error.to_string()))
+    }
 }
 
 /// Runs the gateway until SIGINT or SIGTERM.
@@ -53,7 +74,8 @@ pub async fn run(args: GatewayArgs) -> Result<(), CliError> {
     });
     match args.registry {
         None => {
-            let client_options = ClientOptions { name: id.clone(), ..ClientOptions::default() };
+            let client_options =
+                ClientOptions { name: id.clone(), tls: args.client_tls()?, ..ClientOptions::default() };
             let client = Client::connect(args.broker.as_str(), client_options).await?;
             println!("sift gateway {id} joins {group} to {}", args.broker);
             carry(&options, client, &id, stop).await
@@ -80,13 +102,18 @@ async fn with_registry(
     config.network.name = id.to_string();
     config.network.cluster = GATEWAY_CLUSTER.to_string();
     config.network.link_listen = Some(link_listen);
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        // Links between gateways run mutual TLS under this CA.
+        config.tls =
+            Some(sift_broker::tls::TlsFiles { cert: cert.clone(), key: key.clone(), client_ca: args.tls_ca.clone() });
+    }
     let broker = sift_broker::RunningBroker::start(config).await?;
     let bound = broker.link_addr().map_or(link_listen.to_string(), |address| address.to_string());
     let advertise = args.advertise.clone().unwrap_or(bound.clone());
     let client_options = ClientOptions { name: id.to_string(), clock_sync_interval: None, ..ClientOptions::default() };
     let client = Client::connect_in_process(broker.connector().opener(), client_options).await?;
     println!("sift gateway {id} joins {} through registry {registry}, links on {bound} as {advertise}", options.group);
-    let link = crate::gateway_registry::RegistryLink::new(registry, id, &advertise);
+    let link = crate::gateway_registry::RegistryLink::new(registry, id, &advertise, args.client_tls()?);
     let (carried, ()) = tokio::join!(carry(options, client, id, stop.clone()), link.keep(&broker, stop));
     link.deregister().await;
     broker.shutdown().await;

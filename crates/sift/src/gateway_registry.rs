@@ -24,16 +24,19 @@ pub struct RegistryLink {
     address: SocketAddr,
     name: String,
     advertise: String,
+    tls: Option<sift_client::ClientTls>,
 }
 
 impl RegistryLink {
-    /// Gateway `name`, reachable by its peers at `advertise`.
-    pub fn new(address: SocketAddr, name: &str, advertise: &str) -> RegistryLink {
-        RegistryLink { address, name: name.to_string(), advertise: advertise.to_string() }
+    /// Gateway `name`, reachable by its peers at `advertise`; the registry
+    /// is reached over TLS when `tls` is given.
+    pub fn new(address: SocketAddr, name: &str, advertise: &str, tls: Option<sift_client::ClientTls>) -> RegistryLink {
+        RegistryLink { address, name: name.to_string(), advertise: advertise.to_string(), tls }
     }
 
     async fn call(&self, method: &str, path: &str, body: String) -> Result<(u16, serde_json::Value), String> {
-        let mut connection = HttpConnection::open(self.address).await.map_err(|error| error.to_string())?;
+        let mut connection =
+            HttpConnection::open_with(self.address, self.tls.as_ref()).await.map_err(|error| error.to_string())?;
         let (status, answer) = connection
             .send(method, path, "application/json", Bytes::from(body))
             .await

@@ -45,6 +45,13 @@ pub struct RegistryArgs {
     /// Most gateways registered at once.
     #[arg(long, default_value_t = 1024)]
     max_gateways: usize,
+    /// Serve HTTPS with this certificate chain (PEM); gateways reach it
+    /// with `--tls-ca`.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 /// One registered gateway.
@@ -194,14 +201,60 @@ pub async fn run(args: RegistryArgs) -> Result<(), CliError> {
         .await
         .map_err(|source| CliError::File { path: args.listen.to_string(), source })?;
     let address = listener.local_addr().map_err(|source| CliError::File { path: args.listen.to_string(), source })?;
-    println!("sift registry listening on {address}");
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            sift_broker::tls::ServerTls::load(sift_broker::tls::TlsFiles { cert, key, client_ca: None })
+                .map_err(|error| CliError::Usage(error.to_string()))?,
+        ),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { " (TLS)" } else { "" };
+    println!("sift registry listening on {address}{scheme}");
     let _ = std::io::Write::flush(&mut std::io::stdout());
     tokio::spawn(expire_lapsed(registry));
     let signals = crate::broker_cmd::Signals::install()?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(signals.wait())
-        .await
-        .map_err(|source| CliError::File { path: address.to_string(), source })
+    let Some(tls) = tls else {
+        return axum::serve(listener, app)
+            .with_graceful_shutdown(signals.wait())
+            .await
+            .map_err(|source| CliError::File { path: address.to_string(), source });
+    };
+    serve_tls(listener, tls, app, signals).await;
+    Ok(())
+}
+
+/// What a plain-HTTP client of the HTTPS registry is told.
+const PLAIN_TEXT_REFUSAL: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 46\r\nconnection: close\r\n\r\nThis port speaks HTTPS: use https:// instead.\n";
+
+/// Serves `app` over TLS until SIGINT or SIGTERM: each connection's
+/// handshake and requests run in a task of its own.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<sift_broker::tls::ServerTls>,
+    app: Router,
+    signals: crate::broker_cmd::Signals,
+) {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        signals.wait().await;
+        stop.send_replace(true);
+    });
+    // No broker stops this loop: a sender kept alive for its length
+    // stands in for one (a dropped sender would end the loop at once).
+    let (_no_broker, no_broker_stopping) = tokio::sync::watch::channel(false);
+    let grace = sift_broker::front_end::SHUTDOWN_GRACE;
+    let stopping = (stopped, no_broker_stopping);
+    sift_broker::front_end::accept_connections("registry", listener, Some(tls), stopping, grace, move |accepted| {
+        let app = app.clone();
+        let incoming = accepted.stream;
+        accepted.tasks.spawn(async move {
+            let Some(stream) = incoming.open(PLAIN_TEXT_REFUSAL).await else { return };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+        });
+    })
+    .await;
 }
 
 /// Drops each gateway when its registration lapses: sleeps until the

@@ -362,8 +362,19 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
     // The gateways reach each other only through Toxiproxy, here.
     lab.uplink(&first_gateway.0, "10.82.1.1", "10.82.1.2");
     lab.uplink(&second_gateway.0, "10.82.2.1", "10.82.2.2");
+    // Everything speaks TLS under one CA: the registry, and the gateways'
+    // links, which prove their names ("gw-1", "gw-2") by certificate.
+    let pki_dir = std::env::temp_dir().join(format!("sift-gateways-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&pki_dir).expect("certificate directory");
+    let ca = sift_tls::testing::TestCa::new(&pki_dir, "wan");
+    let addresses = ["10.82.1.1", "10.82.2.1", "10.82.1.2", "10.82.2.2"];
+    let registry_cert = ca.issue("registry", &addresses);
+    let gateway_cert = |name: &str| ca.issue(name, &[name, addresses[0], addresses[1], addresses[2], addresses[3]]);
+    let certs = [gateway_cert("gw-1"), gateway_cert("gw-2")];
+    let path = |file: &std::path::Path| file.display().to_string();
     let mut registry = std::process::Command::new(SIFT)
         .args(["registry", "--listen", "10.82.1.1:7600"])
+        .args(["--tls-cert", &path(&registry_cert.cert), "--tls-key", &path(&registry_cert.key)])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -373,8 +384,11 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
     assert!(line.starts_with("sift registry listening on"), "{line}");
     let _registry = RootProcess(registry);
     let _wan = wan(&binary);
+    let ca_file = path(&ca.cert);
     let start_gateway = |lab: &mut Lab, host: &(String, String), id: &str, links: [&str; 3]| {
         let [registry, listen, advertise] = links;
+        let certificate = &certs[usize::from(id == "gw-2")];
+        let (cert, key) = (path(&certificate.cert), path(&certificate.key));
         let args = [
             "gateway",
             "--multicast",
@@ -389,6 +403,12 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
             advertise,
             "--id",
             id,
+            "--tls-ca",
+            &ca_file,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
         ];
         let index = lab.spawn(&host.0, SIFT, &args, Stdio::null());
         let mut line = String::new();
@@ -436,6 +456,7 @@ fn two_lans_joined_by_gateways_that_find_each_other_in_the_registry() {
         &["--topic", "x.data", "--prop", "keep=true", "--payload", "after restart", "--mode", "reliable"],
     );
     assert_eq!(next_payload(&lines), "after restart");
+    let _ = std::fs::remove_dir_all(&pki_dir);
 }
 
 #[test]

@@ -92,3 +92,30 @@ def test_a_subscriber_verifies_end_to_end_and_drops_what_does_not_verify(signed_
     assert len(printed) == 2 and "from the plant" in printed[0] and "sentinel" in printed[1], out
     assert "refused a message on news.today: the message is not signed" in err, err
     assert "refused a message on news.today: the signature of \"plant\" does not verify" in err, err
+
+
+def test_a_signed_file_transfer_passes_the_broker_and_the_receivers_check(signed_broker):
+    broker, keys = signed_broker
+    source = keys / "report.bin"
+    source.write_bytes(bytes(range(256)) * 4096)
+    saved = keys / "saved"
+    receiver = subprocess.Popen(
+        [sift_binary(), "sub", "--server", broker.native, "--topic", "orders.files", "--count", "1",
+         "--save-dir", str(saved), "--verify", str(keys / "keys.toml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stderr.readline().startswith("subscribed to"), "the subscription is live"
+        unsigned = sift("pub", "--server", broker.native, "--topic", "orders.files", "--file", str(source),
+                        "--chunk-bytes", "65536", check=False)
+        assert unsigned.returncode != 0 and "bad_signature" in unsigned.stderr, unsigned.stderr
+        signed = sift("pub", "--server", broker.native, "--topic", "orders.files", "--file", str(source),
+                      "--chunk-bytes", "65536", "--sign-key", str(keys / "plant.pem"), "--signer", "plant")
+        assert "16 fragments" in signed.stdout, signed.stdout
+        out, err = receiver.communicate(timeout=TIMEOUT)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.wait()
+    assert receiver.returncode == 0, err
+    assert "checksums match" in out, out
+    assert (saved / "report.bin").read_bytes() == source.read_bytes()

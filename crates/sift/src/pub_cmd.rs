@@ -300,7 +300,11 @@ async fn send_file(args: &PubArgs, path: &Path, template: Message, options: Clie
         let options = ClientOptions { name: format!("{}-{stream}", options.name), ..options.clone() };
         clients.push(Client::connect(args.server.as_str(), options).await?);
     }
-    let transfer_options = TransferOptions { chunk_bytes: args.chunk_bytes, ..TransferOptions::default() };
+    let signing = args.signing.clone();
+    let finish_fragment: Option<sift_client::transfer::FragmentHook> = signing
+        .map(|key| std::sync::Arc::new(move |fragment: &mut Message| sift_auth::signing::sign(fragment, &key)) as _);
+    let transfer_options =
+        TransferOptions { chunk_bytes: args.chunk_bytes, finish_fragment, ..TransferOptions::default() };
     let sent = transfer::send_file(&clients, template, path, &transfer_options).await;
     for client in &clients {
         client.close().await;

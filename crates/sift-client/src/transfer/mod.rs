@@ -33,7 +33,7 @@ pub use fragment::{FragmentError, FragmentHeader, Fragmenter};
 pub use receive::{
     Reassembler, ReassemblyConfig, ReassemblyCounters, TransferEvent, TransferFailure, FINISHED_REMEMBERED,
 };
-pub use send::{send_file, TransferError, TransferOptions, TransferReport};
+pub use send::{send_file, FragmentHook, TransferError, TransferOptions, TransferReport};
 
 /// The transfer id.
 pub const CHUNK_ID: &str = "sift-chunk-id";

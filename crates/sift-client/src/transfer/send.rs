@@ -25,7 +25,7 @@ use crate::{Client, ClientError, Confirm, ConfirmStatus, PublishOptions};
 const READ_AHEAD_PER_STREAM: usize = 2;
 
 /// How to send a transfer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TransferOptions {
     /// Payload bytes per fragment; lowered to the broker's `max_payload_bytes`.
     pub chunk_bytes: usize,
@@ -33,11 +33,29 @@ pub struct TransferOptions {
     pub window: usize,
     /// The name the receiver saves under (default: the file's name).
     pub name: Option<String>,
+    /// Applied to each fragment last, just before it is published: a
+    /// publisher that signs its messages signs each fragment here.
+    pub finish_fragment: Option<FragmentHook>,
+}
+
+/// What [`TransferOptions::finish_fragment`] holds.
+pub type FragmentHook = std::sync::Arc<dyn Fn(&mut Message) + Send + Sync>;
+
+impl std::fmt::Debug for TransferOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("TransferOptions")
+            .field("chunk_bytes", &self.chunk_bytes)
+            .field("window", &self.window)
+            .field("name", &self.name)
+            .field("finish_fragment", &self.finish_fragment.is_some())
+            .finish()
+    }
 }
 
 impl Default for TransferOptions {
     fn default() -> Self {
-        TransferOptions { chunk_bytes: CHUNK_BYTES_DEFAULT, window: 8, name: None }
+        TransferOptions { chunk_bytes: CHUNK_BYTES_DEFAULT, window: 8, name: None, finish_fragment: None }
     }
 }
 
@@ -113,8 +131,12 @@ pub async fn send_file(
         let payload = read.map_err(file_error)?;
         let stream = (index % streams as u64) as usize;
         sending.make_room(stream).await?;
+        let mut fragment = fragmenter.fragment(payload);
+        if let Some(finish) = &options.finish_fragment {
+            finish(&mut fragment);
+        }
         let receiver = clients[stream]
-            .start_confirmed(fragmenter.fragment(payload), PublishOptions::default())
+            .start_confirmed(fragment, PublishOptions::default())
             .await
             .map_err(|source| TransferError::Client { index, source })?;
         sending.in_flight[stream].push_back((index, receiver));

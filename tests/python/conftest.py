@@ -7,6 +7,7 @@ by its PID when the test ends, pass or fail. The STOMP and MQTT front-ends
 listen on ephemeral loopback ports too, unless a test turns them `off`.
 """
 
+import contextlib
 import os
 import pathlib
 import subprocess
@@ -44,6 +45,25 @@ class Broker:
 
 def sift_binary():
     return os.environ.get("SIFT_BIN", str(REPOSITORY / "target" / "debug" / "sift"))
+
+
+def password_hash(password):
+    """`sift passwd`, as an operator makes a hash for a users file."""
+    environment = dict(os.environ, SIFT_PASSWORD=password)
+    done = subprocess.run([sift_binary(), "passwd"], env=environment, capture_output=True, text=True,
+                          check=True, timeout=60)
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def users_file_of(text):
+    """A users file holding `text`, removed at the end; yields its path."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as file:
+        file.write(text)
+    try:
+        yield file.name
+    finally:
+        os.unlink(file.name)
 
 
 def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None, stomp="127.0.0.1:0",

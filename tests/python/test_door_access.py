@@ -6,29 +6,20 @@ made once in the broker's session machine, and answers it in its own
 words (401/403, STOMP ERROR, CONNACK and SUBACK reason codes)."""
 
 import base64
-import os
 import pathlib
 import signal
 import socket
 import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import sift_binary, start_broker
+from conftest import password_hash, sift_binary, start_broker, users_file_of
 from sdk_support import TIMEOUT
 from test_mqtt import Mqtt
 
 PASSWORDS = {"alice": "wonderland", "bob": "builder"}
-
-
-def password_hash(password):
-    """`sift passwd`, as a user makes a hash."""
-    environment = dict(os.environ, SIFT_PASSWORD=password)
-    done = subprocess.run([sift_binary(), "passwd"], env=environment, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +36,8 @@ name = "bob"
 password_hash = "{password_hash(PASSWORDS['bob'])}"
 subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
 """
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as file:
-        file.write(text)
-    yield file.name
-    os.unlink(file.name)
+    with users_file_of(text) as path:
+        yield path
 
 
 @pytest.fixture

@@ -81,7 +81,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as websocket_connect
 
 import sift
-from conftest import sift_binary, start_broker
+from conftest import password_hash, sift_binary, start_broker
 from http_support import CallbackReceiver, deliveries
 from sdk_support import TIMEOUT, until_sentinel
 from test_mqtt import Mqtt, properties as mqtt_properties
@@ -153,14 +153,6 @@ def expected_content(action, user):
 
 
 # The broker.
-
-
-def password_hash(password):
-    """`sift passwd`, as an operator makes a hash."""
-    environment = dict(os.environ, SIFT_PASSWORD=password)
-    done = subprocess.run([sift_binary(), "passwd"], env=environment, capture_output=True, text=True,
-                          check=True, timeout=TIMEOUT)
-    return done.stdout.strip()
 
 
 def users_file_text():

@@ -5,27 +5,18 @@ line), and one doing both, restarted under a connected client to see that
 the reconnect signs in again over TLS."""
 
 import logging
-import os
 import ssl
-import subprocess
-import tempfile
 
 import pytest
 
 import sift
 from sift import codec
-from conftest import sift_binary, start_broker
+from conftest import password_hash, start_broker, users_file_of
 from sdk_support import connect, eventually
+from test_door_access import sift_token
 from tls_pki import Pki
 
 PASSWORD = "wonderland"
-
-
-def password_hash(password):
-    """`sift passwd`, as a user makes a hash."""
-    environment = dict(os.environ, SIFT_PASSWORD=password)
-    done = subprocess.run([sift_binary(), "passwd"], env=environment, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +28,8 @@ password_hash = "{password_hash(PASSWORD)}"
 publish = ["orders.>"]
 subscribe = ["orders.>"]
 """
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as file:
-        file.write(text)
-    yield file.name
-    os.unlink(file.name)
+    with users_file_of(text) as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -258,10 +247,6 @@ async def test_reconnect_signs_in_again_over_tls(users_file, pki, sift_log):
 
 
 async def test_a_bearer_token_signs_in_and_an_expired_one_is_refused(tmp_path, sift_log):
-    def sift_token(*args):
-        done = subprocess.run([sift_binary(), "token", *args], capture_output=True, text=True, check=True)
-        return done.stdout.strip()
-
     public = sift_token("keygen", "--key", str(tmp_path / "ops.pem"))
     users = tmp_path / "users.toml"
     users.write_text('[[user]]\nname = "alice"\npublish = ["orders.>"]\nsubscribe = ["orders.>"]\n\n'

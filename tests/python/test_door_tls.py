@@ -374,10 +374,15 @@ def install(issued, cert, key):
     for source, target in zip(issued, (cert, key)):
         shutil.copyfile(source, target)
 
-def test_sighup_reloads_certificates_without_dropping_connections(tmp_path, pki):
-    two = Pki(tmp_path, "two")
+def live_certificate(tmp_path, pki):
+    """A second CA, and the files a broker reads, holding `pki`'s server certificate for now."""
     cert, key = tmp_path / "live-cert.pem", tmp_path / "live-key.pem"
     install(pki.server(), cert, key)
+    return Pki(tmp_path, "two"), cert, key
+
+
+def test_sighup_reloads_certificates_without_dropping_connections(tmp_path, pki):
+    two, cert, key = live_certificate(tmp_path, pki)
     with tls_broker_with(cert, key) as running:
         said = Lines(running.process.stdout)
         before = tls_mqtt(running, "before-reload", pki.ca)
@@ -409,9 +414,7 @@ def test_sighup_reloads_certificates_without_dropping_connections(tmp_path, pki)
 
 
 def test_sighup_with_a_bad_certificate_keeps_the_previous_one(tmp_path, pki):
-    two = Pki(tmp_path, "two")
-    cert, key = tmp_path / "live-cert.pem", tmp_path / "live-key.pem"
-    install(pki.server(), cert, key)
+    two, cert, key = live_certificate(tmp_path, pki)
     with tls_broker_with(cert, key) as running:
         said = Lines(running.process.stdout)
         install(two.server(), cert, key)

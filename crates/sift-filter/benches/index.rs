@@ -9,7 +9,8 @@
 
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::time::Duration;
+
+mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sift_core::workload::{GesWorkload, JbiWorkload, SelectorsWorkload, Workload};
@@ -153,13 +154,5 @@ fn churn(criterion: &mut Criterion) {
     bench_churn(criterion, "jbi_xpath", &JbiWorkload::new(SEED).expect("workload"));
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .without_plots()
-}
-
-criterion_group! { name = benches; config = config(); targets = matching, churn }
+criterion_group! { name = benches; config = support::config(); targets = matching, churn }
 criterion_main!(benches);

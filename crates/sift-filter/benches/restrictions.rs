@@ -11,7 +11,8 @@
 //! per message.
 
 use std::hint::black_box;
-use std::time::Duration;
+
+mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use sift_core::{Message, TopicName, Value};
@@ -88,13 +89,5 @@ fn restrictions(criterion: &mut Criterion) {
     group.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .without_plots()
-}
-
-criterion_group! { name = benches; config = config(); targets = restrictions }
+criterion_group! { name = benches; config = support::config(); targets = restrictions }
 criterion_main!(benches);

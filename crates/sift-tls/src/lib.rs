@@ -45,5 +45,7 @@ fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
     std::sync::Arc::new(rustls::crypto::ring::default_provider())
 }
 
+#[cfg(feature = "generate")]
+pub mod local_ca;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -1,47 +1,30 @@
-//! Certificates made on the spot, for tests: a CA, and certificates it
-//! signs written as PEM files beside it (feature `testing`).
+//! Certificates made on the spot, for tests (feature `testing`): a
+//! [`LocalCa`] whose failures fail the test.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+use rcgen::CertificateParams;
 
+pub use crate::local_ca::Issued;
+use crate::local_ca::LocalCa;
 use crate::{ClientTlsFiles, TlsFiles};
 
 /// A CA written to `<dir>/<name>-ca.pem`, which issues certificates.
 pub struct TestCa {
-    issuer: Issuer<'static, KeyPair>,
-    dir: PathBuf,
-    name: String,
+    ca: LocalCa,
     /// The CA's certificate file.
-    pub cert: PathBuf,
-}
-
-/// A certificate and its key, as PEM files.
-#[derive(Debug, Clone)]
-pub struct Issued {
-    /// The certificate.
-    pub cert: PathBuf,
-    /// Its key.
-    pub key: PathBuf,
+    pub cert: std::path::PathBuf,
 }
 
 impl TestCa {
     /// Makes a CA named `name` and writes its certificate under `dir`.
     pub fn new(dir: &Path, name: &str) -> TestCa {
-        let key = KeyPair::generate().expect("CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, format!("{name} test CA"));
-        let certificate = params.self_signed(&key).expect("CA certificate");
-        let cert = dir.join(format!("{name}-ca.pem"));
-        std::fs::write(&cert, certificate.pem()).expect("write CA");
-        let issuer = Issuer::new(params, key);
-        TestCa { issuer, dir: dir.to_path_buf(), name: name.to_string(), cert }
+        let ca = LocalCa::new(dir, name).expect("a test CA");
+        TestCa { cert: ca.cert.clone(), ca }
     }
 
     /// A certificate for `names` (DNS names, or IP addresses such as
-    /// `127.0.0.1`), signed by this CA, written as `<file>.pem` and
-    /// `<file>-key.pem`.
+    /// `127.0.0.1`), signed by this CA.
     pub fn issue(&self, file: &str, names: &[&str]) -> Issued {
         self.issue_with(file, names, |_| {})
     }
@@ -49,23 +32,7 @@ impl TestCa {
     /// As [`TestCa::issue`], with `adjust` changing the parameters first
     /// (an expiry in the past, a different common name).
     pub fn issue_with(&self, file: &str, names: &[&str], adjust: impl FnOnce(&mut CertificateParams)) -> Issued {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        for name in names {
-            let san = match name.parse::<std::net::IpAddr>() {
-                Ok(address) => SanType::IpAddress(address),
-                Err(_) => SanType::DnsName((*name).try_into().expect("DNS name")),
-            };
-            params.subject_alt_names.push(san);
-        }
-        params.distinguished_name.push(DnType::CommonName, names.first().copied().unwrap_or(file));
-        adjust(&mut params);
-        let certificate = params.signed_by(&key, &self.issuer).expect("certificate");
-        let cert = self.dir.join(format!("{}-{file}.pem", self.name));
-        let key_path = self.dir.join(format!("{}-{file}-key.pem", self.name));
-        std::fs::write(&cert, certificate.pem()).expect("write certificate");
-        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
-        Issued { cert, key: key_path }
+        self.ca.issue_with(file, names, adjust).expect("a test certificate")
     }
 
     /// A server certificate for `localhost` and 127.0.0.1, as a door's

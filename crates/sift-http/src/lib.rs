@@ -32,4 +32,4 @@ mod ws;
 
 pub use config::{HttpConfig, DEFAULT_HTTP_LISTEN};
 pub use counters::HttpCounters;
-pub use server::{HttpError, HttpFrontEnd};
+pub use server::{HttpError, HttpFrontEnd, PLAIN_TEXT_REFUSAL};

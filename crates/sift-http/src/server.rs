@@ -157,8 +157,9 @@ fn admit(
     connections.spawn(serve(stream, state.clone(), router.clone(), draining.clone()));
 }
 
-/// What a client that speaks plain HTTP to the HTTPS port is told.
-const PLAIN_TEXT_REFUSAL: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 46\r\nconnection: close\r\n\r\nThis port speaks HTTPS: use https:// instead.\n";
+/// What a client that speaks plain HTTP to an HTTPS port is told (the
+/// front-end's, and the gateway registry's).
+pub const PLAIN_TEXT_REFUSAL: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 46\r\nconnection: close\r\n\r\nThis port speaks HTTPS: use https:// instead.\n";
 
 /// Serves one connection until it closes or shutdown drains it.
 async fn serve(incoming: Incoming, state: Arc<AppState>, router: Router, draining: watch::Receiver<bool>) {

@@ -30,8 +30,8 @@ pub use error::{AcceptError, TlsError};
 pub use identity::certificate_identity;
 pub use server::{ServerTls, TlsCounters, TlsFiles, HANDSHAKE_TIMEOUT};
 pub use stream::{
-    ClientReadHalf, ClientStream, ClientWriteHalf, DoorReadHalf, DoorStream, DoorWriteHalf, PeerReadHalf, PeerStream,
-    PeerWriteHalf, TlsOrPlain, TlsReadHalf, TlsWriteHalf,
+    ClientReadHalf, ClientStream, ClientWriteHalf, DoorReadHalf, DoorStream, DoorWriteHalf, PeerCertificates,
+    PeerReadHalf, PeerStream, PeerWriteHalf, TlsOrPlain, TlsReadHalf, TlsWriteHalf,
 };
 
 /// The first byte of every TLS record that opens a handshake: a client

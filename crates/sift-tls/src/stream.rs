@@ -67,39 +67,33 @@ impl<T: AsyncRead + AsyncWrite> TlsOrPlain<T> {
     }
 }
 
-impl DoorStream {
-    /// The TCP socket beneath, for its addresses and options.
-    pub fn tcp(&self) -> &TcpStream {
-        match self {
-            TlsOrPlain::Plain(stream) => stream,
-            TlsOrPlain::Tls(stream) => stream.get_ref().0,
-        }
-    }
+/// A TLS stream whose peer's certificates can be read.
+pub trait PeerCertificates {
+    /// The certificate chain the peer presented, leaf first.
+    fn peer_certificates(&self) -> Option<&[rustls::pki_types::CertificateDer<'static>]>;
+}
 
-    /// The name the client's certificate proves (see
-    /// [`crate::certificate_identity`]), when it presented one that the
-    /// door's client CA vouches for.
-    pub fn peer_identity(&self) -> Option<String> {
-        match self {
-            TlsOrPlain::Plain(_) => None,
-            TlsOrPlain::Tls(stream) => {
-                let leaf = stream.get_ref().1.peer_certificates()?.first()?;
-                crate::certificate_identity(leaf)
-            }
-        }
+impl PeerCertificates for tokio_rustls::server::TlsStream<TcpStream> {
+    fn peer_certificates(&self) -> Option<&[rustls::pki_types::CertificateDer<'static>]> {
+        self.get_ref().1.peer_certificates()
     }
 }
 
-impl PeerStream {
-    /// The name the other broker's certificate proves, when the link is
-    /// under TLS.
+impl PeerCertificates for tokio_rustls::TlsStream<TcpStream> {
+    fn peer_certificates(&self) -> Option<&[rustls::pki_types::CertificateDer<'static>]> {
+        self.get_ref().1.peer_certificates()
+    }
+}
+
+impl<T: PeerCertificates> TlsOrPlain<T> {
+    /// The name the peer's certificate proves (see
+    /// [`crate::certificate_identity`]): a client whose certificate the
+    /// door's client CA vouched for, or the other broker of a link; `None`
+    /// in plain text or without a certificate.
     pub fn peer_identity(&self) -> Option<String> {
         match self {
             TlsOrPlain::Plain(_) => None,
-            TlsOrPlain::Tls(stream) => {
-                let (_, session) = stream.get_ref();
-                crate::certificate_identity(session.peer_certificates()?.first()?)
-            }
+            TlsOrPlain::Tls(stream) => crate::certificate_identity(stream.peer_certificates()?.first()?),
         }
     }
 }

@@ -223,9 +223,6 @@ pub async fn run(args: RegistryArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// What a plain-HTTP client of the HTTPS registry is told.
-const PLAIN_TEXT_REFUSAL: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: 46\r\nconnection: close\r\n\r\nThis port speaks HTTPS: use https:// instead.\n";
-
 /// Serves `app` over TLS until SIGINT or SIGTERM: each connection's
 /// handshake and requests run in a task of its own.
 async fn serve_tls(
@@ -248,7 +245,7 @@ async fn serve_tls(
         let app = app.clone();
         let incoming = accepted.stream;
         accepted.tasks.spawn(async move {
-            let Some(stream) = incoming.open(PLAIN_TEXT_REFUSAL).await else { return };
+            let Some(stream) = incoming.open(sift_http::PLAIN_TEXT_REFUSAL).await else { return };
             let service = hyper_util::service::TowerToHyperService::new(app);
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;

@@ -203,7 +203,7 @@ pub(crate) async fn serve(incoming: Incoming, shared: Arc<Shared>, closing: watc
     let password = connect.password.as_ref().map(|password| password.0.as_str());
     // A user name wins; without one, a client certificate signs its name in.
     let credentials = sift_client::Credentials::from_door(connect.user_name.as_deref(), password)
-        .or_else(|| certified.clone().map(sift_client::Credentials::certified));
+        .or_else(|| certified.map(sift_client::Credentials::certified));
     let settled = settle_session(&shared, &client_id, previous, fresh, (peer, credentials)).await;
     let (state, session_present) = match settled {
         Ok(settled) => settled,

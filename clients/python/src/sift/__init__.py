@@ -13,6 +13,7 @@ See README.md for every feature; docs/PROTOCOL.md in the Sift repository specifi
 from .client import Client, connect
 from .clock import ClockEstimate, ClockFilter, ClockNotSyncedError, ClockSample
 from .errors import (
+    BadSignatureError,
     BrokerError,
     ClientClosedError,
     ConnectError,
@@ -33,6 +34,7 @@ from .errors import (
 )
 from .message import Delivery
 from .ordering import OrderingBuffer, ordered
+from .signing import SignatureError, SigningKey, Verifier, VerifyingKey, keys_from_toml
 from .subscription import Subscription
 from .types import (
     AckMode,
@@ -52,6 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AckMode",
+    "BadSignatureError",
     "BrokerError",
     "Client",
     "ClientClosedError",
@@ -79,6 +82,8 @@ __all__ = [
     "QueuePolicy",
     "ServerInfo",
     "ShuttingDownError",
+    "SignatureError",
+    "SigningKey",
     "SiftError",
     "SlowConsumerError",
     "StartKind",
@@ -87,6 +92,9 @@ __all__ = [
     "StreamError",
     "Subscription",
     "UnknownSubscriptionError",
+    "Verifier",
+    "VerifyingKey",
     "connect",
+    "keys_from_toml",
     "ordered",
 ]

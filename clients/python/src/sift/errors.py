@@ -146,6 +146,10 @@ class StreamError(BrokerError):
     """Streams and durables: unknown, existing, in use or mismatched."""
 
 
+class BadSignatureError(BrokerError):
+    """The topic requires signed messages and this one is unsigned, signed by a key not listed, or forged."""
+
+
 _CLASSES: dict[int, type[BrokerError]] = {
     1: MalformedError,
     3: LimitExceededError,
@@ -168,4 +172,5 @@ _CLASSES: dict[int, type[BrokerError]] = {
     25: StreamError,
     26: StreamError,
     27: StreamError,
+    32: BadSignatureError,
 }

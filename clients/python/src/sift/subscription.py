@@ -9,15 +9,20 @@ returns buffered deliveries without suspending.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Optional
 
 from .errors import ClientClosedError
 from .message import Delivery
+from .signing import SignatureError, Verifier
 from .types import AckMode, Gap
 
 if TYPE_CHECKING:
     from .client import Client
+
+
+_log = logging.getLogger("sift.subscription")
 
 
 class Subscription:
@@ -42,6 +47,7 @@ class Subscription:
         ack: AckMode,
         max_buffered: int,
         on_gap: Optional[Callable[[Gap], None]],
+        verifier: Verifier | None = None,
     ) -> None:
         self._client = client
         self.id = sub_id
@@ -60,6 +66,7 @@ class Subscription:
         self._ended = False
         self._error: BaseException | None = None
         self._holding_reads = False
+        self._verifier = verifier
 
     def __repr__(self) -> str:
         return f"Subscription(id={self.id}, topic_filter={self.topic_filter!r}, buffered={len(self._buffer)})"
@@ -79,24 +86,41 @@ class Subscription:
 
     async def __anext__(self) -> Delivery:
         buffer = self._buffer
-        while not buffer:
-            if self._ended:
-                error = self._error
-                if error is not None:
-                    self._error = None
-                    raise error
-                raise StopAsyncIteration
-            self._waiter = waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+        while True:
+            while not buffer:
+                if self._ended:
+                    error = self._error
+                    if error is not None:
+                        self._error = None
+                        raise error
+                    raise StopAsyncIteration
+                self._waiter = waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await waiter
+                finally:
+                    self._waiter = None
+            delivery = self._take()
+            if delivery is not None:
+                return delivery
+
+    def _take(self) -> Delivery | None:
+        """The next buffered delivery, acknowledged if auto-ack; None if it failed verification."""
+        buffer = self._buffer
         delivery = buffer.popleft()
-        if self._auto_ack and delivery.delivery_tag:
-            delivery.ack_nowait()
         if self._holding_reads and len(buffer) <= self._resume_below:
             self._holding_reads = False
             self._client._release_reads(self)
+        if self._verifier is not None:
+            try:
+                self._verifier.verify(delivery)
+            except SignatureError as error:
+                _log.warning("subscription %d refused a message on %s: %s", self.id, delivery.topic, error)
+                if delivery.delivery_tag and not delivery._settled and delivery._acknowledger is not None:
+                    delivery._settled = True
+                    delivery._acknowledger._nack_tag(delivery.delivery_tag, False)
+                return None
+        if self._auto_ack and delivery.delivery_tag:
+            delivery.ack_nowait()
         return delivery
 
     async def next(self, timeout: float | None = None) -> Delivery:
@@ -107,15 +131,11 @@ class Subscription:
 
     def next_nowait(self) -> Delivery | None:
         """A delivery if one is already buffered, else None, without waiting."""
-        if not self._buffer:
-            return None
-        delivery = self._buffer.popleft()
-        if self._auto_ack and delivery.delivery_tag:
-            delivery.ack_nowait()
-        if self._holding_reads and len(self._buffer) <= self._resume_below:
-            self._holding_reads = False
-            self._client._release_reads(self)
-        return delivery
+        while self._buffer:
+            delivery = self._take()
+            if delivery is not None:
+                return delivery
+        return None
 
     async def grant(self, credit: int) -> None:
         """Grants `credit` more deliveries to a subscription opened with `credit=` (FLOW)."""

@@ -206,6 +206,16 @@ def test_bearer_tokens_sign_in_through_every_door(users_file, tmp_path):
         mqtt = Mqtt(running, "mqtt-token")
         mqtt.paho.username_pw_set("alice", token)
         mqtt_reads_orders_only(mqtt)
+        # A token names its user whatever the MQTT user name says: another
+        # user's token with the same (empty) user name and client id does
+        # not resume alice's session.
+        bob_token = sift_token("issue", "--key", str(tmp_path / "ops.pem"), "--issuer", "ops", "--user", "bob")
+        for expect_present, who in ((False, token), (True, token), (False, bob_token)):
+            device = Mqtt(running, "shared-device", clean=False)
+            device.paho.username_pw_set("", who)
+            assert device.connect(session_expiry=300) == expect_present
+            device.paho.disconnect()
+            device.paho.loop_stop()
         token_file = tmp_path / "token"
         token_file.write_text(token + "\n")
         done = subprocess.run([sift_binary(), "pub", "--server", running.native, "--token-file", str(token_file),

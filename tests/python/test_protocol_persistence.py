@@ -17,7 +17,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from conftest import start_broker
+from conftest import password_hash, start_broker, users_file_of
 from sdk_support import TIMEOUT
 from stomp_support import stomp_client
 
@@ -42,11 +42,13 @@ def restarted(broker, extra_args=()):
 class Paho:
     """A paho MQTT 3.1.1 client whose messages land on a queue."""
 
-    def __init__(self, broker, client_id, clean_session=True):
+    def __init__(self, broker, client_id, clean_session=True, credentials=None):
         self.messages = queue.Queue()
         self.connected = queue.Queue()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean_session,
                                   protocol=mqtt.MQTTv311, reconnect_on_failure=False)
+        if credentials is not None:
+            self.client.username_pw_set(*credentials)
         self.client.on_message = lambda _client, _userdata, message: self.messages.put(message)
         self.client.on_connect = lambda _c, _u, flags, reason, _p: self.connected.put((flags, reason))
         self.client.connect(broker.mqtt_host, broker.mqtt_port)
@@ -134,9 +136,11 @@ def test_a_persistent_session_and_its_stored_messages_survive_a_kill(tmp_path):
 class PersistentPublisher:
     """A paho MQTT 5 client whose QoS 1 publishes ask for `sift-mode: persistent`."""
 
-    def __init__(self, broker, client_id):
+    def __init__(self, broker, client_id, credentials=None):
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5,
                                   reconnect_on_failure=False)
+        if credentials is not None:
+            self.client.username_pw_set(*credentials)
         connected = queue.Queue()
         self.client.on_connect = lambda *_args: connected.put(True)
         self.client.connect(broker.mqtt_host, broker.mqtt_port, clean_start=True)
@@ -145,12 +149,56 @@ class PersistentPublisher:
         self.properties = Properties(PacketTypes.PUBLISH)
         self.properties.UserProperty = [("sift-mode", "persistent")]
 
-    def publish(self, topic, payload):
-        self.client.publish(topic, payload, qos=1, properties=self.properties).wait_for_publish(timeout=TIMEOUT)
+    def publish(self, topic, payload, **user_properties):
+        properties = self.properties
+        if user_properties:
+            properties = Properties(PacketTypes.PUBLISH)
+            properties.UserProperty = self.properties.UserProperty + list(user_properties.items())
+        self.client.publish(topic, payload, qos=1, properties=properties).wait_for_publish(timeout=TIMEOUT)
 
     def close(self):
         self.client.disconnect()
         self.client.loop_stop()
+
+
+def test_a_persistent_session_comes_back_as_its_user_with_its_restriction():
+    """On a broker with users, a session restored after a kill signs in
+    again as the user it belonged to: bob's content restriction still
+    holds, bob resumes it, and alice, with the same client id, does not."""
+    users = f"""
+[[user]]
+name = "alice"
+password_hash = "{password_hash('wonderland')}"
+publish = ["orders.>"]
+subscribe = ["orders.>"]
+
+[[user]]
+name = "bob"
+password_hash = "{password_hash('builder')}"
+subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
+"""
+    with users_file_of(users) as users_path:
+        arguments = ["--users", users_path]
+        broker = start_broker(extra_args=arguments)
+        try:
+            bob = Paho(broker, "bob-phone", clean_session=False, credentials=("bob", "builder"))
+            bob.subscribe("orders/+", qos=1)
+            bob.close()
+            broker = restarted(broker, arguments)
+            alice = PersistentPublisher(broker, "alice", credentials=("alice", "wonderland"))
+            for region in ("US", "EU", "US"):
+                alice.publish("orders/new", f"order from {region}".encode(), region=region)
+            alice.publish("orders/sentinel", b"sentinel", region="EU")
+            alice.close()
+            bob = Paho(broker, "bob-phone", clean_session=False, credentials=("bob", "builder"))
+            assert bob.flags.session_present, "restored as bob's, bob resumes it"
+            assert bob.payloads(2) == [b"order from EU", b"sentinel"], "bob's restriction still holds"
+            bob.close()
+            intruder = Paho(broker, "bob-phone", clean_session=False, credentials=("alice", "wonderland"))
+            assert not intruder.flags.session_present, "another user gets a fresh session"
+            intruder.close()
+        finally:
+            broker.stop()
 
 
 def durable_subscribe(connection, collector, receipt="subscribed"):

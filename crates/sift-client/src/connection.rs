@@ -75,6 +75,8 @@ struct State {
     queries: HashMap<u64, QuerySender>,
     close_ack: Option<oneshot::Sender<()>>,
     welcome: Option<Welcome>,
+    /// The user the broker's `AUTH_OK` named, when the client signed in.
+    user: Option<String>,
 }
 
 struct Inner {
@@ -124,7 +126,7 @@ impl Client {
 
     /// Connects to `endpoint` and completes the handshake.
     pub async fn connect_to(endpoint: Endpoint, options: ClientOptions) -> Result<Client, ClientError> {
-        let (stream, welcome) = open(&endpoint, &options).await?;
+        let (stream, Greeted { welcome, user }) = open(&endpoint, &options).await?;
         let window = Arc::new(Semaphore::new(welcome.publish_window.max(1) as usize));
         let out = match endpoint {
             Endpoint::Local(_) => Outgoing::Frames(crate::outgoing::FrameBatches::default()),
@@ -141,7 +143,11 @@ impl Client {
             connected_watch: tokio::sync::watch::Sender::new(false),
         });
         let client = Client { inner };
-        client.lock().welcome = Some(welcome);
+        {
+            let mut state = client.lock();
+            state.welcome = Some(welcome);
+            state.user = user;
+        }
         // Live before `connect` returns, so that a publish right after it is
         // written on this connection rather than treated as disconnected.
         client.resume();
@@ -211,6 +217,12 @@ impl Client {
     /// The broker's `WELCOME` (its limits) from the latest handshake.
     pub fn server_info(&self) -> Option<Welcome> {
         self.lock().welcome.clone()
+    }
+
+    /// The user the broker signed this client in as (its `AUTH_OK`), or
+    /// `None` when the client did not sign in.
+    pub fn user(&self) -> Option<String> {
+        self.lock().user.clone()
     }
 
     /// True while connected.
@@ -649,30 +661,44 @@ fn greeting(options: &ClientOptions) -> Vec<Frame> {
 struct Answers {
     welcome: Option<Welcome>,
     signing_in: bool,
+    user: Option<String>,
+}
+
+/// What a completed handshake brought: the broker's `WELCOME`, and the
+/// user its `AUTH_OK` named when the client signed in.
+struct Greeted {
+    welcome: Welcome,
+    user: Option<String>,
 }
 
 impl Answers {
     fn new(options: &ClientOptions) -> Answers {
-        Answers { welcome: None, signing_in: options.credentials.is_some() }
+        Answers { welcome: None, signing_in: options.credentials.is_some(), user: None }
     }
 
     /// Takes one frame; the `WELCOME` once every answer has come.
-    fn take(&mut self, frame: Frame, failure: &impl Fn(String) -> ClientError) -> Result<Option<Welcome>, ClientError> {
+    fn take(&mut self, frame: Frame, failure: &impl Fn(String) -> ClientError) -> Result<Option<Greeted>, ClientError> {
         match frame {
             Frame::Welcome(welcome) if self.welcome.is_none() => self.welcome = Some(welcome),
-            Frame::AuthOk { request_id: AUTH_REQUEST_ID, .. } if self.signing_in => self.signing_in = false,
+            Frame::AuthOk { request_id: AUTH_REQUEST_ID, user } if self.signing_in => {
+                self.signing_in = false;
+                self.user = Some(user);
+            }
             Frame::Error(error) if matches!(error.code, ErrorCode::AuthFailed | ErrorCode::AuthRequired) => {
                 return Err(ClientError::Refused { code: error.code, message: error.message });
             }
             Frame::Error(error) => return Err(failure(format!("{}: {}", error.code, error.message))),
             other => return Err(failure(format!("unexpected {} during the handshake", other.name()))),
         }
-        Ok(if self.signing_in { None } else { self.welcome.take() })
+        if self.signing_in {
+            return Ok(None);
+        }
+        Ok(self.welcome.take().map(|welcome| Greeted { welcome, user: self.user.take() }))
     }
 }
 
 /// Connects and runs the handshake.
-async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Welcome), ClientError> {
+async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Greeted), ClientError> {
     let failure = |reason: String| ClientError::Connect { address: endpoint.to_string(), reason };
     let attempt = async {
         let link = crate::transport::connect(endpoint, options.tls.as_ref())
@@ -694,8 +720,8 @@ async fn open(endpoint: &Endpoint, options: &ClientOptions) -> Result<(Link, Wel
         let mut answers = Answers::new(options);
         loop {
             while let Some(frame) = decoder.decode(&mut buf).map_err(|error| failure(error.to_string()))? {
-                if let Some(welcome) = answers.take(frame, &failure)? {
-                    return Ok((Link::Bytes(reader, writer), welcome));
+                if let Some(greeted) = answers.take(frame, &failure)? {
+                    return Ok((Link::Bytes(reader, writer), greeted));
                 }
             }
             let read = reader.read_buf(&mut buf).await.map_err(|error| failure(error.to_string()))?;
@@ -716,7 +742,7 @@ async fn greet_local(
     mut from_broker: mpsc::Receiver<Vec<Frame>>,
     options: &ClientOptions,
     failure: &impl Fn(String) -> ClientError,
-) -> Result<(Link, Welcome), ClientError> {
+) -> Result<(Link, Greeted), ClientError> {
     let closed = || failure("the local session closed during the handshake".into());
     to_broker.send(greeting(options)).await.map_err(|_| closed())?;
     let mut answers = Answers::new(options);
@@ -724,9 +750,9 @@ async fn greet_local(
         let batch = from_broker.recv().await.ok_or_else(closed)?;
         let mut frames = batch.into_iter();
         while let Some(frame) = frames.next() {
-            if let Some(welcome) = answers.take(frame, failure)? {
+            if let Some(greeted) = answers.take(frame, failure)? {
                 debug_assert!(frames.next().is_none(), "nothing but the handshake's answers comes before it ends");
-                return Ok((Link::Frames(to_broker, from_broker), welcome));
+                return Ok((Link::Frames(to_broker, from_broker), greeted));
             }
         }
     }
@@ -769,8 +795,11 @@ impl Client {
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(self.inner.options.reconnect_delay_max);
             match open(&self.inner.endpoint, &self.inner.options).await {
-                Ok((new_stream, welcome)) => {
-                    self.lock().welcome = Some(welcome);
+                Ok((new_stream, Greeted { welcome, user })) => {
+                    let mut state = self.lock();
+                    state.welcome = Some(welcome);
+                    state.user = user;
+                    drop(state);
                     stream = Some(new_stream);
                 }
                 Err(error) => tracing::debug!(%error, "reconnect failed"),

@@ -192,7 +192,12 @@ async fn restore(shared: &Arc<Shared>, recovered: Recovered) {
                 continue;
             }
         };
-        let mut state = match SessionState::open(shared, &client_id, (None, None), false).await {
+        // The broker's own journal vouches for the user, as a front-end's
+        // TLS handshake vouches for a certificate's name: the session signs
+        // in again as that user, with the permissions the users file gives
+        // it now (a user since removed is refused, and the session dropped).
+        let credentials = description.user.as_deref().map(sift_client::Credentials::certified);
+        let mut state = match SessionState::open(shared, &client_id, (None, credentials), false).await {
             Ok(state) => state,
             Err(error) => {
                 tracing::warn!("MQTT session {client_id:?} not restored: {error}");

@@ -395,11 +395,10 @@ async fn may_resume(
         return Ok(true);
     }
     let Some(credentials) = credentials else { return Ok(state.user.is_none()) };
-    if state.user.as_deref() != Some(credentials.user.as_str()) {
-        return Ok(false);
-    }
+    // The user the broker names, not the one the client typed: a token
+    // names its user itself, whatever the MQTT user name says.
     match shared.connector.check_credentials(credentials.auth(0)).await {
-        Ok(_) => Ok(true),
+        Ok(user) => Ok(state.user.as_deref() == Some(user.as_str())),
         Err(refused) => Err((ConnectReasonCode::NotAuthorized, refused.to_string())),
     }
 }

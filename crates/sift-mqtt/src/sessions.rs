@@ -47,6 +47,11 @@ pub(crate) struct SessionDescription {
     pub expiry_s: u32,
     /// Its subscriptions by filter text.
     pub subscriptions: BTreeMap<String, SubscriptionDescription>,
+    /// The user it signed in as, on a broker with users: restored as that
+    /// user, and resumed only by that user (journals written before users
+    /// existed have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Everything a session holds between connections.
@@ -70,7 +75,8 @@ pub(crate) struct SessionState {
     /// Writes QoS 0 deliveries straight to the connection, for a session
     /// that ends with its connection (`crate::door`).
     pub door: Option<Arc<MqttDoor>>,
-    /// The user the native session signed in as; `None` when anonymous.
+    /// The user the native session signed in as, as the broker named it
+    /// (a token's subject, not what the client typed); `None` when anonymous.
     pub user: Option<String>,
 }
 
@@ -87,7 +93,6 @@ impl SessionState {
         with_door: bool,
     ) -> Result<SessionState, sift_client::ClientError> {
         let name = format!("mqtt-{client_id}");
-        let user = credentials.as_ref().map(|credentials| credentials.user.clone());
         let options = ClientOptions {
             name: name.clone(),
             reconnect: false,
@@ -106,6 +111,7 @@ impl SessionState {
             None => shared.connector.local_opener(origin),
         };
         let client = Client::connect_local(opener, options).await?;
+        let user = client.user();
         let (buffer_in, buffer_out) = mpsc::channel(shared.config.session_buffer_deliveries);
         Ok(SessionState {
             client_id: client_id.to_string(),
@@ -190,7 +196,7 @@ impl SessionState {
             .iter()
             .map(|(filter, subscribed)| (filter.clone(), subscribed.route.description.clone()))
             .collect();
-        SessionDescription { expiry_s, subscriptions }
+        SessionDescription { expiry_s, subscriptions, user: self.user.clone() }
     }
 
     /// Ends the session: subscriptions, then the native session (whose

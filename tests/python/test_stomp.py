@@ -14,7 +14,7 @@ import socket
 import stomp
 
 from sdk_support import TIMEOUT, connect, http_json, until_sentinel
-from stomp_support import stomp_client, take
+from stomp_support import Collector, stomp_client, take
 
 
 async def bodies_until_sentinel(collector, sentinel="sentinel"):
@@ -127,10 +127,58 @@ async def test_client_individual_acks_and_nacks_redeliver_reliable_messages(brok
         connection.nack(first.headers["ack"])
         again = await take(collector.messages)
         assert again.body == "task" and again.headers.get("redelivered") == "true"
+        assert again.headers["message-id"] == first.headers["message-id"], "one JMSMessageID across redeliveries"
+        assert again.headers["ack"] != first.headers["ack"], "each delivery is acknowledged on its own"
         connection.ack(again.headers["ack"])
         connection.send(destination="/topic/work", body="sentinel", headers={"receipt": "done"})
         assert await take(collector.receipts) == "done"
         assert (await take(collector.messages)).body == "sentinel", "nothing redelivered after the ack"
+    finally:
+        connection.disconnect()
+
+
+async def test_stomp_1_1_clients_acknowledge_by_the_stable_message_id(broker):
+    connection = stomp.Connection11([(broker.stomp_host, broker.stomp_port)], heartbeats=(0, 0))
+    collector = Collector()
+    connection.set_listener("collector", collector)
+    connection.connect(login="pytest-stomp-11", wait=True)
+    try:
+        connection.subscribe(destination="/queue/work11", id="w", ack="client-individual",
+                             headers={"receipt": "s"})
+        assert await take(collector.receipts) == "s"
+        connection.send(destination="/queue/work11", body="task", headers={"sift-mode": "reliable"})
+        first = await take(collector.messages)
+        assert first.headers["message-id"].startswith("ID:")
+        connection.nack(first.headers["message-id"], "w")
+        again = await take(collector.messages)
+        assert (again.body, again.headers["message-id"]) == ("task", first.headers["message-id"])
+        connection.ack(again.headers["message-id"], "w")
+        connection.send(destination="/queue/work11", body="sentinel", headers={"receipt": "done"})
+        assert await take(collector.receipts) == "done"
+        assert (await take(collector.messages)).body == "sentinel", "nothing redelivered after the ack"
+    finally:
+        connection.disconnect()
+
+
+async def test_jms_selectors_see_jms_header_fields_and_refuse_ordering_on_booleans(broker):
+    connection, collector = stomp_client(broker)
+    try:
+        selectors = {"t": "JMSType = 'order' AND JMSCorrelationID = '12993'", "c": "JMSCorrelationID LIKE '12%3'"}
+        for sub_id, selector in selectors.items():
+            connection.subscribe(destination="/topic/jms", id=sub_id, headers={"selector": selector, "receipt": sub_id})
+            assert await take(collector.receipts) == sub_id
+        connection.send(destination="/topic/jms", body="other", headers={"type": "quote", "correlation-id": "1"})
+        connection.send(destination="/topic/jms", body="match", headers={"type": "order", "correlation-id": "12993"})
+        connection.send(destination="/topic/jms", body="sentinel", headers={"type": "order", "correlation-id": "12993"})
+        received = {}
+        while sum(1 for bodies in received.values() if bodies[-1] == "sentinel") < 2:
+            frame = await take(collector.messages)
+            received.setdefault(frame.headers["subscription"], []).append(frame.body)
+            assert frame.headers["type"] == "order" and frame.headers["correlation-id"] == "12993"
+        assert received == {"t": ["match", "sentinel"], "c": ["match", "sentinel"]}
+        connection.subscribe(destination="/topic/jms", id="bad", headers={"selector": "TRUE > 0"})
+        error = await take(collector.errors)
+        assert "a boolean compares only for equality" in error.body, error.body
     finally:
         connection.disconnect()
 

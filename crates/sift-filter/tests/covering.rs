@@ -100,7 +100,12 @@ fn any_name() -> impl Strategy<Value = &'static str> {
 
 fn any_atom() -> impl Strategy<Value = Atom> {
     prop_oneof![
-        6 => (any_name(), any_op(), any_constant()).prop_map(|(name, op, constant)| Atom::Compare { name, op, constant }),
+        6 => (any_name(), any_op(), any_constant()).prop_map(|(name, op, constant)| {
+            // A boolean compares only for equality (JMS): `s > FALSE` is refused.
+            let ordering = !matches!(op, ComparisonOp::Equal | ComparisonOp::NotEqual);
+            let op = if ordering && matches!(constant, Constant::Bool(_)) { ComparisonOp::Equal } else { op };
+            Atom::Compare { name, op, constant }
+        }),
         2 => (any_name(), -2_i64..3, 0_i64..4, any::<bool>())
             .prop_map(|(name, low, width, negated)| Atom::Between { name, low, high: low + width, negated }),
         2 => (any_name(), prop::collection::vec(any_item(), 1..4), any::<bool>())

@@ -30,10 +30,16 @@ pub(crate) struct Served {
     pub destination_prefix: &'static str,
     /// How the client acknowledges.
     pub mode: AckMode,
-    /// Tags written and not yet acknowledged, oldest first (for `client`
-    /// acks, which acknowledge everything up to the one named).
-    pub outstanding: Arc<Mutex<VecDeque<u64>>>,
+    /// Deliveries written and not yet acknowledged, oldest first (for
+    /// `client` acks, which acknowledge everything up to the one named).
+    pub outstanding: Outstanding,
 }
+
+/// A subscription's deliveries written and not yet acknowledged, oldest
+/// first: (delivery tag, message id). 1.2 clients acknowledge by the tag
+/// (the `ack` header); 1.0 and 1.1 clients by `message-id`, which is the
+/// message's own id, the same on every redelivery (as JMS requires).
+pub(crate) type Outstanding = Arc<Mutex<VecDeque<(u64, u64)>>>;
 
 /// The door writer of one STOMP connection.
 pub(crate) struct StompDoor {
@@ -69,14 +75,15 @@ impl DoorWriter for StompDoor {
         let Some(subscription) = served.get(&delivery.sub_id) else { return false };
         // Deliveries that need an ack carry their tag; the others get an id
         // that acknowledges nothing (a client in client mode acks every
-        // MESSAGE it gets). The value goes in `message-id` too: 1.0 and 1.1
-        // clients acknowledge by message-id.
+        // MESSAGE it gets).
         let mut ack_text = [0u8; ACK_TEXT_BYTES_MAX];
         let ack = match (subscription.mode, delivery.delivery_tag) {
             (AckMode::Auto, _) => None,
             (_, 0) => Some(ack_id(&mut ack_text, 'n', delivery.message.id)),
             (_, tag) => {
-                subscription.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(tag);
+                let mut outstanding =
+                    subscription.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                outstanding.push_back((tag, delivery.message.id));
                 Some(ack_id(&mut ack_text, 't', tag))
             }
         };
@@ -86,7 +93,6 @@ impl DoorWriter for StompDoor {
             &subscription.id,
             subscription.destination_prefix,
             ack,
-            true,
         );
         StompCounters::bump(&self.counters.messages_delivered);
         true

@@ -22,6 +22,25 @@ use sift_core::{DeliveryMode, Message, Priority, TopicName, Value};
 
 use crate::frame::{Command, Frame};
 
+/// STOMP headers that carry JMS header fields (as ActiveMQ maps them),
+/// and the property each is kept in: a selector reads `JMSType` and
+/// `JMSCorrelationID` by those names, whichever door the message came
+/// through. Their values are text as sent, never typed.
+const JMS_HEADERS: [(&str, &str); 2] = [("type", "JMSType"), ("correlation-id", "JMSCorrelationID")];
+
+/// The property a SEND header is kept in, and whether its value is typed.
+fn property_of_header(header: &str) -> (&str, bool) {
+    match JMS_HEADERS.iter().find(|(name, _)| *name == header) {
+        Some((_, property)) => (property, false),
+        None => (header, true),
+    }
+}
+
+/// The MESSAGE header a property is written in.
+fn header_of_property(property: &str) -> &str {
+    JMS_HEADERS.iter().find(|(_, name)| *name == property).map_or(property, |(header, _)| header)
+}
+
 /// SEND headers that are not message properties.
 const RESERVED: [&str; 9] = [
     "destination",
@@ -73,10 +92,12 @@ pub fn message_of_send(frame: &Frame) -> Result<Message, String> {
     // publisher back (through its session, down to its socket) instead of
     // dropping the message, which is what STOMP users of ActiveMQ expect.
     message.delivery_mode = DeliveryMode::Reliable;
-    for (name, value) in &frame.headers {
+    for (header, value) in &frame.headers {
+        let (name, typed) = property_of_header(header);
         let seen_before = message.properties.iter().any(|(known, _)| known == name);
-        if !RESERVED.contains(&name.as_str()) && !seen_before {
-            message.properties.push((name.clone(), Value::parse_typed(value)));
+        if !RESERVED.contains(&header.as_str()) && !seen_before {
+            let value = if typed { Value::parse_typed(value) } else { Value::Str(value.as_str().into()) };
+            message.properties.push((name.to_string(), value));
         }
     }
     if frame.get("persistent") == Some("true") {
@@ -112,15 +133,12 @@ fn header_text(value: &Value) -> String {
 /// [`message_frame`] followed by [`Frame::encode`] would, without building
 /// the frame's header list: a MESSAGE is the front-end's most frequent
 /// frame, and its ten-odd headers would each be two allocations.
-/// `ack_as_message_id` gives 1.0 and 1.1 clients, which acknowledge by
-/// `message-id`, the ack value there.
 pub fn encode_message_frame(
     out: &mut bytes::BytesMut,
     (message, redelivered): (&Message, bool),
     subscription_id: &str,
     prefix: &str,
     ack: Option<&str>,
-    ack_as_message_id: bool,
 ) {
     use bytes::BufMut;
     use std::fmt::Write;
@@ -132,14 +150,11 @@ pub fn encode_message_frame(
     };
     out.put_slice(b"MESSAGE\n");
     header(out, "subscription", subscription_id);
-    match (ack, ack_as_message_id) {
-        (Some(ack), true) => header(out, "message-id", ack),
-        _ => {
-            out.put_slice(b"message-id:");
-            put_number(out, message.id);
-            out.put_u8(b'\n');
-        }
-    }
+    // The message's own id, the same on every redelivery (JMS's
+    // JMSMessageID, which a selector reads as `ID:` and the id).
+    out.put_slice(b"message-id:ID:");
+    put_number(out, message.id);
+    out.put_u8(b'\n');
     out.put_slice(b"destination:");
     crate::frame::put_escaped(out, prefix, false);
     crate::frame::put_escaped(out, message.topic.as_str(), false);
@@ -160,7 +175,7 @@ pub fn encode_message_frame(
         out.put_slice(b"redelivered:true\n");
     }
     for (name, value) in &message.properties {
-        crate::frame::put_escaped(out, name, false);
+        crate::frame::put_escaped(out, header_of_property(name), false);
         out.put_u8(b':');
         match value {
             Value::Str(text) => crate::frame::put_escaped(out, text, false),
@@ -201,7 +216,7 @@ pub fn message_frame(delivery: &Delivery, subscription_id: &str, prefix: &str, a
     let message = &delivery.message;
     let mut frame = Frame::new(Command::Message)
         .header("subscription", subscription_id)
-        .header("message-id", message.id.to_string())
+        .header("message-id", format!("ID:{}", message.id))
         .header("destination", format!("{prefix}{}", message.topic.as_str()))
         .header("priority", message.priority.level().to_string())
         .header("timestamp", (message.timestamp_ns / 1_000_000).to_string())
@@ -216,7 +231,7 @@ pub fn message_frame(delivery: &Delivery, subscription_id: &str, prefix: &str, a
         frame = frame.header("redelivered", "true");
     }
     for (name, value) in &message.properties {
-        frame = frame.header(name, header_text(value));
+        frame = frame.header(header_of_property(name), header_text(value));
     }
     Frame { body: Bytes::clone(&message.payload), ..frame }
 }
@@ -232,6 +247,22 @@ mod tests {
         assert_eq!(Destination::parse("/topic/quotes.>").expect("valid").queue_group, None);
         assert_eq!(Destination::parse("plain.topic").expect("valid").topic, "plain.topic");
         assert!(Destination::parse("/topic/").is_err());
+    }
+
+    #[test]
+    fn jms_header_fields_keep_their_jms_names_and_their_text() {
+        let frame = Frame::new(Command::Send)
+            .header("destination", "/queue/orders")
+            .header("type", "12993")
+            .header("correlation-id", "42");
+        let message = message_of_send(&frame).expect("valid");
+        assert_eq!(message.property("JMSType"), Some(&Value::Str("12993".into())));
+        assert_eq!(message.property("JMSCorrelationID"), Some(&Value::Str("42".into())));
+        assert_eq!(message.property("type"), None);
+        let delivery = Delivery::detached(message, 1, 0, false, 0);
+        let written = message_frame(&delivery, "sub-1", "/queue/", None);
+        assert_eq!((written.get("type"), written.get("correlation-id")), (Some("12993"), Some("42")));
+        assert_eq!(written.get("JMSType"), None);
     }
 
     #[test]
@@ -276,22 +307,13 @@ mod tests {
         ];
         let delivery = Delivery::detached(message, 1, 7, true, 0);
         let mut direct = bytes::BytesMut::new();
-        encode_message_frame(
-            &mut direct,
-            (&delivery.message, delivery.redelivered),
-            "sub:1",
-            "/topic/",
-            Some("t7"),
-            true,
-        );
+        encode_message_frame(&mut direct, (&delivery.message, delivery.redelivered), "sub:1", "/topic/", Some("t7"));
         let decoder = crate::frame::Decoder::new(crate::frame::Limits::default());
         let Ok(Some(crate::frame::Decoded::Frame(read))) = decoder.decode(&mut direct) else {
             panic!("the encoding reads back as one frame")
         };
         assert!(direct.is_empty(), "one whole frame");
-        let mut expected = message_frame(&delivery, "sub:1", "/topic/", Some("t7".into()));
-        expected.headers.retain(|(name, _)| name != "message-id");
-        expected.headers.push(("message-id".into(), "t7".into()));
+        let expected = message_frame(&delivery, "sub:1", "/topic/", Some("t7".into()));
         let sorted = |frame: &Frame| {
             let mut headers = frame.headers.clone();
             headers.retain(|(name, _)| name != "content-length");

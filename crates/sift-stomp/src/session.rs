@@ -23,7 +23,7 @@ use sift_client::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::door::{Served, StompDoor};
+use crate::door::{Outstanding, Served, StompDoor};
 use crate::frame::{Command, Decoded, Decoder, Frame, Limits};
 use crate::mapping::{encode_message_frame, message_of_send, Destination};
 use crate::server::{Shared, StompCounters};
@@ -326,7 +326,7 @@ struct Subscribed {
     /// receipt must follow the removal.
     forwarder: tokio::task::JoinHandle<()>,
     mode: AckMode,
-    outstanding: Arc<Mutex<VecDeque<u64>>>,
+    outstanding: Outstanding,
 }
 
 /// The reader's state.
@@ -596,13 +596,19 @@ impl Session {
     }
 
     /// ACK or NACK. The id is the MESSAGE's `ack` header (1.2) or its
-    /// `message-id` (1.0, 1.1: the same value is sent in both). A `client`
-    /// ACK acknowledges every earlier delivery of its subscription too.
+    /// `message-id` (1.0, 1.1), found among the outstanding deliveries of
+    /// the subscription the frame names (of every one, when it names none).
+    /// A `client` ACK acknowledges every earlier delivery of its
+    /// subscription too.
     async fn acknowledge(&mut self, frame: &Frame) -> Result<(), Failure> {
         let id = frame.get("id").or(frame.get("message-id")).unwrap_or_default();
-        if let Some(tag) = id.strip_prefix('t').and_then(|tag| tag.parse::<u64>().ok()) {
-            let positive = frame.command == Command::Ack;
-            for subscribed in self.subscriptions.values() {
+        let named = frame.get("subscription");
+        let positive = frame.command == Command::Ack;
+        for (name, subscribed) in &self.subscriptions {
+            if named.is_some_and(|named| named != name.as_str()) && !id.starts_with('t') {
+                continue;
+            }
+            if let Some(tag) = outstanding_tag(subscribed, id) {
                 let covered = take_acknowledged(subscribed, tag, positive);
                 for covered_tag in covered {
                     let sent = match positive {
@@ -610,6 +616,9 @@ impl Session {
                         false => self.client.nack_tag(covered_tag, true),
                     };
                     sent.map_err(|error| Failure::new("ack failed", error.to_string(), Some(frame)))?;
+                }
+                if !id.starts_with('t') {
+                    break; // a message id names one delivery: the first subscription's
                 }
             }
         }
@@ -683,15 +692,27 @@ impl Session {
     }
 }
 
+/// The delivery tag an ACK or NACK names in `subscribed`: `t` and the tag
+/// (the `ack` header), or `ID:` and a message id (`message-id`), the
+/// oldest outstanding delivery of that message.
+fn outstanding_tag(subscribed: &Subscribed, id: &str) -> Option<u64> {
+    if let Some(tag) = id.strip_prefix('t') {
+        return tag.parse().ok();
+    }
+    let message_id: u64 = id.strip_prefix("ID:")?.parse().ok()?;
+    let outstanding = subscribed.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    outstanding.iter().find(|(_, known)| *known == message_id).map(|(tag, _)| *tag)
+}
+
 /// The tags an ACK or NACK of `tag` covers in `subscribed`, removed from
 /// its outstanding ones: every earlier one too for a `client` ACK, else
 /// just `tag`; none when `tag` is not this subscription's.
 fn take_acknowledged(subscribed: &Subscribed, tag: u64, positive: bool) -> Vec<u64> {
     let mut outstanding = subscribed.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(position) = outstanding.iter().position(|known| *known == tag) else { return Vec::new() };
+    let Some(position) = outstanding.iter().position(|(known, _)| *known == tag) else { return Vec::new() };
     match (subscribed.mode, positive) {
-        (AckMode::Client, true) => outstanding.drain(..=position).collect(),
-        _ => outstanding.remove(position).into_iter().collect(),
+        (AckMode::Client, true) => outstanding.drain(..=position).map(|(tag, _)| tag).collect(),
+        _ => outstanding.remove(position).map(|(tag, _)| tag).into_iter().collect(),
     }
 }
 
@@ -706,7 +727,7 @@ struct Forwarder {
     /// or none): each MESSAGE names its own topic the same way.
     destination_prefix: &'static str,
     mode: AckMode,
-    outstanding: Arc<Mutex<VecDeque<u64>>>,
+    outstanding: Outstanding,
     out: mpsc::Sender<Outgoing>,
     /// The durable subscription read, removed when the stop says so.
     durable: Option<String>,
@@ -741,14 +762,13 @@ impl Forwarder {
                 (AckMode::Auto, _) => None,
                 (_, 0) => Some(format!("n{}", delivery.message.id)),
                 (_, tag) => {
-                    self.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(tag);
+                    let mut outstanding = self.outstanding.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    outstanding.push_back((tag, delivery.message.id));
                     Some(format!("t{tag}"))
                 }
             };
-            // The ack value goes in `message-id` too: 1.0 and 1.1 clients
-            // acknowledge by message-id.
             let message = (&*delivery.message, delivery.redelivered);
-            encode_message_frame(&mut encoded, message, &self.id, self.destination_prefix, ack.as_deref(), true);
+            encode_message_frame(&mut encoded, message, &self.id, self.destination_prefix, ack.as_deref());
             StompCounters::bump(&self.counters.messages_delivered);
             if self.out.send(Outgoing::Message(encoded.split().freeze())).await.is_err() {
                 return;

@@ -262,7 +262,7 @@ mod tests {
                 ("s <> 1", Truth::Unknown),
                 ("flag = 1", Truth::Unknown),
                 ("n = TRUE", Truth::Unknown),
-                ("flag < TRUE", Truth::Unknown),
+                ("flag < 1", Truth::Unknown),
                 ("s > '0'", Truth::Unknown),
                 ("s <= '1'", Truth::Unknown),
                 ("s + 1 = 2", Truth::Unknown),

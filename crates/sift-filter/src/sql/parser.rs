@@ -14,6 +14,7 @@
 
 use sift_core::Value;
 
+use crate::compare::ComparisonOp;
 use crate::error::{quote_fragment, FilterError};
 use crate::language::FilterLanguage;
 use crate::sql::ast::{ArithmeticOp, Expr, HeaderField, UnaryOp};
@@ -214,8 +215,10 @@ impl Parser<'_> {
         let left = self.arithmetic(1)?;
         match self.peek().kind {
             TokenKind::Compare(op) => {
+                let op_start = self.peek().start;
                 self.advance();
                 let right = self.arithmetic(1)?;
+                Self::check_boolean_order(op, op_start, &left, &right)?;
                 let height = left.height.max(right.height);
                 let expr = Expr::Comparison { op, left: Box::new(left.expr), right: Box::new(right.expr) };
                 self.node(expr, Kind::Boolean, left.start, height)
@@ -228,6 +231,27 @@ impl Parser<'_> {
             TokenKind::Keyword(Keyword::Is) => self.is_null(left),
             _ => Ok(left),
         }
+    }
+
+    /// JMS compares booleans only with `=` and `<>`: `TRUE > 0` has no
+    /// meaning, so it is refused where it is written rather than left to
+    /// evaluate as UNKNOWN on every message.
+    fn check_boolean_order(
+        op: ComparisonOp,
+        op_start: usize,
+        left: &Parsed,
+        right: &Parsed,
+    ) -> Result<(), FilterError> {
+        let ordering = !matches!(op, ComparisonOp::Equal | ComparisonOp::NotEqual);
+        if ordering && (left.kind == Kind::Boolean || right.kind == Kind::Boolean) {
+            return Err(FilterError::Unexpected {
+                language: FilterLanguage::Sql,
+                position: op_start,
+                expected: "= or <> (a boolean compares only for equality)",
+                found: format!("{} with a boolean expression", op.sql_symbol()),
+            });
+        }
+        Ok(())
     }
 
     fn negatable_predicate(&mut self, operand: Parsed, negated: bool) -> Result<Parsed, FilterError> {
@@ -456,7 +480,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::compare::ComparisonOp;
 
     fn parse_ok(text: &str) -> Expr {
         parse(text).unwrap_or_else(|error| panic!("{text}: {error}"))
@@ -529,6 +552,18 @@ mod tests {
             let message = error.to_string();
             assert!(message.contains("expected a boolean expression"), "{text}: {message}");
             assert!(message.contains(found), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn booleans_compare_only_for_equality() {
+        for (text, position) in [("TRUE > 0", 5), ("FALSE > 0", 6), ("a < TRUE", 2), ("(a = 1) >= (b = 2)", 8)] {
+            let error = parse_error(text);
+            assert_eq!(error.position(), position, "{text}: {error}");
+            assert!(error.to_string().contains("a boolean compares only for equality"), "{text}: {error}");
+        }
+        for text in ["TRUE = a", "a <> FALSE", "(a = 1) = (b = 2)"] {
+            parse_ok(text);
         }
     }
 

@@ -120,11 +120,12 @@ fn atom() -> impl Strategy<Value = Expr> {
         1..4,
     );
     prop_oneof![
-        3 => (comparison_op(), value_expr(), value_expr()).prop_map(|(op, left, right)| Expr::Comparison {
-            op,
-            left: Box::new(left),
-            right: Box::new(right),
-        }),
+        3 => (comparison_op(), value_expr(), value_expr())
+            .prop_filter("booleans compare only for equality", |(op, left, right)| {
+                let boolean = |side: &Expr| matches!(side, Expr::Constant(Value::Bool(_)));
+                matches!(op, ComparisonOp::Equal | ComparisonOp::NotEqual) || !(boolean(left) || boolean(right))
+            })
+            .prop_map(|(op, left, right)| Expr::Comparison { op, left: Box::new(left), right: Box::new(right) }),
         1 => (numeric_expr(), numeric_expr(), numeric_expr(), any::<bool>()).prop_map(
             |(operand, low, high, negated)| Expr::Between {
                 operand: Box::new(operand),

@@ -220,6 +220,14 @@ async def test_bad_frames_get_an_error_frame_and_close_only_their_connection(bro
                     break
                 answer += chunk
         assert answer.startswith(b"CONNECTED\n") and b"ERROR\nmessage:malformed frame" in answer, answer
+        assert b"\nsession:sift-" in answer.split(b"\n\n", 1)[0], "CONNECTED names the session"
+        with socket.create_connection((broker.stomp_host, broker.stomp_port), timeout=TIMEOUT) as raw:
+            raw.sendall(b"CONNECT\naccept-version:2.0\n\n\x00")
+            answer = b""
+            while chunk := raw.recv(4096):
+                answer += chunk
+        head = answer.split(b"\n\n", 1)[0]
+        assert head.startswith(b"ERROR\n") and b"\nversion:1.0,1.1,1.2" in head, answer
         bystander.send(destination="/topic/calm", body="still here")
         assert (await take(bystander_seen.messages)).body == "still here"
     finally:

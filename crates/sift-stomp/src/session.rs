@@ -53,18 +53,24 @@ struct Failure {
     message: String,
     detail: String,
     receipt: Option<String>,
+    /// The versions this broker speaks, for a CONNECT that offered none of
+    /// them (STOMP 1.2: the ERROR then carries a `version` header).
+    versions: Option<String>,
 }
 
 impl Failure {
     fn new(message: &str, detail: impl Into<String>, frame: Option<&Frame>) -> Failure {
         let receipt = frame.and_then(|frame| frame.get("receipt")).map(str::to_string);
-        Failure { message: message.to_string(), detail: detail.into(), receipt }
+        Failure { message: message.to_string(), detail: detail.into(), receipt, versions: None }
     }
 
     fn frame(self) -> Frame {
         let mut frame = Frame::new(Command::Error).header("message", self.message).header("content-type", "text/plain");
         if let Some(receipt) = self.receipt {
             frame = frame.header("receipt-id", receipt);
+        }
+        if let Some(versions) = self.versions {
+            frame = frame.header("version", versions);
         }
         Frame { body: self.detail.into(), ..frame }
     }
@@ -106,7 +112,11 @@ pub(crate) async fn serve(incoming: Incoming, peer: SocketAddr, shared: Arc<Shar
         Err(failure) => return fail_before_session(&mut writer, failure, &shared).await,
     };
     let writer_task = tokio::spawn(write_loop(writer, to_write, negotiated.send_every, shared.clone()));
-    let _ = out.send(Outgoing::Frame(negotiated.connected)).await;
+    // The session id names this connection's broker session, as the
+    // broker's reports show it.
+    let session_id = client.server_info().map_or(0, |welcome| welcome.connection_id);
+    let connected = negotiated.connected.header("session", format!("sift-{session_id}"));
+    let _ = out.send(Outgoing::Frame(connected)).await;
     let client_id = connect.get("client-id").or(connect.get("login")).map(str::to_string);
     let mut session = Session::new(shared.clone(), (client, door), client_id, out, negotiated.version);
     session.read_loop(&mut reader, &mut buf, &decoder, negotiated.expect_every, closing).await;
@@ -171,8 +181,9 @@ fn negotiate(connect: &Frame, heart_beat_ms: u64) -> Result<Negotiated, Failure>
     let offered = connect.get("accept-version").unwrap_or("1.0");
     let version =
         VERSIONS.iter().rev().find(|version| offered.split(',').any(|given| given.trim() == **version)).ok_or_else(
-            || {
-                Failure::new(
+            || Failure {
+                versions: Some(VERSIONS.join(",")),
+                ..Failure::new(
                     "unsupported version",
                     format!("supported protocol versions are {}", VERSIONS.join(",")),
                     Some(connect),
@@ -490,8 +501,13 @@ impl Session {
             let reply = match confirming.await {
                 Ok(Ok(_)) => Outgoing::Frame(Frame::new(Command::Receipt).header("receipt-id", receipt)),
                 Ok(Err(error)) => Outgoing::Last(
-                    Failure { message: "send refused".into(), detail: error.to_string(), receipt: Some(receipt) }
-                        .frame(),
+                    Failure {
+                        message: "send refused".into(),
+                        detail: error.to_string(),
+                        receipt: Some(receipt),
+                        versions: None,
+                    }
+                    .frame(),
                 ),
                 Err(_) => return,
             };

@@ -9,6 +9,9 @@
 //! attaches to publishers and subscriptions, and messages between the AMQP
 //! sections and the JMS mapping ([`message_in`], [`message_out`]).
 
+pub mod config;
 pub mod jms;
 pub mod message_in;
 pub mod message_out;
+pub mod sasl;
+pub mod stream;

@@ -106,7 +106,7 @@ pub struct Config {
     /// unless its own section names other files. Links then need
     /// `client_ca`, the CA their certificates chain to (mutual TLS).
     pub tls: Option<sift_tls::TlsFiles>,
-    /// `[http]`, `[stomp]` and `[mqtt]` belong to the front-end crates,
+    /// `[http]`, `[stomp]`, `[mqtt]` and `[amqp]` belong to the front-end crates,
     /// which read them from the same file (`HttpConfig::from_toml` in
     /// `sift-http`, and so on); the broker lets them through unread.
     #[serde(rename = "http")]
@@ -117,6 +117,9 @@ pub struct Config {
     /// See `http_section`.
     #[serde(rename = "mqtt")]
     pub mqtt_section: IgnoredAny,
+    /// See `http_section`.
+    #[serde(rename = "amqp")]
+    pub amqp_section: IgnoredAny,
     /// Streams the broker keeps (`[[streams]]`); created at start when
     /// missing, and their definitions win over stored ones.
     pub streams: Vec<StreamDefinition>,
@@ -217,6 +220,7 @@ impl Default for Config {
             http_section: IgnoredAny,
             stomp_section: IgnoredAny,
             mqtt_section: IgnoredAny,
+            amqp_section: IgnoredAny,
             streams: Vec::new(),
             remove_data_dir_on_shutdown: false,
         }

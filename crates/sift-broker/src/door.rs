@@ -25,6 +25,8 @@ pub enum Door {
     Stomp,
     /// MQTT 3.1.1 and 5.0.
     Mqtt,
+    /// AMQP 1.0 (JMS clients).
+    Amqp,
 }
 
 impl Door {
@@ -35,6 +37,7 @@ impl Door {
             Door::Http => "http",
             Door::Stomp => "stomp",
             Door::Mqtt => "mqtt",
+            Door::Amqp => "amqp",
         }
     }
 }

@@ -40,7 +40,7 @@ const BROKER_GAUGES: [&str; 12] = [
 ];
 
 /// The doors, as connection labels.
-const DOORS: [Door; 4] = [Door::Native, Door::Http, Door::Stomp, Door::Mqtt];
+const DOORS: [Door; 5] = [Door::Native, Door::Http, Door::Stomp, Door::Mqtt, Door::Amqp];
 
 /// The filter languages, as subscription labels.
 const FILTER_LANGUAGES: [&str; 5] = ["none", "tags", "sql", "xpath", "regex"];

@@ -20,14 +20,16 @@ NATIVE_PREFIX = "sift broker listening on "
 HTTP_PREFIX = "sift broker serving HTTP on "
 STOMP_PREFIX = "sift broker serving STOMP on "
 MQTT_PREFIX = "sift broker serving MQTT on "
+AMQP_PREFIX = "sift broker serving AMQP on "
 
 
 class Broker:
     """A running broker: its native address, its HTTP base URL, its STOMP
     address (`stomp_host`, `stomp_port`), its MQTT address (`mqtt_host`,
-    `mqtt_port`) and its process."""
+    `mqtt_port`), its AMQP address (`amqp_host`, `amqp_port`) and its
+    process."""
 
-    def __init__(self, process, native, http_url, data_dir, stomp=None, mqtt=None):
+    def __init__(self, process, native, http_url, data_dir, stomp=None, mqtt=None, amqp=None):
         self.process = process
         self.native = native
         self.host, port = native.rsplit(":", 1)
@@ -36,6 +38,7 @@ class Broker:
         self.data_dir = data_dir
         self.stomp_host, self.stomp_port = (stomp.rsplit(":", 1)[0], int(stomp.rsplit(":", 1)[1])) if stomp else (None, None)
         self.mqtt_host, self.mqtt_port = (mqtt.rsplit(":", 1)[0], int(mqtt.rsplit(":", 1)[1])) if mqtt else (None, None)
+        self.amqp_host, self.amqp_port = (amqp.rsplit(":", 1)[0], int(amqp.rsplit(":", 1)[1])) if amqp else (None, None)
 
     def stop(self):
         if self.process.poll() is None:
@@ -67,7 +70,7 @@ def users_file_of(text):
 
 
 def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None, stomp="127.0.0.1:0",
-                 mqtt="127.0.0.1:0"):
+                 mqtt="127.0.0.1:0", amqp="127.0.0.1:0"):
     """Starts a broker and waits until it printed its addresses (those of the
     front-ends not turned `off`).
 
@@ -80,15 +83,15 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
     # say why in the test's failure.
     errors = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen(
-        [sift_binary(), "broker", "--listen", listen, "--http", http, "--stomp", stomp, "--mqtt", mqtt,
+        [sift_binary(), "broker", "--listen", listen, "--http", http, "--stomp", stomp, "--mqtt", mqtt, "--amqp", amqp,
          "--data", data_dir, *extra_args],
         stdout=subprocess.PIPE,
         stderr=errors,
         text=True,
     )
-    native = http_url = stomp_address = mqtt_address = None
+    native = http_url = stomp_address = mqtt_address = amqp_address = None
     while (native is None or http_url is None or (stomp != "off" and stomp_address is None)
-           or (mqtt != "off" and mqtt_address is None)):
+           or (mqtt != "off" and mqtt_address is None) or (amqp != "off" and amqp_address is None)):
         line = process.stdout.readline()
         if not line:
             process.kill()
@@ -103,7 +106,9 @@ def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_d
             stomp_address = line[len(STOMP_PREFIX):].strip()
         elif line.startswith(MQTT_PREFIX):
             mqtt_address = line[len(MQTT_PREFIX):].strip()
-    return Broker(process, native, http_url, data_dir, stomp_address, mqtt_address)
+        elif line.startswith(AMQP_PREFIX):
+            amqp_address = line[len(AMQP_PREFIX):].strip()
+    return Broker(process, native, http_url, data_dir, stomp_address, mqtt_address, amqp_address)
 
 
 @pytest.fixture

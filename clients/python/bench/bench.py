@@ -54,7 +54,8 @@ def find_sift_binary(given: str | None) -> tuple[str, str]:
 def start_sift(binary: str) -> tuple[subprocess.Popen[str], int, str]:
     data_dir = tempfile.mkdtemp(prefix="sift-bench-")
     process = subprocess.Popen(
-        [binary, "broker", "--listen", "127.0.0.1:0", "--http", "off", "--stomp", "off", "--mqtt", "off", "--data", data_dir],
+        [binary, "broker", "--listen", "127.0.0.1:0", "--http", "off", "--stomp", "off", "--mqtt", "off", "--amqp", "off",
+         "--data", data_dir],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     assert process.stdout is not None

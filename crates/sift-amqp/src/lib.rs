@@ -9,9 +9,19 @@
 //! attaches to publishers and subscriptions, and messages between the AMQP
 //! sections and the JMS mapping ([`message_in`], [`message_out`]).
 
+pub mod condition;
 pub mod config;
+mod connection;
+pub mod consumer;
 pub mod jms;
 pub mod message_in;
 pub mod message_out;
+pub mod node;
+mod producer;
 pub mod sasl;
+pub mod server;
+mod session;
 pub mod stream;
+
+pub use config::AmqpConfig;
+pub use server::{AmqpCounters, AmqpError, AmqpFrontEnd};

@@ -44,14 +44,16 @@ pub fn message_of(amqp: AmqpMessage<Body<AmqpValue>>, topic: TopicName) -> Resul
     let (payload, body_type) = payload_of(amqp.body)?;
     let mut message = Message::new(topic, payload);
     message.delivery_mode = DeliveryMode::Reliable;
-    let annotated_type = amqp.message_annotations.as_ref().and_then(|annotations| {
-        annotation_byte(&annotations.0, "x-opt-jms-msg-type").and_then(BodyType::of_code)
-    });
+    let annotated_type = amqp
+        .message_annotations
+        .as_ref()
+        .and_then(|annotations| annotation_byte(&annotations.0, "x-opt-jms-msg-type").and_then(BodyType::of_code));
     let body_type = annotated_type.unwrap_or(body_type);
     message.properties.push((jms::BODY_TYPE.to_string(), Value::Str(body_type.name().into())));
-    let reply_to_type = amqp.message_annotations.as_ref().and_then(|annotations| {
-        annotation_byte(&annotations.0, "x-opt-jms-reply-to").and_then(NodeType::of_code)
-    });
+    let reply_to_type = amqp
+        .message_annotations
+        .as_ref()
+        .and_then(|annotations| annotation_byte(&annotations.0, "x-opt-jms-reply-to").and_then(NodeType::of_code));
     if let Some(header) = &amqp.header {
         if header.durable {
             message.delivery_mode = DeliveryMode::Persistent;
@@ -103,10 +105,7 @@ fn encode(value: &AmqpValue) -> Result<Bytes, InboundError> {
 }
 
 /// The byte value of the annotation `name`, if it has one.
-fn annotation_byte(
-    annotations: &fe2o3_amqp::types::messaging::annotations::Annotations,
-    name: &str,
-) -> Option<i8> {
+fn annotation_byte(annotations: &fe2o3_amqp::types::messaging::annotations::Annotations, name: &str) -> Option<i8> {
     let key = fe2o3_amqp::types::messaging::annotations::OwnedKey::Symbol(name.into());
     match annotations.get(&key)? {
         AmqpValue::Byte(code) => Some(*code),
@@ -226,9 +225,7 @@ mod tests {
     fn a_text_message_keeps_its_fields_and_typed_properties() {
         let amqp = AmqpMessage::builder()
             .header(Header { durable: true, priority: 7.into(), ..Header::default() })
-            .message_annotations(
-                MessageAnnotations::builder().insert("x-opt-jms-msg-type", AmqpValue::Byte(5)).build(),
-            )
+            .message_annotations(MessageAnnotations::builder().insert("x-opt-jms-msg-type", AmqpValue::Byte(5)).build())
             .properties(
                 Properties::builder()
                     .message_id(MessageId::String("ID:abc-1".into()))
@@ -266,10 +263,7 @@ mod tests {
         let cases: Vec<(Body<AmqpValue>, BodyType)> = vec![
             (Body::Empty, BodyType::Message),
             (Body::Data(vec![fe2o3_amqp::types::messaging::Data(vec![1u8, 2].into())].into()), BodyType::Bytes),
-            (
-                Body::Value(fe2o3_amqp::types::messaging::AmqpValue(AmqpValue::Map(Default::default()))),
-                BodyType::Map,
-            ),
+            (Body::Value(fe2o3_amqp::types::messaging::AmqpValue(AmqpValue::Map(Default::default()))), BodyType::Map),
             (Body::Value(fe2o3_amqp::types::messaging::AmqpValue(AmqpValue::List(vec![]))), BodyType::Stream),
         ];
         for (body, kind) in cases {

@@ -140,11 +140,15 @@ fn application_properties_of(message: &Message) -> ApplicationProperties {
 fn simple_value_of(value: &Value, narrow: Option<&str>) -> SimpleValue {
     match (value, narrow) {
         (Value::Bool(flag), _) => SimpleValue::Bool(*flag),
-        (Value::Int(number), Some("byte")) => i8::try_from(*number).map_or(SimpleValue::Long(*number), SimpleValue::Byte),
+        (Value::Int(number), Some("byte")) => {
+            i8::try_from(*number).map_or(SimpleValue::Long(*number), SimpleValue::Byte)
+        }
         (Value::Int(number), Some("short")) => {
             i16::try_from(*number).map_or(SimpleValue::Long(*number), SimpleValue::Short)
         }
-        (Value::Int(number), Some("int")) => i32::try_from(*number).map_or(SimpleValue::Long(*number), SimpleValue::Int),
+        (Value::Int(number), Some("int")) => {
+            i32::try_from(*number).map_or(SimpleValue::Long(*number), SimpleValue::Int)
+        }
         (Value::Int(number), _) => SimpleValue::Long(*number),
         (Value::Float(number), Some("float")) => SimpleValue::Float((*number as f32).into()),
         (Value::Float(number), _) => SimpleValue::Double((*number).into()),

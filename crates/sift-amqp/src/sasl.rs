@@ -108,7 +108,8 @@ pub async fn read_sign_in<S: AsyncRead + AsyncWrite + Unpin>(
 /// The parts of a PLAIN response: `authzid NUL authcid NUL passwd`.
 fn plain(response: &[u8]) -> Result<SignIn, SaslError> {
     let mut parts = response.split(|byte| *byte == 0);
-    let (Some(_authorization), Some(user), Some(password), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(_authorization), Some(user), Some(password), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(SaslError::Mechanism("a PLAIN response is authzid, user and password, NUL-separated".into()));
     };

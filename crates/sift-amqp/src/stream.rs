@@ -53,8 +53,12 @@ impl<S> Rewound<S> {
         if self.seen.len() < header + 4 {
             return;
         }
-        let size = u32::from_be_bytes([self.seen[header], self.seen[header + 1], self.seen[header + 2], self.seen[header + 3]])
-            as usize;
+        let size = u32::from_be_bytes([
+            self.seen[header],
+            self.seen[header + 1],
+            self.seen[header + 2],
+            self.seen[header + 3],
+        ]) as usize;
         // A frame too small to hold a performative, or larger than the
         // limit: not an open this front-end reads; the library judges it.
         if !(9..=self.sniff_bytes_max).contains(&size) {
@@ -82,7 +86,11 @@ impl<S> Rewound<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
-    fn poll_read(mut self: Pin<&mut Self>, context: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
         let before = out.filled().len();
         if this.replayed < this.replay.len() {

@@ -98,6 +98,7 @@ fn start_broker(namespace: &str, data_dir: &std::path::Path, config: &[&str]) ->
         .args(["netns", "exec", namespace])
         .arg(&binary)
         .args(["broker", "--listen", &listen, "--allow-anonymous", "--http", "off", "--stomp", "off", "--mqtt", "off"])
+        .args(["--amqp", "off"])
         .arg("--data")
         .arg(data_dir)
         .args(config)

@@ -51,6 +51,10 @@ pub struct BrokerArgs {
     /// 127.0.0.1:1883, or the config file's].
     #[arg(long, value_name = "ADDR|off")]
     mqtt: Option<Listen>,
+    /// Address of the AMQP 1.0 front-end (JMS clients such as Qpid JMS), or
+    /// `off` [default: 127.0.0.1:5672, or the config file's].
+    #[arg(long, value_name = "ADDR|off")]
+    amqp: Option<Listen>,
     /// Users file (TOML): who may sign in and what each may do; see
     /// docs/SECURITY.md and `sift passwd` [default: none, or the config
     /// file's; without one the broker is open to every client].
@@ -74,7 +78,7 @@ pub struct BrokerArgs {
     tls_client_ca: Option<PathBuf>,
 }
 
-/// `--http`, `--stomp` and `--mqtt`: an address, or `off`.
+/// `--http`, `--stomp`, `--mqtt` and `--amqp`: an address, or `off`.
 #[derive(Debug, Clone, Copy)]
 enum Listen {
     Off,
@@ -140,6 +144,9 @@ pub async fn run(args: BrokerArgs) -> Result<(), CliError> {
     if let Some(mqtt) = args.mqtt {
         mqtt.apply(&mut front_ends.mqtt.enabled, &mut front_ends.mqtt.listen);
     }
+    if let Some(amqp) = args.amqp {
+        amqp.apply(&mut front_ends.amqp.enabled, &mut front_ends.amqp.listen);
+    }
     if let Some(users) = args.users {
         config.auth.users_file = Some(users);
     }
@@ -204,6 +211,7 @@ struct FrontEnds {
     http: Option<sift_http::HttpFrontEnd>,
     stomp: Option<sift_stomp::StompFrontEnd>,
     mqtt: Option<sift_mqtt::MqttFrontEnd>,
+    amqp: Option<sift_amqp::AmqpFrontEnd>,
 }
 
 impl FrontEnds {
@@ -222,7 +230,7 @@ impl FrontEnds {
         &mut self,
         broker: &RunningBroker,
         doors: BoundDoors,
-        FrontEndConfigs { http, stomp, mqtt }: FrontEndConfigs,
+        FrontEndConfigs { http, stomp, mqtt, amqp }: FrontEndConfigs,
     ) -> Result<(), CliError> {
         if let Some(listener) = doors.http {
             let front_end = sift_http::HttpFrontEnd::start_on(listener, http, broker.connector()).await?;
@@ -240,6 +248,11 @@ impl FrontEnds {
             say(&format!("sift broker serving MQTT on {}", front_end.local_addr()));
             self.mqtt = Some(front_end);
         }
+        if let Some(listener) = doors.amqp {
+            let front_end = sift_amqp::AmqpFrontEnd::start_on(listener, amqp, broker.connector()).await?;
+            say(&format!("sift broker serving AMQP on {}", front_end.local_addr()));
+            self.amqp = Some(front_end);
+        }
         Ok(())
     }
 
@@ -252,6 +265,7 @@ impl FrontEnds {
             ("HTTP", self.http.as_ref().map(FrontEnd::listening)),
             ("STOMP", self.stomp.as_ref().map(FrontEnd::listening)),
             ("MQTT", self.mqtt.as_ref().map(FrontEnd::listening)),
+            ("AMQP", self.amqp.as_ref().map(FrontEnd::listening)),
         ];
         let mut any_tls = broker.tls().native.is_some();
         for (door, tls) in doors.map(|(door, listening)| (door, listening.and_then(|listening| listening.tls()))) {
@@ -274,6 +288,11 @@ impl FrontEnds {
 
     /// Stops each, printing the counters of those that keep them.
     async fn shutdown(self) {
+        if let Some(amqp) = self.amqp {
+            let counters = amqp.counters().entries();
+            amqp.shutdown().await;
+            say(&format!("sift amqp stopped: {}", summary(&counters)));
+        }
         if let Some(mqtt) = self.mqtt {
             let counters = mqtt.counters().entries();
             mqtt.shutdown().await;

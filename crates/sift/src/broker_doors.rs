@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 
 use std::path::Path;
 
+use sift_amqp::AmqpConfig;
 use sift_broker::{BrokerError, Config, ConfigError};
 use sift_http::HttpConfig;
 use sift_mqtt::MqttConfig;
@@ -29,6 +30,8 @@ pub struct FrontEndConfigs {
     pub stomp: StompConfig,
     /// `[mqtt]`.
     pub mqtt: MqttConfig,
+    /// `[amqp]`.
+    pub amqp: AmqpConfig,
 }
 
 impl FrontEndConfigs {
@@ -36,7 +39,7 @@ impl FrontEndConfigs {
     /// (`--tls-cert`, `[tls]`): with TLS on, every door speaks it.
     pub fn inherit_tls(&mut self, broker_tls: Option<&sift_broker::tls::TlsFiles>) {
         let Some(files) = broker_tls else { return };
-        for door_tls in [&mut self.http.tls, &mut self.stomp.tls, &mut self.mqtt.tls] {
+        for door_tls in [&mut self.http.tls, &mut self.stomp.tls, &mut self.mqtt.tls, &mut self.amqp.tls] {
             if door_tls.is_none() {
                 *door_tls = Some(files.clone());
             }
@@ -54,6 +57,7 @@ pub fn load_config(path: &Path) -> Result<(Config, FrontEndConfigs), ConfigError
             http: HttpConfig::from_toml(&text)?,
             stomp: StompConfig::from_toml(&text)?,
             mqtt: MqttConfig::from_toml(&text)?,
+            amqp: AmqpConfig::from_toml(&text)?,
         };
         Ok((Config::from_toml(&text)?, front_ends))
     };
@@ -74,7 +78,7 @@ pub struct DoorPlan {
 impl DoorPlan {
     /// The doors of `config` and `front_ends`.
     pub fn of(config: &Config, front_ends: &FrontEndConfigs) -> DoorPlan {
-        let FrontEndConfigs { http, stomp, mqtt } = front_ends;
+        let FrontEndConfigs { http, stomp, mqtt, amqp } = front_ends;
         let enabled = |on: bool, address: SocketAddr| on.then_some(address);
         DoorPlan {
             doors: vec![
@@ -83,6 +87,7 @@ impl DoorPlan {
                 Door { flag: "--http", address: enabled(http.enabled, http.listen) },
                 Door { flag: "--stomp", address: enabled(stomp.enabled, stomp.listen) },
                 Door { flag: "--mqtt", address: enabled(mqtt.enabled, mqtt.listen) },
+                Door { flag: "--amqp", address: enabled(amqp.enabled, amqp.listen) },
             ],
         }
     }
@@ -100,7 +105,7 @@ impl DoorPlan {
                 .collect();
             text.push_str(&format!(
                 "\n  is another broker running? Give this one free addresses (port 0 picks one), \
-                 or `off` for a front-end it does not need (--http, --stomp, --mqtt).\
+                 or `off` for a front-end it does not need (--http, --stomp, --mqtt, --amqp).\
                  \n  This broker's doors: {}",
                 doors.join(", ")
             ));
@@ -162,16 +167,19 @@ pub struct BoundDoors {
     pub stomp: Option<TcpListener>,
     /// The MQTT front-end's.
     pub mqtt: Option<TcpListener>,
+    /// The AMQP front-end's.
+    pub amqp: Option<TcpListener>,
 }
 
 impl BoundDoors {
     /// Binds the listener of each enabled front-end.
     pub async fn bind(front_ends: &FrontEndConfigs, plan: &DoorPlan) -> Result<BoundDoors, CliError> {
-        let FrontEndConfigs { http, stomp, mqtt } = front_ends;
+        let FrontEndConfigs { http, stomp, mqtt, amqp } = front_ends;
         Ok(BoundDoors {
             http: bind_if(http.enabled, "--http", http.listen, plan).await?,
             stomp: bind_if(stomp.enabled, "--stomp", stomp.listen, plan).await?,
             mqtt: bind_if(mqtt.enabled, "--mqtt", mqtt.listen, plan).await?,
+            amqp: bind_if(amqp.enabled, "--amqp", amqp.listen, plan).await?,
         })
     }
 }

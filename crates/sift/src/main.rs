@@ -182,6 +182,9 @@ pub enum CliError {
     /// The MQTT front-end failed to start.
     #[error(transparent)]
     Mqtt(#[from] sift_mqtt::MqttError),
+    /// The AMQP front-end failed to start.
+    #[error(transparent)]
+    Amqp(#[from] sift_amqp::AmqpError),
     /// A client call failed.
     #[error(transparent)]
     Client(#[from] sift_client::ClientError),

@@ -127,6 +127,8 @@ fn start_broker_at(data: &std::path::Path, listen: &str) -> (Running, String) {
             "127.0.0.1:0",
             "--mqtt",
             "127.0.0.1:0",
+            "--amqp",
+            "127.0.0.1:0",
             "--data",
         ])
         .arg(data)
@@ -744,6 +746,8 @@ fn a_data_directory_has_one_broker_and_keeps_its_confirmed_messages_through_kill
         "off",
         "--mqtt",
         "off",
+        "--amqp",
+        "off",
         "--data",
         data_text,
     ]);
@@ -771,9 +775,9 @@ fn a_taken_address_refuses_the_start_naming_the_flag_and_leaves_no_data_behind()
     let taken_address = taken.local_addr().expect("address").to_string();
     let data = temp_dir("taken-address");
     let data_text = data.to_str().expect("utf-8 path");
-    for flag in ["--listen", "--http", "--stomp", "--mqtt"] {
+    for flag in ["--listen", "--http", "--stomp", "--mqtt", "--amqp"] {
         let mut args = vec!["broker", "--data", data_text];
-        for other in ["--listen", "--http", "--stomp", "--mqtt"] {
+        for other in ["--listen", "--http", "--stomp", "--mqtt", "--amqp"] {
             args.extend([other, if other == flag { taken_address.as_str() } else { "127.0.0.1:0" }]);
         }
         let refused = sift_fails_with(&args);

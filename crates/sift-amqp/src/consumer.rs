@@ -1,0 +1,253 @@
+//! A consumer's link (the broker is its sender): what the source asks for
+//! becomes a native subscription ([`ConsumerSpec::subscribe_options`]), and
+//! each delivery goes out as an AMQP transfer ([`crate::message_out`]).
+//! The consumer's disposition is the acknowledgement: `accepted` acks,
+//! `released` and `modified` put the message back for redelivery,
+//! `rejected` drops it.
+//!
+//! Flow control is the consumer's link credit: a transfer waits for
+//! credit, at most `amqp.consumer_unsettled_max` deliveries wait for their
+//! disposition, and behind them the subscription's queue at the broker
+//! applies its policy, as for every other door.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fe2o3_amqp::link::delivery::Sendable;
+use fe2o3_amqp::link::{SendError, Sender};
+use fe2o3_amqp::types::messaging::{DistributionMode, Outcome, Source, TerminusDurability};
+use fe2o3_amqp::types::primitives::Value as AmqpValue;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde_amqp::descriptor::Descriptor;
+use sift_client::{AckPolicy, FilterKind, StartPosition, SubscribeOptions, Subscription};
+
+use crate::connection::ConnectionContext;
+use crate::jms::NodeType;
+use crate::message_out::amqp_message_of;
+use crate::node::Node;
+use crate::server::AmqpCounters;
+
+/// The JMS selector filter (`apache.org:selector-filter:string`): its
+/// descriptor code, which Qpid JMS sends, and its name.
+const SELECTOR_FILTER: (u64, &str) = (0x0000_468C_0000_0004, "apache.org:selector-filter:string");
+/// How long a transfer waits for credit before it looks again: the AMQP
+/// library may miss a credit that arrives just as it starts to wait.
+const CREDIT_RECHECK: Duration = Duration::from_secs(1);
+
+/// What a consumer's source asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerSpec {
+    /// The node read.
+    pub node: Node,
+    /// The JMS selector, if any.
+    pub selector: Option<String>,
+    /// The durable subscription's name, for a durable topic subscriber.
+    pub durable: Option<String>,
+    /// A shared subscription (JMS 2.0): its consumers share the messages.
+    pub shared: bool,
+    /// A queue browser (distribution mode `copy`): it sees the queue's
+    /// messages without taking them from its consumers.
+    pub browse: bool,
+}
+
+impl ConsumerSpec {
+    /// The spec of `source`, for a consumer of `node` on a connection whose
+    /// client id is `container_id`, over the link `link_name`.
+    pub fn of_source(source: &Source, node: Node, container_id: &str, link_name: &str) -> ConsumerSpec {
+        let capabilities: Vec<&str> =
+            source.capabilities.iter().flat_map(|array| array.0.iter()).map(|symbol| symbol.as_str()).collect();
+        let durable = !matches!(source.durable, TerminusDurability::None);
+        let global = capabilities.contains(&"global");
+        let durable = (durable && node.kind == NodeType::Topic).then(|| durable_name(container_id, link_name, global));
+        let copies = matches!(source.distribution_mode, Some(DistributionMode::Copy));
+        ConsumerSpec {
+            selector: selector_of(source),
+            shared: capabilities.contains(&"shared"),
+            browse: copies && durable.is_none() && node.kind.is_queue(),
+            durable,
+            node,
+        }
+    }
+
+    /// The native subscription this consumer reads.
+    pub fn subscribe_options(&self, durable_stream: &str) -> SubscribeOptions {
+        let mut options = SubscribeOptions::new(self.node.topic.clone()).ack(AckPolicy::Manual);
+        if self.node.kind.is_queue() && !self.browse {
+            options = options.queue_group(self.node.topic.clone());
+        }
+        if let Some(selector) = &self.selector {
+            options = options.filter(FilterKind::Sql, selector.clone());
+        }
+        if let Some(name) = &self.durable {
+            options = options.durable(name.clone(), durable_stream.to_string(), StartPosition::New);
+            if self.shared {
+                options = options.shared();
+            }
+        }
+        options
+    }
+}
+
+/// The selector of a source's filter set, matched by descriptor (code or
+/// name) whatever its key.
+fn selector_of(source: &Source) -> Option<String> {
+    let filters = source.filter.as_ref()?;
+    filters.iter().find_map(|(_, value)| match value {
+        AmqpValue::Described(described) if is_selector_filter(value) => match &described.value {
+            AmqpValue::String(text) if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// True for a filter-set entry that is a JMS selector.
+pub fn is_selector_filter(value: &AmqpValue) -> bool {
+    let AmqpValue::Described(described) = value else { return false };
+    match &described.descriptor {
+        Descriptor::Code(code) => *code == SELECTOR_FILTER.0,
+        Descriptor::Name(name) => name.as_str() == SELECTOR_FILTER.1,
+    }
+}
+
+/// The broker's durable subscription of a JMS durable subscriber: scoped by
+/// the client id (or `global` for one shared without a client id), named by
+/// the subscription name, which is the link name up to its first `|` (Qpid
+/// JMS adds `|2`, `|global` and so on for further shared consumers).
+pub fn durable_name(container_id: &str, link_name: &str, global: bool) -> String {
+    let clean = |text: &str| -> String {
+        text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+    };
+    let subscription = link_name.split('|').next().unwrap_or(link_name);
+    let scope = if global || link_name.contains("|global") { "global" } else { container_id };
+    format!("amqp.{}.{}", clean(scope), clean(subscription))
+}
+
+/// How a consumer's link ended.
+enum Ended {
+    /// The consumer closed it (`closed = true`): a durable subscription
+    /// ends with it (JMS `unsubscribe`).
+    Closed,
+    /// The consumer detached it, or the session or connection ended: a
+    /// durable subscription stays.
+    Detached,
+}
+
+/// Serves a consumer's link until it detaches.
+pub(crate) async fn serve(
+    mut sender: Sender,
+    mut subscription: Subscription,
+    spec: ConsumerSpec,
+    context: Arc<ConnectionContext>,
+) {
+    let unsettled_max = context.shared.config.consumer_unsettled_max as usize;
+    let mut in_flight = FuturesUnordered::new();
+    let ended = loop {
+        tokio::select! {
+            Some((tag, outcome)) = in_flight.next(), if !in_flight.is_empty() => settle(&context, tag, outcome),
+            delivery = subscription.next(), if in_flight.len() < unsettled_max => {
+                let Some(delivery) = delivery else { break Ended::Detached };
+                let redeliveries = u32::from(delivery.redelivered);
+                let amqp = amqp_message_of(&delivery.message, redeliveries, spec.node.kind);
+                let tag = delivery.delivery_tag;
+                match transfer(&mut sender, Sendable::builder().message(amqp).settled(false).build()).await {
+                    Ok(settlement) => {
+                        AmqpCounters::bump(&context.shared.counters.messages_delivered);
+                        in_flight.push(async move { (tag, settlement.await) });
+                    }
+                    Err(error) => {
+                        put_back(&context, tag);
+                        break ended_by(&error);
+                    }
+                }
+            }
+            detached = sender.on_detach() => break ended_by_detach(&detached),
+        }
+    };
+    // Deliveries still waiting for a disposition go back to the broker.
+    while let Some((tag, outcome)) = in_flight.next().await {
+        settle(&context, tag, outcome);
+    }
+    finish(subscription, &spec, &context, ended).await;
+}
+
+/// Sends one transfer once the link has credit; the future of its
+/// disposition.
+async fn transfer(
+    sender: &mut Sender,
+    sendable: Sendable<fe2o3_amqp::types::messaging::Body<AmqpValue>>,
+) -> Result<fe2o3_amqp::link::delivery::DeliveryFut<Result<Outcome, SendError>>, SendError> {
+    loop {
+        match tokio::time::timeout(CREDIT_RECHECK, sender.send_batchable_ref(&sendable)).await {
+            Ok(sent) => return sent,
+            Err(_) => continue,
+        }
+    }
+}
+
+/// Acknowledges a delivery by the consumer's disposition.
+fn settle(context: &ConnectionContext, tag: u64, outcome: Result<Outcome, SendError>) {
+    if tag == 0 {
+        return; // A best-effort message needs no acknowledgement.
+    }
+    let acknowledged = match outcome {
+        Ok(Outcome::Accepted(_)) => context.client.ack_tag(tag),
+        Ok(Outcome::Rejected(_)) => context.client.nack_tag(tag, false),
+        Ok(_) | Err(_) => context.client.nack_tag(tag, true),
+    };
+    if let Err(error) = acknowledged {
+        tracing::debug!(%error, "AMQP disposition not passed on: the native session ended");
+    }
+}
+
+/// Gives a delivery that was never sent back to the broker.
+fn put_back(context: &ConnectionContext, tag: u64) {
+    if tag != 0 {
+        let _ = context.client.nack_tag(tag, true);
+    }
+}
+
+fn ended_by(error: &SendError) -> Ended {
+    match error {
+        SendError::LinkStateError(fe2o3_amqp::link::LinkStateError::RemoteClosed)
+        | SendError::LinkStateError(fe2o3_amqp::link::LinkStateError::RemoteClosedWithError(_)) => Ended::Closed,
+        _ => Ended::Detached,
+    }
+}
+
+fn ended_by_detach(error: &fe2o3_amqp::link::DetachError) -> Ended {
+    match error {
+        fe2o3_amqp::link::DetachError::ClosedByRemote | fe2o3_amqp::link::DetachError::RemoteClosedWithError(_) => {
+            Ended::Closed
+        }
+        _ => Ended::Detached,
+    }
+}
+
+/// Ends the native subscription; a durable one closed by its consumer is
+/// removed (JMS `unsubscribe` closes the link of the subscription's name).
+async fn finish(subscription: Subscription, spec: &ConsumerSpec, context: &ConnectionContext, ended: Ended) {
+    let _ = subscription.unsubscribe().await;
+    if let (Some(name), Ended::Closed) = (&spec.durable, ended) {
+        if spec.shared {
+            return; // Other consumers may share it; only an unsubscribe by name removes it.
+        }
+        let removed =
+            context.client.manage(sift_client::ManageOp::DurableRm, serde_json::json!({ "name": name })).await;
+        if let Err(error) = removed {
+            tracing::debug!(durable = %name, %error, "AMQP durable subscription not removed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durable_names_are_scoped_by_client_id_or_global() {
+        assert_eq!(durable_name("ID:abc:1", "audit", false), "amqp.ID_abc_1.audit");
+        assert_eq!(durable_name("client-7", "audit|2", false), "amqp.client-7.audit");
+        assert_eq!(durable_name("client-7", "audit|global", true), "amqp.global.audit");
+    }
+}

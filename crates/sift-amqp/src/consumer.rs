@@ -164,7 +164,10 @@ pub(crate) async fn serve(
             detached = sender.on_detach() => break ended_by_detach(&detached),
         }
     };
-    // Deliveries still waiting for a disposition go back to the broker.
+    // The link is gone: dropping it resolves the dispositions that will
+    // never come (as failures, which put their messages back), while those
+    // that came are still read as what they were.
+    drop(sender);
     while let Some((tag, outcome)) = in_flight.next().await {
         settle(&context, tag, outcome);
     }

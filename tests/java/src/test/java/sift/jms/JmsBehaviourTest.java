@@ -1,0 +1,270 @@
+package sift.jms;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import jakarta.jms.BytesMessage;
+import jakarta.jms.Connection;
+import jakarta.jms.DeliveryMode;
+import jakarta.jms.InvalidDestinationException;
+import jakarta.jms.MapMessage;
+import jakarta.jms.Message;
+import jakarta.jms.MessageConsumer;
+import jakarta.jms.MessageProducer;
+import jakarta.jms.ObjectMessage;
+import jakarta.jms.Queue;
+import jakarta.jms.Session;
+import jakarta.jms.StreamMessage;
+import jakarta.jms.TemporaryQueue;
+import jakarta.jms.TextMessage;
+import jakarta.jms.Topic;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.apache.qpid.jms.JmsConnectionFactory;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * JMS behaviours with Apache Qpid JMS unchanged, against one broker. Every check that something
+ * did NOT arrive sends a sentinel after it and waits for the sentinel.
+ */
+class JmsBehaviourTest {
+    /** How long a receive waits for a message that must come. */
+    private static final long RECEIVE_MS = 10_000;
+
+    private static SiftBroker broker;
+
+    @BeforeAll
+    static void startBroker() throws Exception {
+        broker = SiftBroker.start();
+    }
+
+    @AfterAll
+    static void stopBroker() throws Exception {
+        broker.close();
+    }
+
+    private static Connection connect(String clientId) throws Exception {
+        Connection connection = new JmsConnectionFactory(broker.uri("")).createConnection();
+        if (clientId != null) {
+            connection.setClientID(clientId);
+        }
+        connection.start();
+        return connection;
+    }
+
+    private static Message receive(MessageConsumer consumer) throws Exception {
+        Message message = consumer.receive(RECEIVE_MS);
+        assertNotNull(message, "a message arrives");
+        return message;
+    }
+
+    /** Texts received up to the sentinel, which must come. */
+    private static List<String> textsUntilSentinel(MessageConsumer consumer) throws Exception {
+        List<String> texts = new ArrayList<>();
+        while (true) {
+            String text = ((TextMessage) receive(consumer)).getText();
+            if (text.equals("sentinel")) {
+                return texts;
+            }
+            texts.add(text);
+        }
+    }
+
+    @Test
+    void aTextMessageCrossesATopicWithItsHeaderFieldsAndTypedProperties() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Topic topic = session.createTopic("jms.quotes");
+            MessageConsumer consumer = session.createConsumer(topic);
+            MessageProducer producer = session.createProducer(topic);
+            TextMessage sent = session.createTextMessage("IBM 120");
+            sent.setJMSType("quote");
+            sent.setJMSCorrelationID("corr-1");
+            sent.setIntProperty("lots", 3);
+            sent.setLongProperty("volume", 1L << 40);
+            sent.setDoubleProperty("price", 120.5);
+            sent.setBooleanProperty("firm", true);
+            sent.setShortProperty("desk", (short) 7);
+            sent.setStringProperty("sym", "IBM");
+            producer.send(sent, DeliveryMode.PERSISTENT, 7, 0);
+            TextMessage received = (TextMessage) receive(consumer);
+            assertEquals("IBM 120", received.getText());
+            assertEquals(sent.getJMSMessageID(), received.getJMSMessageID());
+            assertEquals("quote", received.getJMSType());
+            assertEquals("corr-1", received.getJMSCorrelationID());
+            assertEquals(7, received.getJMSPriority());
+            assertEquals(DeliveryMode.PERSISTENT, received.getJMSDeliveryMode());
+            assertEquals(3, received.getIntProperty("lots"));
+            assertEquals(1L << 40, received.getLongProperty("volume"));
+            assertEquals(120.5, received.getDoubleProperty("price"));
+            assertTrue(received.getBooleanProperty("firm"));
+            assertEquals((short) 7, received.getShortProperty("desk"));
+            assertEquals("IBM", received.getStringProperty("sym"));
+            assertFalse(received.getJMSRedelivered());
+            assertInstanceOf(Topic.class, received.getJMSDestination());
+        }
+    }
+
+    @Test
+    void selectorsChooseWhatArrives() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Topic topic = session.createTopic("jms.orders");
+            MessageConsumer selected = session.createConsumer(topic,
+                    "(region = 'EU' AND qty > 2) OR JMSType = 'sentinel'");
+            MessageProducer producer = session.createProducer(topic);
+            String[][] orders = {{"EU", "3"}, {"US", "5"}, {"EU", "1"}, {"EU", "9"}};
+            for (String[] order : orders) {
+                TextMessage message = session.createTextMessage(order[0] + " " + order[1]);
+                message.setStringProperty("region", order[0]);
+                message.setIntProperty("qty", Integer.parseInt(order[1]));
+                producer.send(message);
+            }
+            TextMessage sentinel = session.createTextMessage("sentinel");
+            sentinel.setJMSType("sentinel");
+            producer.send(sentinel);
+            assertEquals(List.of("EU 3", "EU 9"), textsUntilSentinel(selected));
+        }
+    }
+
+    @Test
+    void aQueueGivesEachMessageToOneConsumer() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.work");
+            MessageConsumer first = session.createConsumer(queue);
+            MessageConsumer second = session.createConsumer(queue);
+            MessageProducer producer = session.createProducer(queue);
+            int count = 20;
+            for (int number = 0; number < count; number++) {
+                producer.send(session.createTextMessage("job-" + number));
+            }
+            Set<String> seen = new HashSet<>();
+            while (seen.size() < count) {
+                Message message = first.receive(50);
+                if (message == null) {
+                    message = second.receive(50);
+                }
+                if (message != null) {
+                    assertTrue(seen.add(((TextMessage) message).getText()), "each job once");
+                }
+            }
+            assertEquals(count, seen.size());
+        }
+    }
+
+    @Test
+    void everyMessageTypeRoundTrips() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.kinds");
+            MessageConsumer consumer = session.createConsumer(queue);
+            MessageProducer producer = session.createProducer(queue);
+            BytesMessage bytes = session.createBytesMessage();
+            bytes.writeBytes(new byte[] {0, 1, (byte) 0xff});
+            MapMessage map = session.createMapMessage();
+            map.setInt("qty", 3);
+            map.setString("sym", "IBM");
+            map.setBytes("raw", new byte[] {9, 8});
+            StreamMessage stream = session.createStreamMessage();
+            stream.writeInt(42);
+            stream.writeString("answer");
+            ObjectMessage object = session.createObjectMessage(new ArrayList<>(List.of("a", "b")));
+            Message plain = session.createMessage();
+            plain.setStringProperty("kind", "plain");
+            for (Message message : List.of(bytes, map, stream, object, plain, session.createTextMessage("text"))) {
+                producer.send(message);
+            }
+            BytesMessage gotBytes = (BytesMessage) receive(consumer);
+            byte[] read = new byte[(int) gotBytes.getBodyLength()];
+            gotBytes.readBytes(read);
+            assertArrayEquals(new byte[] {0, 1, (byte) 0xff}, read);
+            MapMessage gotMap = (MapMessage) receive(consumer);
+            assertEquals(3, gotMap.getInt("qty"));
+            assertEquals("IBM", gotMap.getString("sym"));
+            assertArrayEquals(new byte[] {9, 8}, gotMap.getBytes("raw"));
+            StreamMessage gotStream = (StreamMessage) receive(consumer);
+            assertEquals(42, gotStream.readInt());
+            assertEquals("answer", gotStream.readString());
+            ObjectMessage gotObject = (ObjectMessage) receive(consumer);
+            assertEquals(List.of("a", "b"), gotObject.getObject());
+            Message gotPlain = receive(consumer);
+            assertEquals("plain", gotPlain.getStringProperty("kind"));
+            assertFalse(gotPlain instanceof TextMessage || gotPlain instanceof BytesMessage);
+            assertEquals("text", ((TextMessage) receive(consumer)).getText());
+        }
+    }
+
+    @Test
+    void requestAndReplyGoThroughATemporaryQueue() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue requests = session.createQueue("jms.requests");
+            MessageConsumer server = session.createConsumer(requests);
+            TemporaryQueue replies = session.createTemporaryQueue();
+            MessageConsumer client = session.createConsumer(replies);
+            TextMessage request = session.createTextMessage("ping");
+            request.setJMSReplyTo(replies);
+            session.createProducer(requests).send(request);
+            Message received = receive(server);
+            assertEquals(replies.getQueueName(), ((Queue) received.getJMSReplyTo()).getQueueName());
+            TextMessage reply = session.createTextMessage("pong");
+            reply.setJMSCorrelationID(received.getJMSMessageID());
+            session.createProducer(received.getJMSReplyTo()).send(reply);
+            Message answer = receive(client);
+            assertEquals("pong", ((TextMessage) answer).getText());
+            assertEquals(request.getJMSMessageID(), answer.getJMSCorrelationID());
+        }
+    }
+
+    @Test
+    void aDurableSubscriberGetsWhatWasSentWhileAwayUntilItUnsubscribes() throws Exception {
+        try (Connection connection = connect("durable-client")) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Topic topic = session.createTopic("jms.audit");
+            MessageConsumer subscriber = session.createDurableSubscriber(topic, "audit");
+            MessageProducer producer = session.createProducer(topic);
+            producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+            producer.send(session.createTextMessage("while-here"));
+            assertEquals("while-here", ((TextMessage) receive(subscriber)).getText());
+            subscriber.close();
+            producer.send(session.createTextMessage("while-away"));
+            MessageConsumer back = session.createDurableSubscriber(topic, "audit");
+            assertEquals("while-away", ((TextMessage) receive(back)).getText());
+            back.close();
+            session.unsubscribe("audit");
+            assertThrows(InvalidDestinationException.class, () -> session.unsubscribe("audit"));
+        }
+    }
+
+    @Test
+    void anUnacknowledgedMessageComesBackRedeliveredWithItsId() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session producing = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = producing.createQueue("jms.retry");
+            Session first = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+            MessageConsumer firstConsumer = first.createConsumer(queue);
+            TextMessage sent = producing.createTextMessage("retry me");
+            producing.createProducer(queue).send(sent);
+            Message unacknowledged = receive(firstConsumer);
+            assertFalse(unacknowledged.getJMSRedelivered());
+            Session second = connection.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+            MessageConsumer secondConsumer = second.createConsumer(queue);
+            first.close();
+            Message again = receive(secondConsumer);
+            assertTrue(again.getJMSRedelivered());
+            assertEquals(sent.getJMSMessageID(), again.getJMSMessageID());
+            assertTrue(again.getIntProperty("JMSXDeliveryCount") >= 2);
+            again.acknowledge();
+        }
+    }
+}

@@ -106,6 +106,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
             // The specification's answer to a header the server will not
             // take: the one it will, then close.
             stream.write_all(&sasl::SASL_HEADER).await.map_err(SaslError::Io)?;
+            stream.flush().await.map_err(SaslError::Io)?;
             return Err(OpenError::SaslRequired);
         }
     };

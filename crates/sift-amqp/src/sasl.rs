@@ -76,6 +76,7 @@ pub async fn read_header<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) -> R
         AMQP_HEADER => Ok(Header::Amqp),
         other => {
             stream.write_all(&SASL_HEADER).await?;
+            stream.flush().await?;
             Err(SaslError::Header(other))
         }
     }
@@ -132,6 +133,8 @@ async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, frame: Frame) -> Res
     out.put_u32((body.len() + 4) as u32);
     out.extend_from_slice(&body);
     stream.write_all(&out).await?;
+    // A TLS stream holds what it was given until flushed.
+    stream.flush().await?;
     Ok(())
 }
 

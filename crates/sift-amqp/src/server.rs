@@ -117,6 +117,7 @@ fn admit(accepted: Accepted<'_>, shared: &Arc<Shared>) {
         accepted.tasks.spawn(async move {
             if let Some(mut stream) = accepted.stream.open(PLAIN_TEXT_REFUSAL).await {
                 let _ = stream.write_all(&crate::sasl::SASL_HEADER).await;
+                let _ = stream.flush().await;
                 let _ = stream.shutdown().await;
             }
         });

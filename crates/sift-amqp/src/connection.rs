@@ -18,7 +18,11 @@ use tokio::task::JoinSet;
 
 use crate::sasl::{self, Header, SaslError, SignIn};
 use crate::server::{AmqpCounters, Shared, PLAIN_TEXT_REFUSAL};
-use crate::stream::{ClientOpen, Rewound};
+use crate::stream::{ClientOpen, Rewound, StreamLimits};
+
+/// What a message may carry besides its payload (header, annotations,
+/// properties) within the broker's `max_payload_bytes`.
+const MESSAGE_SECTIONS_BYTES_MAX: usize = 1024 * 1024;
 
 /// What every session and link of one connection shares.
 #[derive(Debug)]
@@ -111,7 +115,12 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         }
     };
     let noticed = Arc::new(Mutex::new(None));
-    let rewound = Rewound::new(stream, replay, shared.config.max_frame_bytes as usize, noticed.clone());
+    let max_payload_bytes = client.server_info().map_or(0, |welcome| welcome.max_payload_bytes as usize);
+    let limits = StreamLimits {
+        max_frame_bytes: shared.config.max_frame_bytes as usize,
+        max_message_bytes: max_payload_bytes + MESSAGE_SECTIONS_BYTES_MAX,
+    };
+    let rewound = Rewound::new(stream, replay, limits, noticed.clone());
     let broker_name = client.server_info().map_or_else(|| "sift".to_string(), |welcome| welcome.server_name);
     let connection =
         acceptor(shared, &broker_name).accept(rewound).await.map_err(|error| OpenError::Open(error.to_string()))?;

@@ -13,6 +13,7 @@ pub mod condition;
 pub mod config;
 mod connection;
 pub mod consumer;
+pub mod encoding;
 pub mod jms;
 pub mod message_in;
 pub mod message_out;
@@ -22,6 +23,7 @@ pub mod sasl;
 pub mod server;
 mod session;
 pub mod stream;
+pub mod wire;
 
 pub use config::AmqpConfig;
 pub use server::{AmqpCounters, AmqpError, AmqpFrontEnd};

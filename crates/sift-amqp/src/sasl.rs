@@ -156,6 +156,9 @@ pub fn decode_frame(mut body: BytesMut) -> Result<Frame, SaslError> {
     if body.len() <= FRAME_HEADER_BYTES - 4 {
         return Err(SaslError::Frame("no performative".into()));
     }
+    // The codec sizes its buffers by declared lengths before it reads.
+    crate::encoding::check_values(&body[FRAME_HEADER_BYTES - 4..])
+        .map_err(|error| SaslError::Frame(error.to_string()))?;
     let decoded = FrameCodec {}.decode(&mut body);
     match decoded {
         Ok(Some(frame)) => Ok(frame),

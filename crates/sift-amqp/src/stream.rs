@@ -1,19 +1,36 @@
-//! The connection's byte stream as the AMQP library reads it: the protocol
-//! header this front-end already read put back in front (for a client that
-//! skipped SASL), and the client's `open` performative noticed on the way,
-//! since the library does not show it and JMS needs its `container-id`
-//! (the JMS client id, which names durable subscriptions).
+//! The connection's byte stream as the AMQP library reads it. The library
+//! gets only whole frames this front-end has checked:
+//!
+//! - the protocol header this front-end already read is put back in front
+//!   (for a client that skipped SASL);
+//! - every frame's size must hold its header and stay within
+//!   `amqp.max_frame_bytes` ([`FrameGuard`]);
+//! - every performative, and every message once its transfer frames are
+//!   all in, must declare no length or count beyond its bytes and nest no
+//!   deeper than the library's decoder can take ([`crate::encoding`]): the
+//!   library sizes buffers by declared lengths before it reads;
+//! - a message may span frames up to `max_message_bytes`;
+//! - the client's `open` is noticed on the way, since the library does
+//!   not show it and JMS needs its `container-id` (the JMS client id, which
+//!   names durable subscriptions).
+//!
+//! A frame that fails ends the connection with an I/O error saying why.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use bytes::BytesMut;
-use fe2o3_amqp::frames::amqp::{FrameBody, FrameDecoder};
+use bytes::{Buf, BytesMut};
+use fe2o3_amqp::types::performatives::Performative;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_util::codec::Decoder;
 
+use crate::encoding;
 use crate::sasl::AMQP_HEADER;
+use crate::wire::{FrameGuard, FRAME_HEADER_BYTES};
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// What the client's `open` said that the front-end needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,66 +40,168 @@ pub struct ClientOpen {
     pub container_id: String,
 }
 
-/// A stream that first yields `replay`, then reads `inner`, and notes the
-/// first AMQP frame after the protocol header if it is an `open`.
+/// The limits a [`Rewound`] stream checks.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLimits {
+    /// Largest frame.
+    pub max_frame_bytes: usize,
+    /// Largest message, over all its transfer frames.
+    pub max_message_bytes: usize,
+}
+
+/// A stream that first yields `replay`, then the checked frames of `inner`.
 #[derive(Debug)]
 pub struct Rewound<S> {
     inner: S,
-    replay: Vec<u8>,
-    replayed: usize,
-    /// Bytes read so far, kept until the first frame is whole (at most the
-    /// header and `sniff_bytes_max`).
-    seen: Vec<u8>,
-    sniffing: bool,
-    sniff_bytes_max: usize,
+    limits: StreamLimits,
+    /// Checked bytes the library has not taken yet.
+    ready: BytesMut,
+    /// Bytes read but not yet a whole frame.
+    pending: BytesMut,
+    /// Protocol header bytes still to pass before the frames begin.
+    header_left: usize,
+    guard: FrameGuard,
+    /// The payload so far of each message that spans frames, by channel
+    /// and link handle.
+    partial: HashMap<(u16, u32), BytesMut>,
     open: Arc<Mutex<Option<ClientOpen>>>,
+    open_seen: bool,
 }
 
 impl<S> Rewound<S> {
-    /// Wraps `inner`, replaying `replay` first; the client's `open`, once
-    /// read (from a frame of at most `sniff_bytes_max` bytes), goes to
-    /// `open`.
-    pub fn new(inner: S, replay: Vec<u8>, sniff_bytes_max: usize, open: Arc<Mutex<Option<ClientOpen>>>) -> Self {
-        Rewound { inner, replay, replayed: 0, seen: Vec::new(), sniffing: true, sniff_bytes_max, open }
+    /// Wraps `inner`, replaying `replay` (a protocol header already read)
+    /// first; the client's `open`, once read, goes to `open`.
+    pub fn new(inner: S, replay: Vec<u8>, limits: StreamLimits, open: Arc<Mutex<Option<ClientOpen>>>) -> Self {
+        Rewound {
+            inner,
+            limits,
+            header_left: AMQP_HEADER.len() - replay.len().min(AMQP_HEADER.len()),
+            ready: BytesMut::from(&replay[..]),
+            pending: BytesMut::new(),
+            guard: FrameGuard::new(limits.max_frame_bytes),
+            partial: HashMap::new(),
+            open,
+            open_seen: false,
+        }
     }
 
-    /// Looks at the bytes read so far for a whole first frame.
-    fn sniff(&mut self, fresh: &[u8]) {
-        self.seen.extend_from_slice(fresh);
-        let header = AMQP_HEADER.len();
-        if self.seen.len() < header + 4 {
-            return;
+    /// Takes bytes as if read from the socket: whole frames among them are
+    /// checked and made ready (the fuzz target's way in).
+    pub fn feed(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.pending.extend_from_slice(bytes);
+        self.take_frames()
+    }
+
+    /// The checked bytes ready for the library, taken.
+    pub fn take_ready(&mut self) -> BytesMut {
+        self.ready.split()
+    }
+
+    /// Moves what `pending` holds of whole, checked frames into `ready`.
+    fn take_frames(&mut self) -> std::io::Result<()> {
+        let header = self.header_left.min(self.pending.len());
+        if header > 0 {
+            self.header_left -= header;
+            let bytes = self.pending.split_to(header);
+            self.ready.extend_from_slice(&bytes);
         }
-        let size = u32::from_be_bytes([
-            self.seen[header],
-            self.seen[header + 1],
-            self.seen[header + 2],
-            self.seen[header + 3],
-        ]) as usize;
-        // A frame too small to hold a performative, or larger than the
-        // limit: not an open this front-end reads; the library judges it.
-        if !(9..=self.sniff_bytes_max).contains(&size) {
-            self.stop_sniffing();
-            return;
+        while self.header_left == 0 && self.pending.len() >= 4 {
+            let size =
+                u32::from_be_bytes([self.pending[0], self.pending[1], self.pending[2], self.pending[3]]) as usize;
+            self.guard.pass(&self.pending[..4]).map_err(invalid)?;
+            if self.pending.len() < size {
+                return Ok(());
+            }
+            let frame = self.pending.split_to(size);
+            self.guard.pass(&frame[4..]).map_err(invalid)?;
+            self.check_frame(&frame)?;
+            self.ready.extend_from_slice(&frame);
         }
-        if self.seen.len() < header + size {
-            return;
+        Ok(())
+    }
+
+    /// Checks one whole frame: its performative, and a message's payload
+    /// once all of it is in.
+    fn check_frame(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        let body = &frame[4..];
+        let (data_offset, frame_type) = (body[0], body[1]);
+        // A frame of another kind or layout is the library's to refuse.
+        if data_offset != 2 || frame_type != 0 || frame.len() == FRAME_HEADER_BYTES {
+            return Ok(());
         }
-        let mut frame = BytesMut::from(&self.seen[header + 4..header + size]);
-        let decoded = FrameDecoder {}.decode(&mut frame);
-        if let Ok(Some(frame)) = decoded {
-            if let FrameBody::Open(open) = frame.into_body() {
+        let start = FRAME_HEADER_BYTES - 4;
+        // A performative is a described list; anything else the library
+        // would read by its own lights, past what is checked here.
+        if !encoding::is_described(body, start) {
+            return Err(invalid("a frame whose body is not a described performative"));
+        }
+        let end = encoding::check_value(body, start).map_err(invalid)?;
+        let Ok(performative) = serde_amqp::from_slice::<Performative>(&body[start..end]) else {
+            return Err(invalid("a frame whose body is not a performative"));
+        };
+        if end != body.len() && !matches!(performative, Performative::Transfer(_)) {
+            return Err(invalid("bytes after a performative that carries no payload"));
+        }
+        match performative {
+            Performative::Open(open) if !self.open_seen => {
+                self.open_seen = true;
                 let mut slot = self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 *slot = Some(ClientOpen { container_id: open.container_id });
             }
+            Performative::Transfer(transfer) => {
+                let channel = u16::from_be_bytes([body[2], body[3]]);
+                self.check_transfer((channel, transfer.handle.0), &body[end..], transfer.more, transfer.aborted)?;
+            }
+            _ => {}
         }
-        self.stop_sniffing();
+        Ok(())
     }
 
-    fn stop_sniffing(&mut self) {
-        self.sniffing = false;
-        self.seen = Vec::new();
+    /// Adds a transfer frame's payload to its message; checks the message
+    /// when it is whole.
+    fn check_transfer(&mut self, link: (u16, u32), payload: &[u8], more: bool, aborted: bool) -> std::io::Result<()> {
+        if aborted {
+            self.partial.remove(&link);
+            return Ok(());
+        }
+        let limit = self.limits.max_message_bytes;
+        match (self.partial.get_mut(&link), more) {
+            (None, false) => return check_message(payload),
+            (Some(so_far), _) => so_far.extend_from_slice(payload),
+            (None, true) => {
+                // The first frames of a message: what they hold must not
+                // declare more than a message may be.
+                encoding::check_prefix(payload, limit).map_err(invalid)?;
+                self.partial.insert(link, BytesMut::from(payload));
+            }
+        }
+        let so_far = self.partial.get(&link).map_or(0, BytesMut::len);
+        if so_far > limit {
+            return Err(invalid(format!("a message of over {limit} bytes (its transfers so far: {so_far})")));
+        }
+        if !more {
+            if let Some(message) = self.partial.remove(&link) {
+                check_message(&message)?;
+            }
+        }
+        Ok(())
     }
+}
+
+/// A whole message: sections, each a described value.
+fn check_message(message: &[u8]) -> std::io::Result<()> {
+    let mut position = 0;
+    while position < message.len() {
+        if !encoding::is_described(message, position) {
+            return Err(invalid("a message section that is not a described value"));
+        }
+        position = encoding::check_value(message, position).map_err(invalid)?;
+    }
+    Ok(())
+}
+
+fn invalid(error: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, error.to_string())
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
@@ -92,21 +211,23 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
         out: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
-        let before = out.filled().len();
-        if this.replayed < this.replay.len() {
-            let take = (this.replay.len() - this.replayed).min(out.remaining());
-            out.put_slice(&this.replay[this.replayed..this.replayed + take]);
-            this.replayed += take;
-        } else {
-            let polled = Pin::new(&mut this.inner).poll_read(context, out);
-            if !matches!(polled, Poll::Ready(Ok(()))) {
-                return polled;
+        while this.ready.is_empty() {
+            let mut chunk = [0u8; READ_CHUNK_BYTES];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.inner).poll_read(context, &mut read) {
+                Poll::Ready(Ok(())) if read.filled().is_empty() => return Poll::Ready(Ok(())), // end of stream
+                Poll::Ready(Ok(())) => {
+                    this.pending.extend_from_slice(read.filled());
+                    if let Err(error) = this.take_frames() {
+                        return Poll::Ready(Err(error));
+                    }
+                }
+                other => return other,
             }
         }
-        if this.sniffing {
-            let fresh = out.filled()[before..].to_vec();
-            this.sniff(&fresh);
-        }
+        let taken = this.ready.len().min(out.remaining());
+        out.put_slice(&this.ready[..taken]);
+        this.ready.advance(taken);
         Poll::Ready(Ok(()))
     }
 }
@@ -129,13 +250,23 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewound<S> {
 mod tests {
     use bytes::BufMut;
     use fe2o3_amqp::types::performatives::Open;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
 
-    #[tokio::test]
-    async fn the_header_is_replayed_and_the_open_noticed() {
-        let open = Open {
+    const LIMITS: StreamLimits = StreamLimits { max_frame_bytes: 64 * 1024, max_message_bytes: 1024 * 1024 };
+
+    fn frame(performative: &[u8], payload: &[u8]) -> BytesMut {
+        let mut encoded = BytesMut::new();
+        encoded.put_u32((8 + performative.len() + payload.len()) as u32);
+        encoded.put_slice(&[2, 0, 0, 0]);
+        encoded.put_slice(performative);
+        encoded.put_slice(payload);
+        encoded
+    }
+
+    fn open() -> Open {
+        Open {
             container_id: "ID:client-7".into(),
             hostname: None,
             max_frame_size: Default::default(),
@@ -146,21 +277,40 @@ mod tests {
             offered_capabilities: None,
             desired_capabilities: None,
             properties: None,
-        };
-        let performative = serde_amqp::to_vec(&open).expect("encodes");
-        let mut encoded = BytesMut::new();
-        encoded.put_u32(8 + performative.len() as u32);
-        encoded.put_slice(&[2, 0, 0, 0]);
-        encoded.put_slice(&performative);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_header_is_replayed_and_the_open_noticed() {
+        let encoded = frame(&serde_amqp::to_vec(&open()).expect("encodes"), &[]);
         let (mut client, server) = tokio::io::duplex(4096);
         let slot = Arc::new(Mutex::new(None));
-        let mut rewound = Rewound::new(server, AMQP_HEADER.to_vec(), 64 * 1024, slot.clone());
-        tokio::io::AsyncWriteExt::write_all(&mut client, &encoded).await.expect("written");
+        let mut rewound = Rewound::new(server, AMQP_HEADER.to_vec(), LIMITS, slot.clone());
+        client.write_all(&encoded).await.expect("written");
         let mut read = vec![0u8; AMQP_HEADER.len() + encoded.len()];
         rewound.read_exact(&mut read).await.expect("read");
         assert_eq!(&read[..8], &AMQP_HEADER);
         assert_eq!(&read[8..], &encoded[..]);
         let noticed = slot.lock().expect("unpoisoned").clone();
         assert_eq!(noticed, Some(ClientOpen { container_id: "ID:client-7".into() }));
+    }
+
+    #[tokio::test]
+    async fn a_frame_too_small_or_a_length_beyond_its_bytes_ends_the_stream_with_an_error() {
+        let cases: [(&[u8], &str); 3] = [
+            (&[0, 0, 0, 4], "at least its 8-byte header"),
+            (&[0, 0, 0, 15, 2, 0, 0, 0, 0xb1, 0xff, 0xff, 0x41, 0x0a, 0x46, 0], "not a described performative"),
+            (&[0, 0, 0, 16, 2, 0, 0, 0, 0, 0x53, 0x13, 0xb1, 0xff, 0xff, 0x41, 0x0a], "runs past the end"),
+        ];
+        for (bytes, why) in cases {
+            let (mut client, server) = tokio::io::duplex(4096);
+            let mut rewound = Rewound::new(server, AMQP_HEADER.to_vec(), LIMITS, Arc::new(Mutex::new(None)));
+            client.write_all(bytes).await.expect("written");
+            drop(client);
+            let mut read = Vec::new();
+            let error = rewound.read_to_end(&mut read).await.expect_err("refused");
+            assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+            assert!(error.to_string().contains(why), "{error}");
+        }
     }
 }

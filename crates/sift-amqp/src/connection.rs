@@ -34,6 +34,9 @@ pub(crate) struct ConnectionContext {
     pub container_id: String,
     /// The native session's connection id: names temporary nodes.
     pub connection_id: u64,
+    /// The native session's name, which the broker stamps on what it
+    /// publishes: no-local consumers skip their own connection's messages.
+    pub native_name: String,
     /// Temporary nodes made so far.
     pub temporary_nodes: AtomicU64,
 }
@@ -83,7 +86,7 @@ struct Opened {
 async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) -> Result<Opened, OpenError> {
     let certified = stream.peer_identity();
     let anonymous = !shared.connector.requires_sign_in() || certified.is_some();
-    let (client, replay) = match sasl::read_header(&mut stream).await? {
+    let ((client, native_name), replay) = match sasl::read_header(&mut stream).await? {
         Header::Sasl => {
             let credentials = match sasl::read_sign_in(&mut stream, anonymous).await? {
                 SignIn::Plain { user, password } => Credentials::from_door(Some(&user), Some(&password)),
@@ -132,6 +135,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         client,
         container_id,
         connection_id,
+        native_name,
         temporary_nodes: AtomicU64::new(0),
     };
     Ok(Opened { connection, context: Arc::new(context) })
@@ -148,23 +152,33 @@ fn acceptor(shared: &Shared, broker_name: &str) -> ConnectionAcceptor<(), ()> {
         .channel_max(config.max_sessions.saturating_sub(1))
         .idle_time_out(config.idle_timeout_ms)
         .add_offered_capabilities("ANONYMOUS-RELAY")
+        .add_offered_capabilities("SHARED-SUBS")
         .build()
 }
 
-/// The connection's native session, signed in with `credentials`.
+/// The connection's native session, signed in with `credentials`, and its
+/// name.
 async fn open_session(
     shared: &Shared,
     peer: SocketAddr,
     credentials: Option<Credentials>,
-) -> Result<Client, ClientError> {
+) -> Result<(Client, String), ClientError> {
+    // Unique per connection (the peer's port), since no-local consumers
+    // tell their own connection's messages by it.
     let name = match &credentials {
-        Some(credentials) if !credentials.user.is_empty() => format!("amqp-{}", credentials.user),
+        Some(credentials) if !credentials.user.is_empty() => format!("amqp-{}@{peer}", credentials.user),
         _ => format!("amqp-{peer}"),
     };
-    let options =
-        ClientOptions { name, reconnect: false, clock_sync_interval: None, credentials, ..ClientOptions::default() };
+    let options = ClientOptions {
+        name: name.clone(),
+        reconnect: false,
+        clock_sync_interval: None,
+        credentials,
+        ..ClientOptions::default()
+    };
     let origin = sift_broker::door::Origin { door: sift_broker::door::Door::Amqp, peer: Some(peer) };
-    Client::connect_local(shared.connector.local_opener(origin), options).await
+    let client = Client::connect_local(shared.connector.local_opener(origin), options).await?;
+    Ok((client, name))
 }
 
 /// Serves the connection's sessions until the client closes it, the

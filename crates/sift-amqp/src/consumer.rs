@@ -30,6 +30,9 @@ use crate::server::AmqpCounters;
 /// The JMS selector filter (`apache.org:selector-filter:string`): its
 /// descriptor code, which Qpid JMS sends, and its name.
 const SELECTOR_FILTER: (u64, &str) = (0x0000_468C_0000_0004, "apache.org:selector-filter:string");
+/// The no-local filter (`apache.org:no-local-filter:list`): messages
+/// published on the consumer's own connection are not delivered to it.
+const NO_LOCAL_FILTER: (u64, &str) = (0x0000_468C_0000_0003, "apache.org:no-local-filter:list");
 /// How long a transfer waits for credit before it looks again: the AMQP
 /// library may miss a credit that arrives just as it starts to wait.
 const CREDIT_RECHECK: Duration = Duration::from_secs(1);
@@ -48,6 +51,12 @@ pub struct ConsumerSpec {
     /// A queue browser (distribution mode `copy`): it sees the queue's
     /// messages without taking them from its consumers.
     pub browse: bool,
+    /// Messages published on the consumer's own connection are skipped
+    /// (JMS no-local).
+    pub no_local: bool,
+    /// The queue group of a shared non-durable subscription (JMS 2.0
+    /// `createSharedConsumer`): its consumers share the messages.
+    pub shared_group: Option<String>,
 }
 
 impl ConsumerSpec {
@@ -60,10 +69,15 @@ impl ConsumerSpec {
         let global = capabilities.contains(&"global");
         let durable = (durable && node.kind == NodeType::Topic).then(|| durable_name(container_id, link_name, global));
         let copies = matches!(source.distribution_mode, Some(DistributionMode::Copy));
+        let shared = capabilities.contains(&"shared");
+        let shared_group = (shared && durable.is_none() && !node.kind.is_queue())
+            .then(|| durable_name(container_id, link_name, global).replacen("amqp.", "amqp.shared.", 1));
         ConsumerSpec {
             selector: selector_of(source),
-            shared: capabilities.contains(&"shared"),
+            shared,
             browse: copies && durable.is_none() && node.kind.is_queue(),
+            no_local: has_filter(source, NO_LOCAL_FILTER),
+            shared_group,
             durable,
             node,
         }
@@ -74,6 +88,9 @@ impl ConsumerSpec {
         let mut options = SubscribeOptions::new(self.node.topic.clone()).ack(AckPolicy::Manual);
         if self.node.kind.is_queue() && !self.browse {
             options = options.queue_group(self.node.topic.clone());
+        }
+        if let Some(group) = &self.shared_group {
+            options = options.queue_group(group.clone());
         }
         if let Some(selector) = &self.selector {
             options = options.filter(FilterKind::Sql, selector.clone());
@@ -101,13 +118,27 @@ fn selector_of(source: &Source) -> Option<String> {
     })
 }
 
-/// True for a filter-set entry that is a JMS selector.
-pub fn is_selector_filter(value: &AmqpValue) -> bool {
+/// True for a filter-set entry this front-end applies: a JMS selector or
+/// no-local (the others are left out of the attach's answer, so that the
+/// client knows they are not in place).
+pub fn is_served_filter(value: &AmqpValue) -> bool {
+    is_filter(value, SELECTOR_FILTER) || is_filter(value, NO_LOCAL_FILTER)
+}
+
+fn is_selector_filter(value: &AmqpValue) -> bool {
+    is_filter(value, SELECTOR_FILTER)
+}
+
+fn is_filter(value: &AmqpValue, (code, name): (u64, &str)) -> bool {
     let AmqpValue::Described(described) = value else { return false };
     match &described.descriptor {
-        Descriptor::Code(code) => *code == SELECTOR_FILTER.0,
-        Descriptor::Name(name) => name.as_str() == SELECTOR_FILTER.1,
+        Descriptor::Code(found) => *found == code,
+        Descriptor::Name(found) => found.as_str() == name,
     }
+}
+
+fn has_filter(source: &Source, filter: (u64, &str)) -> bool {
+    source.filter.iter().flat_map(|filters| filters.iter()).any(|(_, value)| is_filter(value, filter))
 }
 
 /// The broker's durable subscription of a JMS durable subscriber: scoped by
@@ -147,6 +178,10 @@ pub(crate) async fn serve(
             Some((tag, outcome)) = in_flight.next(), if !in_flight.is_empty() => settle(&context, tag, outcome),
             delivery = subscription.next(), if in_flight.len() < unsettled_max => {
                 let Some(delivery) = delivery else { break Ended::Detached };
+                if spec.no_local && delivery.message.publisher.as_ref() == context.native_name.as_str() {
+                    put_away(&context, delivery.delivery_tag);
+                    continue;
+                }
                 let redeliveries = u32::from(delivery.redelivered);
                 let amqp = amqp_message_of(&delivery.message, redeliveries, spec.node.kind);
                 let tag = delivery.delivery_tag;
@@ -200,6 +235,14 @@ fn settle(context: &ConnectionContext, tag: u64, outcome: Result<Outcome, SendEr
     };
     if let Err(error) = acknowledged {
         tracing::debug!(%error, "AMQP disposition not passed on: the native session ended");
+    }
+}
+
+/// Acknowledges a delivery the consumer is not to get (its own
+/// connection's message, for a no-local consumer).
+fn put_away(context: &ConnectionContext, tag: u64) {
+    if tag != 0 {
+        let _ = context.client.ack_tag(tag);
     }
 }
 

@@ -132,9 +132,10 @@ async fn attach_consumer(
     };
     // Echo only the filter this front-end applies.
     if let Some(source) = attach.source.as_deref_mut() {
-        source.filter = source.filter.take().map(|filters| {
-            filters.into_iter().filter(|(_, value)| crate::consumer::is_selector_filter(value)).collect()
-        });
+        source.filter = source
+            .filter
+            .take()
+            .map(|filters| filters.into_iter().filter(|(_, value)| crate::consumer::is_served_filter(value)).collect());
     }
     let capabilities = capability_names(source.capabilities.as_ref().map(|array| array.0.as_slice()));
     let acceptor = LinkAcceptor::builder().source_capabilities(symbols(&capabilities)).build();

@@ -267,4 +267,50 @@ class JmsBehaviourTest {
             again.acknowledge();
         }
     }
+
+    @Test
+    void aNoLocalConsumerSkipsItsOwnConnectionsMessages() throws Exception {
+        try (Connection own = connect(null); Connection other = connect(null)) {
+            Session session = own.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Topic topic = session.createTopic("jms.chat");
+            MessageConsumer consumer = session.createConsumer(topic, null, true);
+            session.createProducer(topic).send(session.createTextMessage("own"));
+            Session otherSession = other.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageProducer producer = otherSession.createProducer(otherSession.createTopic("jms.chat"));
+            producer.send(otherSession.createTextMessage("theirs"));
+            producer.send(otherSession.createTextMessage("sentinel"));
+            assertEquals(List.of("theirs"), textsUntilSentinel(consumer));
+        }
+    }
+
+    @Test
+    void sharedConsumersShareATopicsMessages() throws Exception {
+        try (Connection connection = connect("shared-client")) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Topic topic = session.createTopic("jms.shared");
+            MessageConsumer first = session.createSharedConsumer(topic, "workers");
+            MessageConsumer second = session.createSharedConsumer(topic, "workers");
+            MessageConsumer durable = session.createSharedDurableConsumer(topic, "ledger");
+            MessageProducer producer = session.createProducer(topic);
+            int count = 10;
+            for (int number = 0; number < count; number++) {
+                producer.send(session.createTextMessage("tick-" + number));
+            }
+            Set<String> shared = new HashSet<>();
+            while (shared.size() < count) {
+                Message message = first.receive(50);
+                if (message == null) {
+                    message = second.receive(50);
+                }
+                if (message != null) {
+                    assertTrue(shared.add(((TextMessage) message).getText()), "each tick to one sharer");
+                }
+            }
+            for (int number = 0; number < count; number++) {
+                assertEquals("tick-" + number, ((TextMessage) receive(durable)).getText());
+            }
+            durable.close();
+            session.unsubscribe("ledger");
+        }
+    }
 }

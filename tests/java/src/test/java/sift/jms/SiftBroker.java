@@ -50,8 +50,24 @@ final class SiftBroker implements AutoCloseable {
     /** Starts a broker with `extraArgs` (a users file, say) and waits until it serves AMQP. */
     static SiftBroker start(String... extraArgs) throws IOException {
         Path dataDir = Files.createTempDirectory("sift-jms-");
-        List<String> command = new ArrayList<>(List.of(binary(), "broker", "--listen", "127.0.0.1:0",
-                "--http", "off", "--stomp", "127.0.0.1:0", "--mqtt", "off", "--amqp", "127.0.0.1:0",
+        return startOn(dataDir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", extraArgs);
+    }
+
+    /**
+     * Kills this broker with SIGKILL and starts it again on the same addresses and data, as a
+     * crash and a restart would.
+     */
+    SiftBroker restarted() throws IOException, InterruptedException {
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+        errors.delete();
+        return startOn(dataDir, nativeAddress, stomp, amqp);
+    }
+
+    private static SiftBroker startOn(Path dataDir, String listen, String stompAddress, String amqpAddress,
+            String... extraArgs) throws IOException {
+        List<String> command = new ArrayList<>(List.of(binary(), "broker", "--listen", listen,
+                "--http", "off", "--stomp", stompAddress, "--mqtt", "off", "--amqp", amqpAddress,
                 "--data", dataDir.toString()));
         command.addAll(List.of(extraArgs));
         File errors = dataDir.resolveSibling(dataDir.getFileName() + ".log").toFile();

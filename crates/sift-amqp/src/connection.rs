@@ -39,7 +39,29 @@ pub(crate) struct ConnectionContext {
     pub native_name: String,
     /// Temporary nodes made so far.
     pub temporary_nodes: AtomicU64,
+    /// Queues this connection declared (each is declared once).
+    pub declared_queues: Mutex<std::collections::HashSet<String>>,
 }
+
+impl ConnectionContext {
+    /// Declares the queue `name` at the broker, once per connection: what
+    /// is sent to it then waits for a consumer.
+    pub async fn declare_queue(&self, name: &str) -> Result<(), ClientError> {
+        let known = self.declared_queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(name);
+        if !known {
+            self.client.declare_queue(name).await?;
+            let mut declared = self.declared_queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if declared.len() < DECLARED_QUEUES_REMEMBERED_MAX {
+                declared.insert(name.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Queues a connection remembers having declared; past it, it declares
+/// again (which changes nothing at the broker).
+const DECLARED_QUEUES_REMEMBERED_MAX: usize = 4_096;
 
 /// Why a connection ended before its AMQP `open` was answered.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +159,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         connection_id,
         native_name,
         temporary_nodes: AtomicU64::new(0),
+        declared_queues: Mutex::default(),
     };
     Ok(Opened { connection, context: Arc::new(context) })
 }

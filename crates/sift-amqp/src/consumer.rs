@@ -83,8 +83,19 @@ impl ConsumerSpec {
         }
     }
 
+    /// True when this consumer takes from a declared queue's stored
+    /// messages: a consumer of a (not temporary) queue without a selector.
+    /// A selector's consumer, a browser and a temporary queue's consumer
+    /// read the queue's live messages in its queue group instead.
+    pub fn reads_stored_queue(&self) -> bool {
+        self.node.kind == NodeType::Queue && self.selector.is_none() && !self.browse
+    }
+
     /// The native subscription this consumer reads.
     pub fn subscribe_options(&self, durable_stream: &str) -> SubscribeOptions {
+        if self.reads_stored_queue() {
+            return SubscribeOptions::queue(&self.node.topic).ack(AckPolicy::Manual);
+        }
         let mut options = SubscribeOptions::new(self.node.topic.clone()).ack(AckPolicy::Manual);
         if self.node.kind.is_queue() && !self.browse {
             options = options.queue_group(self.node.topic.clone());

@@ -21,6 +21,7 @@ use sift_core::TopicName;
 
 use crate::condition;
 use crate::connection::ConnectionContext;
+use crate::jms::NodeType;
 use crate::message_in::message_of;
 use crate::node::{node_of, Node};
 use crate::server::AmqpCounters;
@@ -68,6 +69,32 @@ pub(crate) async fn serve(mut receiver: Receiver, node: Option<Node>, context: A
     }
 }
 
+/// The destination of a message on an anonymous relay: its `to`, a queue
+/// when the address or the `x-opt-jms-dest` annotation says so (declared,
+/// so that it keeps the message).
+async fn relay_address(
+    amqp: &AmqpMessage<Body<AmqpValue>>,
+    context: &ConnectionContext,
+) -> Result<String, AmqpErrorValue> {
+    let to = amqp.properties.as_ref().and_then(|properties| properties.to.clone());
+    let mut node =
+        node_of(to.as_deref(), None).map_err(|error| condition::error(AmqpError::NotFound, error.to_string()))?;
+    let annotated = amqp.message_annotations.as_ref().and_then(|annotations| {
+        let key = fe2o3_amqp::types::messaging::annotations::OwnedKey::Symbol("x-opt-jms-dest".into());
+        match annotations.0.get(&key) {
+            Some(AmqpValue::Byte(code)) => NodeType::of_code(*code),
+            _ => None,
+        }
+    });
+    if let Some(kind) = annotated {
+        node.kind = kind;
+    }
+    if node.kind == NodeType::Queue {
+        context.declare_queue(&node.topic).await.map_err(|error| condition::of_client_error(&error))?;
+    }
+    Ok(node.topic)
+}
+
 /// Publishes one message and waits for the broker's confirm.
 async fn publish(
     amqp: AmqpMessage<Body<AmqpValue>>,
@@ -76,12 +103,7 @@ async fn publish(
 ) -> Result<(), AmqpErrorValue> {
     let address = match node {
         Some(node) => node.topic.clone(),
-        None => {
-            let to = amqp.properties.as_ref().and_then(|properties| properties.to.clone());
-            node_of(to.as_deref(), None)
-                .map_err(|error| condition::error(AmqpError::NotFound, error.to_string()))?
-                .topic
-        }
+        None => relay_address(&amqp, context).await?,
     };
     let topic = TopicName::new(&address)
         .map_err(|error| condition::error(AmqpError::NotFound, format!("address {address:?}: {error}")))?;

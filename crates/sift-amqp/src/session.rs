@@ -85,6 +85,12 @@ async fn attach_producer(
             }
         }
     };
+    // A queue keeps what is sent to it from the first send on.
+    if let Some(node) = node.as_ref().filter(|node| node.kind == NodeType::Queue) {
+        if let Err(error) = context.declare_queue(&node.topic).await {
+            return refuse(session, attach, condition::of_client_error(&error), context).await;
+        }
+    }
     let acceptor = LinkAcceptor::builder()
         .target_capabilities(symbols(&capabilities))
         .on_dynamic_target(move |mut target: Target| {
@@ -125,6 +131,11 @@ async fn attach_consumer(
         }
     };
     let spec = ConsumerSpec::of_source(&source, node, &context.container_id, &attach.name);
+    if spec.reads_stored_queue() {
+        if let Err(error) = context.declare_queue(&spec.node.topic).await {
+            return refuse(session, attach, condition::of_client_error(&error), context).await;
+        }
+    }
     let options = spec.subscribe_options(&context.shared.config.durable_stream);
     let subscription = match context.client.subscribe(options).await {
         Ok(subscription) => subscription,

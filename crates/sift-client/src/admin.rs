@@ -19,6 +19,15 @@ impl Client {
 }
 
 impl Client {
+    /// Declares the queue `name` (`MANAGE queue_declare`, `docs/PROTOCOL.md`
+    /// §6.17): from now on what is sent on the topic `name` waits in the
+    /// broker's queue stream until a consumer of the queue
+    /// ([`crate::SubscribeOptions::queue`]) takes it. Declaring it again
+    /// changes nothing.
+    pub async fn declare_queue(&self, name: &str) -> Result<(), ClientError> {
+        self.manage(sift_proto::ManageOp::QueueDeclare, serde_json::json!({ "name": name })).await.map(|_| ())
+    }
+
     /// Sends a `MANAGE` request (streams and durable subscriptions,
     /// `docs/PROTOCOL.md` §6.17) with `body` as its JSON, and returns the
     /// broker's JSON reply, parsed.

@@ -44,7 +44,8 @@ mod transport;
 pub use connection::Client;
 pub use error::ClientError;
 pub use options::{
-    AckPolicy, ClientOptions, Credentials, PublishOptions, SubscribeOptions, CLOCK_SYNC_INTERVAL_DEFAULT,
+    queue_durable_name, AckPolicy, ClientOptions, Credentials, PublishOptions, SubscribeOptions,
+    CLOCK_SYNC_INTERVAL_DEFAULT,
 };
 pub use ordering::{OrderingBuffer, OrderingConfig, OrderingCounters, OrderingError, ORDERING_ENTRIES_MAX};
 pub use query::{QueryEvent, QueryOptions, QueryResults};

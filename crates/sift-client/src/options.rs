@@ -208,6 +208,13 @@ impl SubscribeOptions {
         self
     }
 
+    /// A consumer of the declared queue `name` ([`crate::Client::declare_queue`]):
+    /// one of the consumers of its shared durable subscription, which
+    /// takes each message the queue holds once.
+    pub fn queue(name: &str) -> SubscribeOptions {
+        SubscribeOptions::new(name).durable(queue_durable_name(name), "", StartPosition::New).shared()
+    }
+
     /// Shares the durable subscription with other consumers.
     pub fn shared(mut self) -> Self {
         self.shared = true;
@@ -249,4 +256,9 @@ impl SubscribeOptions {
         self.filter = Some((kind, text.into()));
         self
     }
+}
+
+/// The shared durable subscription that holds the queue `name`.
+pub fn queue_durable_name(name: &str) -> String {
+    format!("queue.{name}")
 }

@@ -176,11 +176,14 @@ pub enum ManageOp {
     DurableInfo,
     /// Remove a durable subscription.
     DurableRm,
+    /// Declare a queue: a stream holds its topic and a shared durable
+    /// subscription reads it, so that what is sent waits for a consumer.
+    QueueDeclare,
 }
 
 impl ManageOp {
     /// Every operation, in wire-code order.
-    pub const ALL: [ManageOp; 7] = [
+    pub const ALL: [ManageOp; 8] = [
         ManageOp::StreamAdd,
         ManageOp::StreamRm,
         ManageOp::StreamLs,
@@ -188,9 +191,10 @@ impl ManageOp {
         ManageOp::DurableLs,
         ManageOp::DurableInfo,
         ManageOp::DurableRm,
+        ManageOp::QueueDeclare,
     ];
 
-    /// Wire code (1-7).
+    /// Wire code (1-8).
     pub fn code(self) -> u8 {
         match self {
             ManageOp::StreamAdd => 1,
@@ -200,6 +204,7 @@ impl ManageOp {
             ManageOp::DurableLs => 5,
             ManageOp::DurableInfo => 6,
             ManageOp::DurableRm => 7,
+            ManageOp::QueueDeclare => 8,
         }
     }
 
@@ -218,6 +223,7 @@ impl ManageOp {
             ManageOp::DurableLs => "durable_ls",
             ManageOp::DurableInfo => "durable_info",
             ManageOp::DurableRm => "durable_rm",
+            ManageOp::QueueDeclare => "queue_declare",
         }
     }
 }

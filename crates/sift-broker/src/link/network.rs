@@ -351,10 +351,16 @@ impl LinkNetwork {
     /// interested party like a subscription: the network sends this broker
     /// the messages on its topics, wherever they are published.
     pub(crate) fn stream_interest(&self, stream: &crate::store::stream::Stream, added: bool, stats: &Stats) {
-        for topic in &stream.topics {
-            let entry = sift_net::InterestEntry { topic: topic.clone(), content: None, group: None };
-            self.change_local_interest(entry, added, stats);
+        for topic in stream.topic_filters() {
+            self.stream_topic_interest(topic, added, stats);
         }
+    }
+
+    /// One topic of a stream, added (`added`) or removed here: the interest
+    /// [`LinkNetwork::stream_interest`] gives each of a stream's topics.
+    pub(crate) fn stream_topic_interest(&self, topic: sift_core::TopicFilter, added: bool, stats: &Stats) {
+        let entry = sift_net::InterestEntry { topic, content: None, group: None };
+        self.change_local_interest(entry, added, stats);
     }
 
     /// A durable subscription was created or loaded (`added`) or removed

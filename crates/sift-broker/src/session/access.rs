@@ -126,7 +126,21 @@ impl Session {
                 Some(stream) => self.permits(Action::ManageStream(&stream), request_id),
             },
             ManageOp::StreamLs | ManageOp::DurableLs => true,
+            ManageOp::QueueDeclare => self.may_declare_queue(&name, request_id),
         }
+    }
+
+    /// A queue may be declared by whoever may send to it or read it: its
+    /// stream is the broker's, not the user's to manage.
+    fn may_declare_queue(&self, name: &str, request_id: u64) -> bool {
+        let Ok(topic) = sift_core::TopicName::new(name) else { return true }; // refused as a bad topic
+        let readable = match &self.standing {
+            Standing::Limited { permissions, .. } => TopicFilter::new(name).is_ok_and(|filter| {
+                matches!(permissions.may_subscribe(&filter), SubscribeDecision::Allowed { restriction: None })
+            }),
+            _ => false,
+        };
+        readable || self.permits(Action::Publish(&topic), request_id)
     }
 
     /// Whether a subscription to `filter` is allowed: `Some(restriction)`

@@ -97,6 +97,20 @@ fn reply(shared: &BrokerShared, op: ManageOp, body: &str, may_read: &dyn Fn(&str
             shared.links.durable_interest(&consumer, false, &shared.stats);
             Ok(json!({ "removed": name }))
         }
+        ManageOp::QueueDeclare => {
+            let name = name_of(op, &request)?;
+            let declared = storage.declare_queue(name, &shared.config.storage.queue_stream)?;
+            if declared.stream_created {
+                shared.links.stream_interest(&declared.stream, true, &shared.stats);
+            }
+            if let Some(topic) = declared.topic_added {
+                shared.links.stream_topic_interest(topic, true, &shared.stats);
+            }
+            if declared.durable_created {
+                shared.links.durable_interest(&declared.consumer, true, &shared.stats);
+            }
+            Ok(durable_json(&declared.consumer))
+        }
     }
 }
 

@@ -57,6 +57,21 @@ pub struct OpenedDurable {
     pub created: bool,
 }
 
+/// What [`Storage::declare_queue`] found or made.
+#[derive(Debug)]
+pub struct DeclaredQueue {
+    /// The queue's shared durable subscription.
+    pub consumer: Arc<Consumer>,
+    /// The stream that holds the queue's messages.
+    pub stream: Arc<Stream>,
+    /// True when the stream was created now.
+    pub stream_created: bool,
+    /// The topic added to the stream now, if it was not there.
+    pub topic_added: Option<TopicFilter>,
+    /// True when the durable subscription was created now.
+    pub durable_created: bool,
+}
+
 /// What a subscriber asks of a durable subscription.
 #[derive(Debug)]
 pub struct DurableRequest<'a> {
@@ -303,12 +318,23 @@ impl Storage {
     /// take an unshared durable. Refused when it exists with other filters,
     /// or has a consumer and is not shared.
     pub fn open_durable(&self, request: &DurableRequest<'_>, member: SubRef) -> Result<OpenedDurable, Refusal> {
-        check_name("durable", request.name).map_err(|error| (ErrorCode::InvalidField, error))?;
         let mut durables = self.durables_lock();
+        let (consumer, created) = self.find_or_create_durable(&mut *durables, request)?;
+        let start_task = consumer.attach(member);
+        Ok(OpenedDurable { consumer, start_task, created })
+    }
+
+    /// The durable subscription of `request`, found, or created with no
+    /// consumer; true when created now.
+    fn find_or_create_durable(
+        &self,
+        durables: &mut BTreeMap<String, Arc<Consumer>>,
+        request: &DurableRequest<'_>,
+    ) -> Result<(Arc<Consumer>, bool), Refusal> {
+        check_name("durable", request.name).map_err(|error| (ErrorCode::InvalidField, error))?;
         if let Some(existing) = durables.get(request.name) {
             check_resume(existing, request)?;
-            let start_task = existing.attach(member);
-            return Ok(OpenedDurable { consumer: existing.clone(), start_task, created: false });
+            return Ok((existing.clone(), false));
         }
         if durables.len() >= self.config.durables_max {
             let message =
@@ -341,8 +367,55 @@ impl Storage {
             Some(record),
         ));
         durables.insert(request.name.to_string(), consumer.clone());
-        let start_task = consumer.attach(member);
-        Ok(OpenedDurable { consumer, start_task, created: true })
+        Ok((consumer, true))
+    }
+
+    /// Declares the queue `name` (`docs/PROTOCOL.md` §6.17, `queue_declare`):
+    /// the stream `stream` holds its topic `name` from now on, whatever the
+    /// delivery mode, and the shared durable subscription `queue.NAME`
+    /// reads it, so that what is sent to the queue waits there until one
+    /// of its consumers takes it. Creates the stream when missing; doing it
+    /// again changes nothing.
+    pub fn declare_queue(&self, name: &str, stream: &str) -> Result<DeclaredQueue, Refusal> {
+        let topic = TopicFilter::new(name).map_err(|error| (ErrorCode::InvalidTopic, format!("queue {name:?}: {error}")))?;
+        if topic.as_str().contains(['*', '>']) {
+            return Err((ErrorCode::InvalidTopic, format!("queue {name:?}: a queue is one topic, without wildcards")));
+        }
+        let (queue_stream, stream_created) = match self.stream(stream) {
+            Some(existing) => (existing, false),
+            None => {
+                let definition = StreamDefinition {
+                    name: stream.to_string(),
+                    topics: vec![name.to_string()],
+                    max_age_ms: 0,
+                    max_bytes: 0,
+                    max_msgs: 0,
+                    fsync: String::new(),
+                };
+                match self.add_stream(definition) {
+                    Ok(created) => (created, true),
+                    // Another session made it in between.
+                    Err((ErrorCode::StreamExists, _)) => (self.stream(stream).ok_or((ErrorCode::UnknownStream, format!("no stream {stream}")))?, false),
+                    Err(refusal) => return Err(refusal),
+                }
+            }
+        };
+        let topic_added = !stream_created
+            && queue_stream.add_topic(topic.clone()).map_err(|error| (ErrorCode::StorageError, error.to_string()))?;
+        let durable_name = format!("queue.{name}");
+        let request = DurableRequest {
+            name: &durable_name,
+            stream,
+            topic_filter: &topic,
+            filter_kind: FilterKind::None,
+            filter: "",
+            content: None,
+            shared: true,
+            start: StartPosition::New,
+        };
+        let mut durables = self.durables_lock();
+        let (consumer, durable_created) = self.find_or_create_durable(&mut *durables, &request)?;
+        Ok(DeclaredQueue { consumer, stream: queue_stream, stream_created, topic_added: topic_added.then_some(topic), durable_created })
     }
 
     /// Removes a durable subscription and its files; refused while it has

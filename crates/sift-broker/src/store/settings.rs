@@ -168,6 +168,10 @@ pub struct StorageConfig {
     pub durables_max: usize,
     /// Streams a broker keeps at most (besides `default`).
     pub streams_max: usize,
+    /// The stream that holds the queues' messages (STOMP `/queue/`, JMS
+    /// queues), created when the first queue is declared: every mode is
+    /// stored, so what is sent to a queue waits for its consumer.
+    pub queue_stream: String,
 }
 
 impl Default for StorageConfig {
@@ -186,6 +190,7 @@ impl Default for StorageConfig {
             query_pending_bytes_max: 4 * 1024 * 1024,
             durables_max: 10_000,
             streams_max: 1_000,
+            queue_stream: "queues".to_string(),
         }
     }
 }
@@ -196,6 +201,7 @@ impl StorageConfig {
         self.fsync_default
             .parse::<sift_store::FsyncPolicy>()
             .map_err(|error| format!("storage.fsync_default: {error}"))?;
+        check_name("stream", &self.queue_stream).map_err(|error| format!("storage.queue_stream: {error}"))?;
         let positive = [
             ("storage.segment_bytes_max", self.segment_bytes_max),
             ("storage.append_queue_bytes_max", self.append_queue_bytes_max),

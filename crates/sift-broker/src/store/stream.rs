@@ -4,9 +4,9 @@
 //! segments as `stream.json`, written atomically, so that a stream added at
 //! run time comes back after a restart. The log itself is `sift-store`'s.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -23,8 +23,14 @@ use super::settings::{StorageConfig, StreamDefinition};
 pub struct Stream {
     /// Its definition.
     pub definition: StreamDefinition,
-    /// Its parsed topic filters.
+    /// Its parsed topic filters, as opened.
     pub topics: Vec<TopicFilter>,
+    /// Topic filters added since it was opened (the queues stream's, one
+    /// per queue declared): stored in its definition file at once, and
+    /// among `topics` after a restart.
+    added_topics: RwLock<Vec<TopicFilter>>,
+    /// Its directory, where its definition file is rewritten.
+    dir: PathBuf,
     /// Its policy, parsed.
     pub fsync: FsyncPolicy,
     /// The message log.
@@ -84,7 +90,16 @@ impl Stream {
         };
         let (log, recovery) = Log::open(dir, log_config, Box::new(move |_| hook_target.notify_waiters()))
             .map_err(|source| super::StorageError::Open { stream: definition.name.clone(), source })?;
-        let stream = Stream { definition, topics, fsync, log, appended, health: Arc::default() };
+        let stream = Stream {
+            definition,
+            topics,
+            added_topics: RwLock::default(),
+            dir: dir.to_path_buf(),
+            fsync,
+            log,
+            appended,
+            health: Arc::default(),
+        };
         Ok((stream, recovery))
     }
 
@@ -96,11 +111,36 @@ impl Stream {
     /// True when one of the stream's topic filters matches `topic`.
     pub fn holds(&self, topic: &TopicName) -> bool {
         self.topics.iter().any(|filter| filter.matches(topic))
+            || self.added().iter().any(|filter| filter.matches(topic))
     }
 
     /// True when every topic `filter` matches is held by this stream.
     pub fn covers(&self, filter: &TopicFilter) -> bool {
-        self.topics.iter().any(|topic| topic.covers(filter))
+        self.topics.iter().any(|topic| topic.covers(filter)) || self.added().iter().any(|topic| topic.covers(filter))
+    }
+
+    /// Every topic filter it holds: those it opened with and those added.
+    pub fn topic_filters(&self) -> Vec<TopicFilter> {
+        self.topics.iter().cloned().chain(self.added().iter().cloned()).collect()
+    }
+
+    fn added(&self) -> std::sync::RwLockReadGuard<'_, Vec<TopicFilter>> {
+        self.added_topics.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds `filter` to the topics the stream holds, storing its definition
+    /// again (atomically) first; false when it held it already.
+    pub fn add_topic(&self, filter: TopicFilter) -> Result<bool, super::StorageError> {
+        let mut added = self.added_topics.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.topics.contains(&filter) || added.contains(&filter) {
+            return Ok(false);
+        }
+        let mut definition = self.definition.clone();
+        definition.topics.extend(added.iter().chain(std::iter::once(&filter)).map(|topic| topic.as_str().to_string()));
+        let text = serde_json::to_vec_pretty(&definition).map_err(|error| super::StorageError::Invalid(error.to_string()))?;
+        sift_store::write_file_atomically(&self.dir.join(super::settings::DEFINITION_FILE), &text)?;
+        added.push(filter);
+        Ok(true)
     }
 
     /// True unless the last persistent append failed.
@@ -155,7 +195,7 @@ impl Stream {
         let stats = self.log.stats();
         json!({
             "name": self.definition.name,
-            "topics": self.definition.topics,
+            "topics": self.topic_filters().iter().map(TopicFilter::as_str).collect::<Vec<_>>(),
             "fsync": self.fsync.to_string(),
             "max_age_ms": self.definition.max_age_ms,
             "max_bytes": self.definition.max_bytes,

@@ -313,4 +313,19 @@ class JmsBehaviourTest {
             session.unsubscribe("ledger");
         }
     }
+
+    @Test
+    void aQueueKeepsWhatIsSentBeforeItsFirstConsumer() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.inbox");
+            MessageProducer producer = session.createProducer(queue);
+            producer.setDeliveryMode(DeliveryMode.NON_PERSISTENT);
+            producer.send(session.createTextMessage("early-1"));
+            producer.send(session.createTextMessage("early-2"));
+            MessageConsumer consumer = session.createConsumer(queue);
+            assertEquals("early-1", ((TextMessage) receive(consumer)).getText());
+            assertEquals("early-2", ((TextMessage) receive(consumer)).getText());
+        }
+    }
 }

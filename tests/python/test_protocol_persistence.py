@@ -212,6 +212,28 @@ def send_persistent(connection, collector, body):
     assert collector.receipts.get(timeout=TIMEOUT) == f"sent-{body}"
 
 
+def test_a_stomp_queue_keeps_its_messages_through_a_kill(broker):
+    """What is sent to a /queue/ with no consumer waits for one, across a
+    SIGKILL and a restart. A persistent SEND's receipt follows its store's
+    write, so the kill right after it loses nothing."""
+    connection, collector = stomp_client(broker)
+    for body in ("kept-1", "kept-2"):
+        connection.send(destination="/queue/jobs.kept", body=body, headers={"persistent": "true", "receipt": body})
+        assert collector.receipts.get(timeout=TIMEOUT) == body
+    connection.disconnect()
+    broker = restarted(broker)
+    try:
+        connection, collector = stomp_client(broker)
+        connection.subscribe(destination="/queue/jobs.kept", id="q", ack="client-individual")
+        for body in ("kept-1", "kept-2"):
+            frame = collector.messages.get(timeout=TIMEOUT)
+            assert frame.body == body
+            connection.ack(frame.headers["ack"])
+        connection.disconnect()
+    finally:
+        broker.stop()
+
+
 def test_a_stomp_durable_subscription_survives_a_kill_and_ends_when_unsubscribed_by_name(broker):
     subscriber, collector = stomp_client(broker, client_id="auditor")
     durable_subscribe(subscriber, collector)

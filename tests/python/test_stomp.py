@@ -117,6 +117,24 @@ async def test_a_queue_destination_gives_each_message_to_one_consumer(broker):
         publisher.disconnect()
 
 
+async def test_a_queue_keeps_what_is_sent_before_its_first_consumer(broker):
+    connection, collector = stomp_client(broker)
+    try:
+        for number, receipt in ((1, "a"), (2, "b")):
+            connection.send(destination="/queue/inbox", body=f"early-{number}", headers={"receipt": receipt})
+            assert await take(collector.receipts) == receipt
+        connection.subscribe(destination="/queue/inbox", id="q", ack="client-individual")
+        for number in (1, 2):
+            frame = await take(collector.messages)
+            assert frame.body == f"early-{number}"
+            connection.ack(frame.headers["ack"])
+        connection.send(destination="/queue/inbox", body="sentinel", headers={"receipt": "done"})
+        assert await take(collector.receipts) == "done"
+        assert (await take(collector.messages)).body == "sentinel", "nothing else was kept"
+    finally:
+        connection.disconnect()
+
+
 async def test_client_individual_acks_and_nacks_redeliver_reliable_messages(broker):
     connection, collector = stomp_client(broker)
     try:

@@ -84,11 +84,15 @@ impl ConsumerSpec {
     }
 
     /// True when this consumer takes from a declared queue's stored
-    /// messages: a consumer of a (not temporary) queue without a selector.
-    /// A selector's consumer, a browser and a temporary queue's consumer
-    /// read the queue's live messages in its queue group instead.
+    /// messages: a consumer of one (not temporary) queue without a
+    /// selector. A selector's consumer, a browser, a wildcard over queues
+    /// and a temporary queue's consumer read the live messages in the
+    /// queue group instead.
     pub fn reads_stored_queue(&self) -> bool {
-        self.node.kind == NodeType::Queue && self.selector.is_none() && !self.browse
+        self.node.kind == NodeType::Queue
+            && self.selector.is_none()
+            && !self.browse
+            && !self.node.topic.contains(['*', '>'])
     }
 
     /// The native subscription this consumer reads.

@@ -347,10 +347,19 @@ fn query_ends_and_manage_requests_round_trip() {
     let names: Vec<&str> = ManageOp::ALL.iter().map(|op| op.name()).collect();
     assert_eq!(
         names,
-        ["stream_add", "stream_rm", "stream_ls", "stream_info", "durable_ls", "durable_info", "durable_rm"]
+        [
+            "stream_add",
+            "stream_rm",
+            "stream_ls",
+            "stream_info",
+            "durable_ls",
+            "durable_info",
+            "durable_rm",
+            "queue_declare"
+        ]
     );
     assert_eq!(ManageOp::from_code(0), None);
-    assert_eq!(ManageOp::from_code(8), None);
+    assert_eq!(ManageOp::from_code(9), None);
 }
 
 #[test]

@@ -353,7 +353,13 @@ struct Session {
     version: &'static str,
     subscriptions: HashMap<String, Subscribed>,
     transactions: HashMap<String, Vec<Frame>>,
+    /// `/queue/` destinations this connection declared (each once).
+    declared_queues: std::collections::HashSet<String>,
 }
+
+/// Queues a connection remembers having declared; past it, it declares
+/// again (which changes nothing at the broker).
+const DECLARED_QUEUES_REMEMBERED_MAX: usize = 4_096;
 
 /// What handling a frame decided.
 enum Next {
@@ -370,7 +376,8 @@ impl Session {
         version: &'static str,
     ) -> Session {
         let (subscriptions, transactions) = (HashMap::new(), HashMap::new());
-        Session { shared, client, door, client_id, out, version, subscriptions, transactions }
+        let declared_queues = std::collections::HashSet::new();
+        Session { shared, client, door, client_id, out, version, subscriptions, transactions, declared_queues }
     }
 
     /// The durable subscription a SUBSCRIBE or UNSUBSCRIBE names (header
@@ -481,8 +488,28 @@ impl Session {
 
     /// A SEND: published at once, or once the broker confirmed it when the
     /// client asked for a receipt (the receipt follows the confirm).
+    /// Declares the queue `name` once per connection: what is sent to a
+    /// `/queue/` then waits there for a consumer, as STOMP users of
+    /// ActiveMQ expect.
+    async fn declare_queue(&mut self, name: &str, frame: &Frame) -> Result<(), Failure> {
+        if self.declared_queues.contains(name) {
+            return Ok(());
+        }
+        self.client
+            .declare_queue(name)
+            .await
+            .map_err(|error| Failure::new("bad queue", error.to_string(), Some(frame)))?;
+        if self.declared_queues.len() < DECLARED_QUEUES_REMEMBERED_MAX {
+            self.declared_queues.insert(name.to_string());
+        }
+        Ok(())
+    }
+
     async fn send(&mut self, frame: Frame) -> Result<(), Failure> {
         let message = message_of_send(&frame).map_err(|detail| Failure::new("bad SEND", detail, Some(&frame)))?;
+        if let Some(queue) = frame.get("destination").and_then(|destination| destination.strip_prefix("/queue/")) {
+            self.declare_queue(queue, &frame).await?;
+        }
         StompCounters::bump(&self.shared.counters.messages_sent);
         let Some(receipt) = frame.get("receipt").map(str::to_string) else {
             return self
@@ -541,11 +568,20 @@ impl Session {
             AckPolicy::Manual
         });
         let is_queue = destination.queue_group.is_some();
-        if let Some(group) = destination.queue_group {
-            options = options.queue_group(group);
-        }
-        if let Some(selector) = frame.get("selector").filter(|selector| !selector.trim().is_empty()) {
-            options = options.filter(FilterKind::Sql, selector);
+        let selector = frame.get("selector").filter(|selector| !selector.trim().is_empty());
+        match (destination.queue_group, selector) {
+            // A queue (one topic) without a selector takes from what the
+            // queue keeps.
+            (Some(queue), None) if !queue.contains(['*', '>']) => {
+                self.declare_queue(&queue, &frame).await?;
+                options = SubscribeOptions::queue(&queue).ack(options.ack);
+            }
+            // A selector, or a wildcard over many queues, reads the live
+            // messages in the queue group.
+            (Some(group), None) => options = options.queue_group(group),
+            (Some(group), Some(selector)) => options = options.queue_group(group).filter(FilterKind::Sql, selector),
+            (None, Some(selector)) => options = options.filter(FilterKind::Sql, selector),
+            (None, None) => {}
         }
         let durable = self.durable_name(&frame);
         if let Some(name) = &durable {

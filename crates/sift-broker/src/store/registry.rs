@@ -319,7 +319,7 @@ impl Storage {
     /// or has a consumer and is not shared.
     pub fn open_durable(&self, request: &DurableRequest<'_>, member: SubRef) -> Result<OpenedDurable, Refusal> {
         let mut durables = self.durables_lock();
-        let (consumer, created) = self.find_or_create_durable(&mut *durables, request)?;
+        let (consumer, created) = self.find_or_create_durable(&mut durables, request)?;
         let start_task = consumer.attach(member);
         Ok(OpenedDurable { consumer, start_task, created })
     }
@@ -377,7 +377,8 @@ impl Storage {
     /// of its consumers takes it. Creates the stream when missing; doing it
     /// again changes nothing.
     pub fn declare_queue(&self, name: &str, stream: &str) -> Result<DeclaredQueue, Refusal> {
-        let topic = TopicFilter::new(name).map_err(|error| (ErrorCode::InvalidTopic, format!("queue {name:?}: {error}")))?;
+        let topic =
+            TopicFilter::new(name).map_err(|error| (ErrorCode::InvalidTopic, format!("queue {name:?}: {error}")))?;
         if topic.as_str().contains(['*', '>']) {
             return Err((ErrorCode::InvalidTopic, format!("queue {name:?}: a queue is one topic, without wildcards")));
         }
@@ -395,7 +396,9 @@ impl Storage {
                 match self.add_stream(definition) {
                     Ok(created) => (created, true),
                     // Another session made it in between.
-                    Err((ErrorCode::StreamExists, _)) => (self.stream(stream).ok_or((ErrorCode::UnknownStream, format!("no stream {stream}")))?, false),
+                    Err((ErrorCode::StreamExists, _)) => {
+                        (self.stream(stream).ok_or((ErrorCode::UnknownStream, format!("no stream {stream}")))?, false)
+                    }
                     Err(refusal) => return Err(refusal),
                 }
             }
@@ -414,8 +417,14 @@ impl Storage {
             start: StartPosition::New,
         };
         let mut durables = self.durables_lock();
-        let (consumer, durable_created) = self.find_or_create_durable(&mut *durables, &request)?;
-        Ok(DeclaredQueue { consumer, stream: queue_stream, stream_created, topic_added: topic_added.then_some(topic), durable_created })
+        let (consumer, durable_created) = self.find_or_create_durable(&mut durables, &request)?;
+        Ok(DeclaredQueue {
+            consumer,
+            stream: queue_stream,
+            stream_created,
+            topic_added: topic_added.then_some(topic),
+            durable_created,
+        })
     }
 
     /// Removes a durable subscription and its files; refused while it has

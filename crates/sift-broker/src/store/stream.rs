@@ -137,7 +137,8 @@ impl Stream {
         }
         let mut definition = self.definition.clone();
         definition.topics.extend(added.iter().chain(std::iter::once(&filter)).map(|topic| topic.as_str().to_string()));
-        let text = serde_json::to_vec_pretty(&definition).map_err(|error| super::StorageError::Invalid(error.to_string()))?;
+        let text =
+            serde_json::to_vec_pretty(&definition).map_err(|error| super::StorageError::Invalid(error.to_string()))?;
         sift_store::write_file_atomically(&self.dir.join(super::settings::DEFINITION_FILE), &text)?;
         added.push(filter);
         Ok(true)

@@ -17,7 +17,7 @@ import java.util.stream.Stream;
  * A `sift broker` process for one test class: started on free loopback ports with a scratch data
  * directory, its addresses read from the lines it prints, and stopped (by its PID) at the end.
  */
-final class SiftBroker implements AutoCloseable {
+public final class SiftBroker implements AutoCloseable {
     private static final String AMQP_PREFIX = "sift broker serving AMQP on ";
     private static final String STOMP_PREFIX = "sift broker serving STOMP on ";
     private static final String NATIVE_PREFIX = "sift broker listening on ";
@@ -25,9 +25,12 @@ final class SiftBroker implements AutoCloseable {
     private final Process process;
     private final Path dataDir;
     private final File errors;
-    final String amqp;
-    final String stomp;
-    final String nativeAddress;
+    /** The AMQP door's address. */
+    public final String amqp;
+    /** The STOMP door's address. */
+    public final String stomp;
+    /** The native protocol's address. */
+    public final String nativeAddress;
 
     private SiftBroker(Process process, Path dataDir, File errors, String amqp, String stomp, String nativeAddress) {
         this.process = process;
@@ -39,7 +42,7 @@ final class SiftBroker implements AutoCloseable {
     }
 
     /** The `sift` binary under test, from SIFT_BIN. */
-    static String binary() {
+    public static String binary() {
         String binary = System.getenv("SIFT_BIN");
         if (binary == null || binary.isEmpty()) {
             throw new IllegalStateException("set SIFT_BIN to the sift binary under test");
@@ -48,7 +51,7 @@ final class SiftBroker implements AutoCloseable {
     }
 
     /** Starts a broker with `extraArgs` (a users file, say) and waits until it serves AMQP. */
-    static SiftBroker start(String... extraArgs) throws IOException {
+    public static SiftBroker start(String... extraArgs) throws IOException {
         Path dataDir = Files.createTempDirectory("sift-jms-");
         return startOn(dataDir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", extraArgs);
     }
@@ -57,7 +60,7 @@ final class SiftBroker implements AutoCloseable {
      * Kills this broker with SIGKILL and starts it again on the same addresses and data, as a
      * crash and a restart would.
      */
-    SiftBroker restarted() throws IOException, InterruptedException {
+    public SiftBroker restarted() throws IOException, InterruptedException {
         process.destroyForcibly();
         process.waitFor(30, TimeUnit.SECONDS);
         errors.delete();
@@ -106,12 +109,12 @@ final class SiftBroker implements AutoCloseable {
     }
 
     /** The Qpid JMS connection URI of this broker, with `options` (`amqp.saslMechanisms=PLAIN`, say). */
-    String uri(String options) {
+    public String uri(String options) {
         return "amqp://" + amqp + (options.isEmpty() ? "" : "?" + options);
     }
 
     /** Runs `sift` with `args` and returns its standard output. */
-    static String sift(String input, String... args) throws IOException, InterruptedException {
+    public static String sift(String input, String... args) throws IOException, InterruptedException {
         List<String> command = new ArrayList<>(List.of(binary()));
         command.addAll(List.of(args));
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);

@@ -4,7 +4,7 @@
 //! - the protocol header this front-end already read is put back in front
 //!   (for a client that skipped SASL);
 //! - every frame's size must hold its header and stay within
-//!   `amqp.max_frame_bytes` ([`FrameGuard`]);
+//!   `amqp.max_frame_bytes` ([`check_size`]);
 //! - every performative, and every message once its transfer frames are
 //!   all in, must declare no length or count beyond its bytes and nest no
 //!   deeper than the library's decoder can take ([`crate::encoding`]): the
@@ -27,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::encoding;
 use crate::sasl::AMQP_HEADER;
-use crate::wire::{FrameGuard, FRAME_HEADER_BYTES};
+use crate::wire::{check_size, FRAME_HEADER_BYTES};
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -60,7 +60,6 @@ pub struct Rewound<S> {
     pending: BytesMut,
     /// Protocol header bytes still to pass before the frames begin.
     header_left: usize,
-    guard: FrameGuard,
     /// The payload so far of each message that spans frames, by channel
     /// and link handle.
     partial: HashMap<(u16, u32), BytesMut>,
@@ -78,7 +77,6 @@ impl<S> Rewound<S> {
             header_left: AMQP_HEADER.len() - replay.len().min(AMQP_HEADER.len()),
             ready: BytesMut::from(&replay[..]),
             pending: BytesMut::new(),
-            guard: FrameGuard::new(limits.max_frame_bytes),
             partial: HashMap::new(),
             open,
             open_seen: false,
@@ -108,12 +106,11 @@ impl<S> Rewound<S> {
         while self.header_left == 0 && self.pending.len() >= 4 {
             let size =
                 u32::from_be_bytes([self.pending[0], self.pending[1], self.pending[2], self.pending[3]]) as usize;
-            self.guard.pass(&self.pending[..4]).map_err(invalid)?;
+            check_size(size, self.limits.max_frame_bytes).map_err(invalid)?;
             if self.pending.len() < size {
                 return Ok(());
             }
             let frame = self.pending.split_to(size);
-            self.guard.pass(&frame[4..]).map_err(invalid)?;
             self.check_frame(&frame)?;
             self.ready.extend_from_slice(&frame);
         }
@@ -219,6 +216,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
                 Poll::Ready(Ok(())) => {
                     this.pending.extend_from_slice(read.filled());
                     if let Err(error) = this.take_frames() {
+                        tracing::debug!(%error, "AMQP connection ended: a frame failed its check");
                         return Poll::Ready(Err(error));
                     }
                 }
@@ -293,6 +291,19 @@ mod tests {
         assert_eq!(&read[8..], &encoded[..]);
         let noticed = slot.lock().expect("unpoisoned").clone();
         assert_eq!(noticed, Some(ClientOpen { container_id: "ID:client-7".into() }));
+    }
+
+    #[test]
+    fn frames_that_arrive_in_pieces_are_checked_once_whole() {
+        let encoded = frame(&serde_amqp::to_vec(&open()).expect("encodes"), &[]);
+        let mut twice = encoded.clone();
+        twice.extend_from_slice(&encoded);
+        for split in 1..twice.len() {
+            let mut stream = Rewound::new(tokio::io::empty(), AMQP_HEADER.to_vec(), LIMITS, Arc::default());
+            stream.feed(&twice[..split]).expect("a piece");
+            stream.feed(&twice[split..]).expect("the rest");
+            assert_eq!(stream.take_ready().len(), AMQP_HEADER.len() + twice.len(), "split at {split}");
+        }
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@
 //! is topped up as messages are confirmed, so a producer faster than the
 //! broker waits for credit rather than filling memory.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use fe2o3_amqp::link::delivery::DeliveryInfo;
@@ -16,8 +17,9 @@ use fe2o3_amqp::link::{CreditMode, Receiver, RecvError};
 use fe2o3_amqp::types::definitions::{AmqpError, Error as AmqpErrorValue};
 use fe2o3_amqp::types::messaging::{Body, Message as AmqpMessage};
 use fe2o3_amqp::types::primitives::Value as AmqpValue;
-use sift_client::PublishOptions;
+use sift_client::{ClientError, Confirm, PublishOptions};
 use sift_core::TopicName;
+use tokio::sync::oneshot;
 
 use crate::condition;
 use crate::connection::ConnectionContext;
@@ -26,46 +28,118 @@ use crate::message_in::message_of;
 use crate::node::{node_of, Node};
 use crate::server::AmqpCounters;
 
+/// A message published and not yet settled: its delivery, and the
+/// broker's confirm to come (or the refusal already known).
+struct InFlight {
+    info: DeliveryInfo,
+    confirm: Result<oneshot::Receiver<Result<Confirm, ClientError>>, AmqpErrorValue>,
+}
+
 /// Serves a producer's link until it detaches. `node` is the link's target;
 /// `None` for an anonymous relay, whose messages each name their
 /// destination in `to`.
+///
+/// Messages are published as they come, up to the link's credit in
+/// flight, and settled in order as their confirms come back, those
+/// accepted together in one disposition: a producer that does not wait
+/// (JMS non-persistent sends) is not held to one round trip per message.
 pub(crate) async fn serve(mut receiver: Receiver, node: Option<Node>, context: Arc<ConnectionContext>) {
     let credit = context.shared.config.producer_credit;
     receiver.set_credit_mode(CreditMode::Manual);
     if receiver.set_credit(credit).await.is_err() {
         return;
     }
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     loop {
-        let delivery = match receiver.recv::<Body<AmqpValue>>().await {
-            Ok(delivery) => delivery,
-            Err(RecvError::MessageDecode(error)) => {
-                let refusal = condition::error(AmqpError::DecodeError, "the message could not be decoded");
-                let _ = receiver.reject(error.info, refusal).await;
-                continue;
-            }
-            Err(error) => {
-                tracing::debug!(%error, "AMQP producer link ended");
-                return;
+        let room = in_flight.len() < credit as usize;
+        let oldest = async {
+            match in_flight.front_mut().map(|oldest| &mut oldest.confirm) {
+                Some(Ok(confirm)) => Some(confirm.await.map_err(|_| ())),
+                Some(Err(_)) => None,
+                None => std::future::pending().await,
             }
         };
-        let info = DeliveryInfo::from(&delivery);
-        let published = publish(delivery.into_message(), node.as_ref(), &context).await;
-        let settled = match published {
-            Ok(()) => {
-                AmqpCounters::bump(&context.shared.counters.messages_received);
-                receiver.accept(info).await
+        tokio::select! {
+            biased;
+            confirmed = oldest => {
+                if settle(&receiver, &mut in_flight, confirmed, &context).await.is_err() {
+                    return;
+                }
             }
-            Err(refusal) => {
-                AmqpCounters::bump(&context.shared.counters.messages_refused);
-                receiver.reject(info, refusal).await
+            delivery = receiver.recv::<Body<AmqpValue>>(), if room => {
+                let delivery = match delivery {
+                    Ok(delivery) => delivery,
+                    Err(RecvError::MessageDecode(error)) => {
+                        let refusal = condition::error(AmqpError::DecodeError, "the message could not be decoded");
+                        in_flight.push_back(InFlight { info: error.info, confirm: Err(refusal) });
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "AMQP producer link ended");
+                        return;
+                    }
+                };
+                let info = DeliveryInfo::from(&delivery);
+                let confirm = publish(delivery.into_message(), node.as_ref(), &context).await;
+                in_flight.push_back(InFlight { info, confirm });
             }
-        };
-        if settled.is_err() {
-            return;
         }
         if receiver.credit() <= credit / 2 && receiver.set_credit(credit).await.is_err() {
             return;
         }
+    }
+}
+
+/// Settles the oldest message in flight by its confirm (`confirmed`; `None`
+/// when its refusal was known at once), with every later one whose
+/// confirm has come too: the accepted ones in one disposition.
+async fn settle(
+    receiver: &Receiver,
+    in_flight: &mut VecDeque<InFlight>,
+    mut confirmed: Option<Result<Result<Confirm, ClientError>, ()>>,
+    context: &ConnectionContext,
+) -> Result<(), fe2o3_amqp::link::DispositionError> {
+    let mut accepted = Vec::new();
+    while let Some(mut entry) = in_flight.pop_front() {
+        let outcome = match (confirmed.take(), &mut entry.confirm) {
+            (Some(result), _) => outcome_of(result),
+            (None, Err(refusal)) => Err(refusal.clone()),
+            (None, Ok(confirm)) => match confirm.try_recv() {
+                Ok(result) => outcome_of(Ok(result)),
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    in_flight.push_front(entry);
+                    break;
+                }
+                Err(oneshot::error::TryRecvError::Closed) => outcome_of(Err(())),
+            },
+        };
+        match outcome {
+            Ok(()) => {
+                AmqpCounters::bump(&context.shared.counters.messages_received);
+                accepted.push(entry.info);
+            }
+            Err(refusal) => {
+                AmqpCounters::bump(&context.shared.counters.messages_refused);
+                if !accepted.is_empty() {
+                    receiver.accept_all(std::mem::take(&mut accepted)).await?;
+                }
+                receiver.reject(entry.info, refusal).await?;
+            }
+        }
+    }
+    if !accepted.is_empty() {
+        receiver.accept_all(accepted).await?;
+    }
+    Ok(())
+}
+
+/// The disposition a confirm calls for; `Err(())` when the confirm will
+/// never come (the native session ended).
+fn outcome_of(result: Result<Result<Confirm, ClientError>, ()>) -> Result<(), AmqpErrorValue> {
+    match result {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(condition::of_client_error(&error)),
+        Err(()) => Err(condition::of_client_error(&ClientError::Closed)),
     }
 }
 
@@ -95,12 +169,12 @@ async fn relay_address(
     Ok(node.topic)
 }
 
-/// Publishes one message and waits for the broker's confirm.
+/// Publishes one message; the broker's confirm to come.
 async fn publish(
     amqp: AmqpMessage<Body<AmqpValue>>,
     node: Option<&Node>,
     context: &ConnectionContext,
-) -> Result<(), AmqpErrorValue> {
+) -> Result<oneshot::Receiver<Result<Confirm, ClientError>>, AmqpErrorValue> {
     let address = match node {
         Some(node) => node.topic.clone(),
         None => relay_address(&amqp, context).await?,
@@ -111,8 +185,7 @@ async fn publish(
         message_of(amqp, topic).map_err(|error| condition::error(AmqpError::InvalidField, error.to_string()))?;
     context
         .client
-        .publish_confirmed(message, PublishOptions::default())
+        .start_confirmed(message, PublishOptions::default())
         .await
-        .map(|_| ())
         .map_err(|error| condition::of_client_error(&error))
 }

@@ -69,6 +69,27 @@ def users_file_of(text):
         os.unlink(file.name)
 
 
+#: The passwords of `alice_and_bob_users`.
+ALICE_AND_BOB = {"alice": "wonderland", "bob": "builder"}
+
+
+def alice_and_bob_users():
+    """A users file's text: alice publishes and subscribes to `orders.>`;
+    bob subscribes to `orders.>` only where `region = 'EU'`."""
+    return f"""
+[[user]]
+name = "alice"
+password_hash = "{password_hash(ALICE_AND_BOB['alice'])}"
+publish = ["orders.>"]
+subscribe = ["orders.>"]
+
+[[user]]
+name = "bob"
+password_hash = "{password_hash(ALICE_AND_BOB['bob'])}"
+subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
+"""
+
+
 def start_broker(extra_args=(), listen="127.0.0.1:0", http="127.0.0.1:0", data_dir=None, stomp="127.0.0.1:0",
                  mqtt="127.0.0.1:0", amqp="127.0.0.1:0"):
     """Starts a broker and waits until it printed its addresses (those of the

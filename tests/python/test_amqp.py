@@ -14,7 +14,7 @@ from proton import Delivery, Message, ProtonException, SSLDomain
 from proton.reactor import Selector
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
-from conftest import password_hash, start_broker, users_file_of
+from conftest import alice_and_bob_users, start_broker, users_file_of
 from sdk_support import TIMEOUT, connect
 from stomp_support import stomp_client, take
 from test_mqtt import Mqtt
@@ -95,19 +95,7 @@ async def test_messages_cross_between_amqp_and_every_other_door(broker):
 
 @pytest.fixture(scope="module")
 def users_file():
-    text = f"""
-[[user]]
-name = "alice"
-password_hash = "{password_hash('wonderland')}"
-publish = ["orders.>"]
-subscribe = ["orders.>"]
-
-[[user]]
-name = "bob"
-password_hash = "{password_hash('builder')}"
-subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
-"""
-    with users_file_of(text) as path:
+    with users_file_of(alice_and_bob_users()) as path:
         yield path
 
 

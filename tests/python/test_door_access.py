@@ -15,28 +15,16 @@ import urllib.request
 
 import pytest
 
-from conftest import password_hash, sift_binary, start_broker, users_file_of
+from conftest import ALICE_AND_BOB, alice_and_bob_users, password_hash, sift_binary, start_broker, users_file_of
 from sdk_support import TIMEOUT
 from test_mqtt import Mqtt
 
-PASSWORDS = {"alice": "wonderland", "bob": "builder"}
+PASSWORDS = ALICE_AND_BOB
 
 
 @pytest.fixture(scope="module")
 def users_file():
-    text = f"""
-[[user]]
-name = "alice"
-password_hash = "{password_hash(PASSWORDS['alice'])}"
-publish = ["orders.>"]
-subscribe = ["orders.>"]
-
-[[user]]
-name = "bob"
-password_hash = "{password_hash(PASSWORDS['bob'])}"
-subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
-"""
-    with users_file_of(text) as path:
+    with users_file_of(alice_and_bob_users()) as path:
         yield path
 
 

@@ -17,7 +17,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from conftest import password_hash, start_broker, users_file_of
+from conftest import alice_and_bob_users, start_broker, users_file_of
 from sdk_support import TIMEOUT
 from stomp_support import stomp_client
 
@@ -165,19 +165,7 @@ def test_a_persistent_session_comes_back_as_its_user_with_its_restriction():
     """On a broker with users, a session restored after a kill signs in
     again as the user it belonged to: bob's content restriction still
     holds, bob resumes it, and alice, with the same client id, does not."""
-    users = f"""
-[[user]]
-name = "alice"
-password_hash = "{password_hash('wonderland')}"
-publish = ["orders.>"]
-subscribe = ["orders.>"]
-
-[[user]]
-name = "bob"
-password_hash = "{password_hash('builder')}"
-subscribe = [{{ topic = "orders.>", where = "region = 'EU'" }}]
-"""
-    with users_file_of(users) as users_path:
+    with users_file_of(alice_and_bob_users()) as users_path:
         arguments = ["--users", users_path]
         broker = start_broker(extra_args=arguments)
         try:

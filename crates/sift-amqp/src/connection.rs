@@ -11,7 +11,7 @@ use fe2o3_amqp::acceptor::{ConnectionAcceptor, ListenerConnectionHandle, Session
 use fe2o3_amqp::types::definitions::{ConnectionError as AmqpConnectionError, Error as AmqpErrorValue};
 use sift_broker::front_end::Incoming;
 use sift_broker::tls::DoorStream;
-use sift_client::{Client, ClientError, ClientOptions, Credentials};
+use sift_client::{Client, ClientError, ClientOptions, Credentials, DeclaredQueues};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -40,28 +40,16 @@ pub(crate) struct ConnectionContext {
     /// Temporary nodes made so far.
     pub temporary_nodes: AtomicU64,
     /// Queues this connection declared (each is declared once).
-    pub declared_queues: Mutex<std::collections::HashSet<String>>,
+    pub declared_queues: DeclaredQueues,
 }
 
 impl ConnectionContext {
     /// Declares the queue `name` at the broker, once per connection: what
     /// is sent to it then waits for a consumer.
     pub async fn declare_queue(&self, name: &str) -> Result<(), ClientError> {
-        let known = self.declared_queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(name);
-        if !known {
-            self.client.declare_queue(name).await?;
-            let mut declared = self.declared_queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if declared.len() < DECLARED_QUEUES_REMEMBERED_MAX {
-                declared.insert(name.to_string());
-            }
-        }
-        Ok(())
+        self.client.declare_queue_once(&self.declared_queues, name).await
     }
 }
-
-/// Queues a connection remembers having declared; past it, it declares
-/// again (which changes nothing at the broker).
-const DECLARED_QUEUES_REMEMBERED_MAX: usize = 4_096;
 
 /// Why a connection ended before its AMQP `open` was answered.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +147,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         connection_id,
         native_name,
         temporary_nodes: AtomicU64::new(0),
-        declared_queues: Mutex::default(),
+        declared_queues: DeclaredQueues::default(),
     };
     Ok(Opened { connection, context: Arc::new(context) })
 }

@@ -19,7 +19,7 @@ use fe2o3_amqp::types::messaging::{DistributionMode, Outcome, Source, TerminusDu
 use fe2o3_amqp::types::primitives::Value as AmqpValue;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde_amqp::descriptor::Descriptor;
-use sift_client::{AckPolicy, FilterKind, StartPosition, SubscribeOptions, Subscription};
+use sift_client::{durable_name_part, AckPolicy, FilterKind, StartPosition, SubscribeOptions, Subscription};
 
 use crate::connection::ConnectionContext;
 use crate::jms::NodeType;
@@ -71,7 +71,7 @@ impl ConsumerSpec {
         let copies = matches!(source.distribution_mode, Some(DistributionMode::Copy));
         let shared = capabilities.contains(&"shared");
         let shared_group = (shared && durable.is_none() && !node.kind.is_queue())
-            .then(|| durable_name(container_id, link_name, global).replacen("amqp.", "amqp.shared.", 1));
+            .then(|| subscription_name("amqp.shared", container_id, link_name, global));
         ConsumerSpec {
             selector: selector_of(source),
             shared,
@@ -161,12 +161,15 @@ fn has_filter(source: &Source, filter: (u64, &str)) -> bool {
 /// the subscription name, which is the link name up to its first `|` (Qpid
 /// JMS adds `|2`, `|global` and so on for further shared consumers).
 pub fn durable_name(container_id: &str, link_name: &str, global: bool) -> String {
-    let clean = |text: &str| -> String {
-        text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
-    };
+    subscription_name("amqp", container_id, link_name, global)
+}
+
+/// `KIND.SCOPE.NAME` for a JMS subscription: the scope and name as
+/// [`durable_name`] takes them.
+fn subscription_name(kind: &str, container_id: &str, link_name: &str, global: bool) -> String {
     let subscription = link_name.split('|').next().unwrap_or(link_name);
     let scope = if global || link_name.contains("|global") { "global" } else { container_id };
-    format!("amqp.{}.{}", clean(scope), clean(subscription))
+    format!("{kind}.{}.{}", durable_name_part(scope), durable_name_part(subscription))
 }
 
 /// How a consumer's link ended.
@@ -277,12 +280,19 @@ fn ended_by(error: &SendError) -> Ended {
 }
 
 fn ended_by_detach(error: &fe2o3_amqp::link::DetachError) -> Ended {
-    match error {
-        fe2o3_amqp::link::DetachError::ClosedByRemote | fe2o3_amqp::link::DetachError::RemoteClosedWithError(_) => {
-            Ended::Closed
-        }
-        _ => Ended::Detached,
+    match closed_by_client(error) {
+        true => Ended::Closed,
+        false => Ended::Detached,
     }
+}
+
+/// True when the client closed the link (`closed = true`), rather than
+/// detached it or lost its session.
+pub(crate) fn closed_by_client(error: &fe2o3_amqp::link::DetachError) -> bool {
+    matches!(
+        error,
+        fe2o3_amqp::link::DetachError::ClosedByRemote | fe2o3_amqp::link::DetachError::RemoteClosedWithError(_)
+    )
 }
 
 /// Ends the native subscription; a durable one closed by its consumer is
@@ -293,11 +303,16 @@ async fn finish(subscription: Subscription, spec: &ConsumerSpec, context: &Conne
         if spec.shared {
             return; // Other consumers may share it; only an unsubscribe by name removes it.
         }
-        let removed =
-            context.client.manage(sift_client::ManageOp::DurableRm, serde_json::json!({ "name": name })).await;
-        if let Err(error) = removed {
-            tracing::debug!(durable = %name, %error, "AMQP durable subscription not removed");
-        }
+        remove_durable(context, name).await;
+    }
+}
+
+/// Removes the durable subscription `name` (JMS `unsubscribe`); a refusal
+/// is logged, as the client has closed its link and hears nothing more.
+pub(crate) async fn remove_durable(context: &ConnectionContext, name: &str) {
+    let removed = context.client.manage(sift_client::ManageOp::DurableRm, serde_json::json!({ "name": name })).await;
+    if let Err(error) = removed {
+        tracing::debug!(durable = %name, %error, "AMQP durable subscription not removed");
     }
 }
 

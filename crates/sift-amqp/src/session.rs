@@ -189,20 +189,8 @@ async fn attach_unsubscribe(
         Ok(LinkEndpoint::Sender(mut sender)) => {
             let context = context.clone();
             links.spawn(async move {
-                let detached = sender.on_detach().await;
-                let closed = matches!(
-                    detached,
-                    fe2o3_amqp::link::DetachError::ClosedByRemote
-                        | fe2o3_amqp::link::DetachError::RemoteClosedWithError(_)
-                );
-                if closed {
-                    let removed = context
-                        .client
-                        .manage(sift_client::ManageOp::DurableRm, serde_json::json!({ "name": name }))
-                        .await;
-                    if let Err(error) = removed {
-                        tracing::debug!(durable = %name, %error, "AMQP unsubscribe did not remove the durable");
-                    }
+                if crate::consumer::closed_by_client(&sender.on_detach().await) {
+                    crate::consumer::remove_durable(&context, &name).await;
                 }
             });
         }

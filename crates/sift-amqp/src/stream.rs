@@ -29,6 +29,12 @@ use crate::encoding;
 use crate::sasl::AMQP_HEADER;
 use crate::wire::{check_size, FRAME_HEADER_BYTES};
 
+/// The descriptor codes of the performatives `open`, `transfer` and
+/// `close` (AMQP 1.0 part 2, §2.7; `open` to `close` run 0x10 to 0x18).
+const OPEN_CODE: u8 = 0x10;
+const TRANSFER_CODE: u8 = 0x14;
+const CLOSE_CODE: u8 = 0x18;
+
 /// Bytes read from the socket at a time.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
@@ -133,6 +139,18 @@ impl<S> Rewound<S> {
             return Err(invalid("a frame whose body is not a described performative"));
         }
         let end = encoding::check_value(body, start).map_err(invalid)?;
+        // Only an open and a transfer tell this front-end anything; the
+        // others (a small descriptor code, as clients write them) need no
+        // decoding here, which the library does anyway.
+        if let Some(&[0x53, code]) = body.get(start + 1..start + 3) {
+            let needed = code == TRANSFER_CODE || (code == OPEN_CODE && !self.open_seen);
+            if !needed && (OPEN_CODE..=CLOSE_CODE).contains(&code) {
+                return match end == body.len() {
+                    true => Ok(()),
+                    false => Err(invalid("bytes after a performative that carries no payload")),
+                };
+            }
+        }
         let Ok(performative) = serde_amqp::from_slice::<Performative>(&body[start..end]) else {
             return Err(invalid("a frame whose body is not a performative"));
         };

@@ -28,6 +28,17 @@ impl Client {
         self.manage(sift_proto::ManageOp::QueueDeclare, serde_json::json!({ "name": name })).await.map(|_| ())
     }
 
+    /// Declares the queue `name` unless `declared` shows this connection
+    /// did already: a front-end declares each queue it meets once.
+    pub async fn declare_queue_once(&self, declared: &DeclaredQueues, name: &str) -> Result<(), ClientError> {
+        if declared.contains(name) {
+            return Ok(());
+        }
+        self.declare_queue(name).await?;
+        declared.insert(name);
+        Ok(())
+    }
+
     /// Sends a `MANAGE` request (streams and durable subscriptions,
     /// `docs/PROTOCOL.md` §6.17) with `body` as its JSON, and returns the
     /// broker's JSON reply, parsed.
@@ -40,5 +51,33 @@ impl Client {
         let receiver = self.start_json_request(|request_id| sift_proto::Frame::Manage { request_id, op, body })?;
         let json = receiver.await.map_err(|_| ClientError::Disconnected)??;
         serde_json::from_str(&json).map_err(|error| ClientError::InvalidReply(format!("{} reply: {error}", op.name())))
+    }
+}
+
+/// Queues a connection remembers having declared; past it, it declares
+/// again (which changes nothing at the broker).
+pub const DECLARED_QUEUES_REMEMBERED_MAX: usize = 4_096;
+
+/// The queues one connection declared ([`Client::declare_queue_once`]),
+/// at most [`DECLARED_QUEUES_REMEMBERED_MAX`].
+#[derive(Debug, Default)]
+pub struct DeclaredQueues {
+    names: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl DeclaredQueues {
+    fn names(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.names().contains(name)
+    }
+
+    fn insert(&self, name: &str) {
+        let mut names = self.names();
+        if names.len() < DECLARED_QUEUES_REMEMBERED_MAX {
+            names.insert(name.to_string());
+        }
     }
 }

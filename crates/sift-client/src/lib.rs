@@ -41,10 +41,11 @@ mod time;
 pub mod transfer;
 mod transport;
 
+pub use admin::{DeclaredQueues, DECLARED_QUEUES_REMEMBERED_MAX};
 pub use connection::Client;
 pub use error::ClientError;
 pub use options::{
-    queue_durable_name, AckPolicy, ClientOptions, Credentials, PublishOptions, SubscribeOptions,
+    durable_name_part, queue_durable_name, AckPolicy, ClientOptions, Credentials, PublishOptions, SubscribeOptions,
     CLOCK_SYNC_INTERVAL_DEFAULT,
 };
 pub use ordering::{OrderingBuffer, OrderingConfig, OrderingCounters, OrderingError, ORDERING_ENTRIES_MAX};

@@ -258,6 +258,13 @@ impl SubscribeOptions {
     }
 }
 
+/// `text` as a part of a durable subscription's name (which the broker
+/// keeps as a directory name): characters other than ASCII letters,
+/// digits, `-` and `_` become `_`.
+pub fn durable_name_part(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
 /// The shared durable subscription that holds the queue `name`.
 pub fn queue_durable_name(name: &str) -> String {
     format!("queue.{name}")

@@ -17,8 +17,8 @@ use bytes::BytesMut;
 use sift_broker::front_end::Incoming;
 use sift_broker::tls::{DoorReadHalf, DoorWriteHalf};
 use sift_client::{
-    AckPolicy, Client, ClientOptions, FilterKind, ManageOp, PublishOptions, StartPosition, SubscribeOptions,
-    Subscription,
+    durable_name_part, AckPolicy, Client, ClientOptions, DeclaredQueues, FilterKind, ManageOp, PublishOptions,
+    StartPosition, SubscribeOptions, Subscription,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -354,12 +354,8 @@ struct Session {
     subscriptions: HashMap<String, Subscribed>,
     transactions: HashMap<String, Vec<Frame>>,
     /// `/queue/` destinations this connection declared (each once).
-    declared_queues: std::collections::HashSet<String>,
+    declared_queues: DeclaredQueues,
 }
-
-/// Queues a connection remembers having declared; past it, it declares
-/// again (which changes nothing at the broker).
-const DECLARED_QUEUES_REMEMBERED_MAX: usize = 4_096;
 
 /// What handling a frame decided.
 enum Next {
@@ -376,7 +372,7 @@ impl Session {
         version: &'static str,
     ) -> Session {
         let (subscriptions, transactions) = (HashMap::new(), HashMap::new());
-        let declared_queues = std::collections::HashSet::new();
+        let declared_queues = DeclaredQueues::default();
         Session { shared, client, door, client_id, out, version, subscriptions, transactions, declared_queues }
     }
 
@@ -387,10 +383,7 @@ impl Session {
     fn durable_name(&self, frame: &Frame) -> Option<String> {
         let name = DURABLE_HEADERS.iter().find_map(|header| frame.get(header))?;
         let client = self.client_id.as_deref().unwrap_or("anonymous");
-        let clean = |text: &str| -> String {
-            text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
-        };
-        Some(format!("stomp.{}.{}", clean(client), clean(name)))
+        Some(format!("stomp.{}.{}", durable_name_part(client), durable_name_part(name)))
     }
 
     async fn read_loop(
@@ -491,24 +484,18 @@ impl Session {
     /// Declares the queue `name` once per connection: what is sent to a
     /// `/queue/` then waits there for a consumer, as STOMP users of
     /// ActiveMQ expect.
-    async fn declare_queue(&mut self, name: &str, frame: &Frame) -> Result<(), Failure> {
-        if self.declared_queues.contains(name) {
-            return Ok(());
-        }
+    async fn declare_queue(&self, name: &str, frame: &Frame) -> Result<(), Failure> {
         self.client
-            .declare_queue(name)
+            .declare_queue_once(&self.declared_queues, name)
             .await
-            .map_err(|error| Failure::new("bad queue", error.to_string(), Some(frame)))?;
-        if self.declared_queues.len() < DECLARED_QUEUES_REMEMBERED_MAX {
-            self.declared_queues.insert(name.to_string());
-        }
-        Ok(())
+            .map_err(|error| Failure::new("bad queue", error.to_string(), Some(frame)))
     }
 
     async fn send(&mut self, frame: Frame) -> Result<(), Failure> {
         let message = message_of_send(&frame).map_err(|detail| Failure::new("bad SEND", detail, Some(&frame)))?;
-        if let Some(queue) = frame.get("destination").and_then(|destination| destination.strip_prefix("/queue/")) {
-            self.declare_queue(queue, &frame).await?;
+        let destination = frame.get("destination").map(Destination::parse);
+        if let Some(Ok(Destination { queue_group: Some(queue), .. })) = destination {
+            self.declare_queue(&queue, &frame).await?;
         }
         StompCounters::bump(&self.shared.counters.messages_sent);
         let Some(receipt) = frame.get("receipt").map(str::to_string) else {

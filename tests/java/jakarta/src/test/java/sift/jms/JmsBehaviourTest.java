@@ -79,6 +79,26 @@ class JmsBehaviourTest {
         }
     }
 
+    /**
+     * The texts of `count` messages taken by either of two consumers sharing them, each text once;
+     * fails when they have not all come within {@link #RECEIVE_MS}.
+     */
+    private static Set<String> textsFromEither(MessageConsumer first, MessageConsumer second, int count)
+            throws Exception {
+        Set<String> seen = new HashSet<>();
+        long deadline = System.currentTimeMillis() + RECEIVE_MS;
+        while (seen.size() < count) {
+            assertTrue(System.currentTimeMillis() < deadline, "only " + seen.size() + " of " + count + " came");
+            for (MessageConsumer consumer : List.of(first, second)) {
+                Message message = consumer.receive(50);
+                if (message != null) {
+                    assertTrue(seen.add(((TextMessage) message).getText()), "each message to one consumer, once");
+                }
+            }
+        }
+        return seen;
+    }
+
     @Test
     void aTextMessageCrossesATopicWithItsHeaderFieldsAndTypedProperties() throws Exception {
         try (Connection connection = connect(null)) {
@@ -148,17 +168,7 @@ class JmsBehaviourTest {
             for (int number = 0; number < count; number++) {
                 producer.send(session.createTextMessage("job-" + number));
             }
-            Set<String> seen = new HashSet<>();
-            while (seen.size() < count) {
-                Message message = first.receive(50);
-                if (message == null) {
-                    message = second.receive(50);
-                }
-                if (message != null) {
-                    assertTrue(seen.add(((TextMessage) message).getText()), "each job once");
-                }
-            }
-            assertEquals(count, seen.size());
+            assertEquals(count, textsFromEither(first, second, count).size());
         }
     }
 
@@ -296,16 +306,7 @@ class JmsBehaviourTest {
             for (int number = 0; number < count; number++) {
                 producer.send(session.createTextMessage("tick-" + number));
             }
-            Set<String> shared = new HashSet<>();
-            while (shared.size() < count) {
-                Message message = first.receive(50);
-                if (message == null) {
-                    message = second.receive(50);
-                }
-                if (message != null) {
-                    assertTrue(shared.add(((TextMessage) message).getText()), "each tick to one sharer");
-                }
-            }
+            assertEquals(count, textsFromEither(first, second, count).size());
             for (int number = 0; number < count; number++) {
                 assertEquals("tick-" + number, ((TextMessage) receive(durable)).getText());
             }

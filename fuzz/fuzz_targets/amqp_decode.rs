@@ -11,6 +11,10 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let _ = sift_amqp::sasl::decode_frame(BytesMut::from(data));
-    let limits = sift_amqp::stream::StreamLimits { max_frame_bytes: 64 * 1024, max_message_bytes: 1024 * 1024 };
+    let limits = sift_amqp::stream::StreamLimits {
+        max_frame_bytes: 64 * 1024,
+        max_message_bytes: 1024 * 1024,
+        transaction_bytes_max: 1024 * 1024,
+    };
     let _ = sift_amqp::wire::decode_frames(data, limits);
 });

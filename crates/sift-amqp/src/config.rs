@@ -47,6 +47,9 @@ pub struct AmqpConfig {
     /// Deliveries a consumer's link has sent and not yet seen settled; past
     /// it the link waits, and the subscription's queue takes over.
     pub consumer_unsettled_max: u32,
+    /// Payload bytes a connection's open transactions may hold until they
+    /// are committed or rolled back; past it the connection is closed.
+    pub transaction_bytes_max: u64,
     /// The stream durable subscriptions read (the default stream holds the
     /// persistent messages no named stream holds, as a JMS durable
     /// subscriber expects).
@@ -67,6 +70,7 @@ impl Default for AmqpConfig {
             idle_timeout_ms: 60_000,
             producer_credit: 1_000,
             consumer_unsettled_max: 1_000,
+            transaction_bytes_max: 64 * 1024 * 1024,
             durable_stream: "default".to_string(),
         }
     }
@@ -86,6 +90,7 @@ impl AmqpConfig {
             ("amqp.idle_timeout_ms", u64::from(self.idle_timeout_ms)),
             ("amqp.producer_credit", u64::from(self.producer_credit)),
             ("amqp.consumer_unsettled_max", u64::from(self.consumer_unsettled_max)),
+            ("amqp.transaction_bytes_max", self.transaction_bytes_max),
         ];
         sift_broker::config::require_positive(&positive)?;
         if u64::from(self.max_frame_bytes) < FRAME_BYTES_MIN {

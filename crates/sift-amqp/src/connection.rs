@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fe2o3_amqp::acceptor::{ConnectionAcceptor, ListenerConnectionHandle, SessionAcceptor};
+use fe2o3_amqp::transaction::coordinator::ControlLinkAcceptor;
 use fe2o3_amqp::types::definitions::{ConnectionError as AmqpConnectionError, Error as AmqpErrorValue};
 use sift_broker::front_end::Incoming;
 use sift_broker::tls::DoorStream;
@@ -132,6 +133,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
     let limits = StreamLimits {
         max_frame_bytes: shared.config.max_frame_bytes as usize,
         max_message_bytes: max_payload_bytes + MESSAGE_SECTIONS_BYTES_MAX,
+        transaction_bytes_max: shared.config.transaction_bytes_max as usize,
     };
     let rewound = Rewound::new(stream, replay, limits, noticed.clone());
     let broker_name = client.server_info().map_or_else(|| "sift".to_string(), |welcome| welcome.server_name);
@@ -196,7 +198,13 @@ async fn open_session(
 /// native session ends, or the broker stops.
 async fn run(opened: Opened, mut closing: watch::Receiver<bool>) {
     let Opened { mut connection, context } = opened;
-    let session_acceptor = SessionAcceptor::new();
+    // The library serves each session's transaction coordinator: it holds
+    // a transaction's transfers and dispositions and hands them to the
+    // links only when the transaction commits (dropping them on rollback),
+    // so producers and consumers see committed work as plain sends and
+    // acknowledgements. Its buffer is bounded by the stream check
+    // (`amqp.transaction_messages_max`).
+    let session_acceptor = SessionAcceptor::builder().control_link_acceptor(ControlLinkAcceptor::default()).build();
     let mut sessions = JoinSet::new();
     let mut broker_closed = context.client.connection_changes();
     loop {

@@ -23,6 +23,7 @@ pub mod sasl;
 pub mod server;
 mod session;
 pub mod stream;
+pub mod transactions;
 pub mod wire;
 
 pub use config::AmqpConfig;

@@ -53,8 +53,9 @@ async fn attach_producer(
 ) {
     let target = match attach.target.as_deref() {
         Some(TargetArchetype::Target(target)) => target.clone(),
-        // Transactions are not served yet: the library refuses the
-        // coordinator's link with `amqp:not-implemented`.
+        // The library's transaction coordinator takes coordinator links
+        // before they reach here (see `connection::run`); one that still
+        // comes is refused by the plain acceptor with `amqp:not-implemented`.
         Some(TargetArchetype::Coordinator(_)) => {
             AmqpCounters::bump(&context.shared.counters.links_refused);
             let _ = LinkAcceptor::new().accept_incoming_attach(attach, session).await;

@@ -27,12 +27,17 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::encoding;
 use crate::sasl::AMQP_HEADER;
+use crate::transactions::TransactionBudget;
 use crate::wire::{check_size, FRAME_HEADER_BYTES};
 
-/// The descriptor codes of the performatives `open`, `transfer` and
-/// `close` (AMQP 1.0 part 2, §2.7; `open` to `close` run 0x10 to 0x18).
+/// The descriptor codes of the performatives `open`, `attach`, `transfer`,
+/// `detach` and `close` (AMQP 1.0 part 2, §2.7; `open` to `close` run 0x10
+/// to 0x18).
 const OPEN_CODE: u8 = 0x10;
+const ATTACH_CODE: u8 = 0x12;
 const TRANSFER_CODE: u8 = 0x14;
+const DISPOSITION_CODE: u8 = 0x15;
+const DETACH_CODE: u8 = 0x16;
 const CLOSE_CODE: u8 = 0x18;
 
 /// Bytes read from the socket at a time.
@@ -53,6 +58,8 @@ pub struct StreamLimits {
     pub max_frame_bytes: usize,
     /// Largest message, over all its transfer frames.
     pub max_message_bytes: usize,
+    /// Most payload bytes the connection's open transactions may hold.
+    pub transaction_bytes_max: usize,
 }
 
 /// A stream that first yields `replay`, then the checked frames of `inner`.
@@ -71,6 +78,8 @@ pub struct Rewound<S> {
     partial: HashMap<(u16, u32), BytesMut>,
     open: Arc<Mutex<Option<ClientOpen>>>,
     open_seen: bool,
+    /// What the connection's open transactions hold.
+    transactions: TransactionBudget,
 }
 
 impl<S> Rewound<S> {
@@ -86,6 +95,7 @@ impl<S> Rewound<S> {
             partial: HashMap::new(),
             open,
             open_seen: false,
+            transactions: TransactionBudget::new(limits.transaction_bytes_max),
         }
     }
 
@@ -119,6 +129,7 @@ impl<S> Rewound<S> {
             let frame = self.pending.split_to(size);
             self.check_frame(&frame)?;
             self.ready.extend_from_slice(&frame);
+            self.ready.unsplit(self.transactions.take_injected());
         }
         Ok(())
     }
@@ -139,11 +150,14 @@ impl<S> Rewound<S> {
             return Err(invalid("a frame whose body is not a described performative"));
         }
         let end = encoding::check_value(body, start).map_err(invalid)?;
-        // Only an open and a transfer tell this front-end anything; the
+        // Only an open, a transfer, and the attach and detach that tell a
+        // transaction controller's link, tell this front-end anything; the
         // others (a small descriptor code, as clients write them) need no
         // decoding here, which the library does anyway.
         if let Some(&[0x53, code]) = body.get(start + 1..start + 3) {
-            let needed = code == TRANSFER_CODE || (code == OPEN_CODE && !self.open_seen);
+            let needed = matches!(code, TRANSFER_CODE | ATTACH_CODE | DETACH_CODE)
+                || (code == OPEN_CODE && !self.open_seen)
+                || (code == DISPOSITION_CODE && self.transactions.reads_dispositions());
             if !needed && (OPEN_CODE..=CLOSE_CODE).contains(&code) {
                 return match end == body.len() {
                     true => Ok(()),
@@ -157,6 +171,7 @@ impl<S> Rewound<S> {
         if end != body.len() && !matches!(performative, Performative::Transfer(_)) {
             return Err(invalid("bytes after a performative that carries no payload"));
         }
+        let channel = u16::from_be_bytes([body[2], body[3]]);
         match performative {
             Performative::Open(open) if !self.open_seen => {
                 self.open_seen = true;
@@ -164,8 +179,13 @@ impl<S> Rewound<S> {
                 *slot = Some(ClientOpen { container_id: open.container_id });
             }
             Performative::Transfer(transfer) => {
-                let channel = u16::from_be_bytes([body[2], body[3]]);
+                self.transactions.on_transfer(channel, &transfer, &body[end..]).map_err(invalid)?;
                 self.check_transfer((channel, transfer.handle.0), &body[end..], transfer.more, transfer.aborted)?;
+            }
+            Performative::Attach(attach) => self.transactions.on_attach(channel, &attach),
+            Performative::Detach(detach) => self.transactions.on_detach(channel, &detach),
+            Performative::Disposition(disposition) => {
+                self.transactions.on_disposition(channel, &disposition).map_err(invalid)?
             }
             _ => {}
         }
@@ -270,7 +290,8 @@ mod tests {
 
     use super::*;
 
-    const LIMITS: StreamLimits = StreamLimits { max_frame_bytes: 64 * 1024, max_message_bytes: 1024 * 1024 };
+    const LIMITS: StreamLimits =
+        StreamLimits { max_frame_bytes: 64 * 1024, max_message_bytes: 1024 * 1024, transaction_bytes_max: 1 << 20 };
 
     fn frame(performative: &[u8], payload: &[u8]) -> BytesMut {
         let mut encoded = BytesMut::new();

@@ -97,7 +97,11 @@ mod tests {
 
     #[test]
     fn short_and_garbled_frames_decode_to_nothing_without_a_panic() {
-        let limits = crate::stream::StreamLimits { max_frame_bytes: 4096, max_message_bytes: 1 << 20 };
+        let limits = crate::stream::StreamLimits {
+            max_frame_bytes: 4096,
+            max_message_bytes: 1 << 20,
+            transaction_bytes_max: 1 << 20,
+        };
         for data in
             [&b"\x00\x00\x00\x04"[..], b"\x00\x00\x00\x08\x02\x00\x00\x00", b"\x00\x00\x00\x09\x02\x00\x00\x00\xff"]
         {

@@ -329,4 +329,47 @@ class JmsBehaviourTest {
             assertEquals("early-2", ((TextMessage) receive(consumer)).getText());
         }
     }
+
+    @Test
+    void aTransactionsSendsArriveOnlyWhenItCommits() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session plain = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = plain.createQueue("jms.tx.sends");
+            MessageConsumer consumer = plain.createConsumer(queue);
+            Session transacted = connection.createSession(true, Session.SESSION_TRANSACTED);
+            MessageProducer producer = transacted.createProducer(queue);
+            producer.send(transacted.createTextMessage("rolled-back"));
+            transacted.rollback();
+            producer.send(transacted.createTextMessage("committed-1"));
+            producer.send(transacted.createTextMessage("committed-2"));
+            transacted.commit();
+            producer.send(transacted.createTextMessage("sentinel"));
+            transacted.commit();
+            assertEquals(List.of("committed-1", "committed-2"), textsUntilSentinel(consumer));
+        }
+    }
+
+    @Test
+    void aTransactionsReceivesComeBackWhenItRollsBack() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session plain = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = plain.createQueue("jms.tx.receives");
+            MessageProducer producer = plain.createProducer(queue);
+            producer.send(plain.createTextMessage("first"));
+            producer.send(plain.createTextMessage("second"));
+            Session transacted = connection.createSession(true, Session.SESSION_TRANSACTED);
+            MessageConsumer consumer = transacted.createConsumer(queue);
+            assertEquals("first", ((TextMessage) receive(consumer)).getText());
+            transacted.rollback();
+            Message again = receive(consumer);
+            assertEquals("first", ((TextMessage) again).getText());
+            assertTrue(again.getJMSRedelivered());
+            assertEquals("second", ((TextMessage) receive(consumer)).getText());
+            transacted.commit();
+            consumer.close();
+            producer.send(plain.createTextMessage("sentinel"));
+            MessageConsumer after = plain.createConsumer(queue);
+            assertEquals(List.of(), textsUntilSentinel(after), "committed receives are gone from the queue");
+        }
+    }
 }

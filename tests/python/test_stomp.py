@@ -181,19 +181,26 @@ async def test_stomp_1_1_clients_acknowledge_by_the_stable_message_id(broker):
 async def test_jms_selectors_see_jms_header_fields_and_refuse_ordering_on_booleans(broker):
     connection, collector = stomp_client(broker)
     try:
-        selectors = {"t": "JMSType = 'order' AND JMSCorrelationID = '12993'", "c": "JMSCorrelationID LIKE '12%3'"}
+        # `phone` is typed an integer (so `price > 100` compares numbers) and keeps its text for LIKE.
+        selectors = {
+            "t": "JMSType = 'order' AND JMSCorrelationID = '12993'",
+            "c": "JMSCorrelationID LIKE '12%3'",
+            "p": "phone LIKE '12%3' AND price > 100",
+        }
         for sub_id, selector in selectors.items():
             connection.subscribe(destination="/topic/jms", id=sub_id, headers={"selector": selector, "receipt": sub_id})
             assert await take(collector.receipts) == sub_id
-        connection.send(destination="/topic/jms", body="other", headers={"type": "quote", "correlation-id": "1"})
-        connection.send(destination="/topic/jms", body="match", headers={"type": "order", "correlation-id": "12993"})
-        connection.send(destination="/topic/jms", body="sentinel", headers={"type": "order", "correlation-id": "12993"})
+        matching = {"type": "order", "correlation-id": "12993", "phone": "12993", "price": "120"}
+        connection.send(destination="/topic/jms", body="other",
+                        headers={"type": "quote", "correlation-id": "1", "phone": "1234", "price": "120"})
+        connection.send(destination="/topic/jms", body="match", headers=matching)
+        connection.send(destination="/topic/jms", body="sentinel", headers=matching)
         received = {}
-        while sum(1 for bodies in received.values() if bodies[-1] == "sentinel") < 2:
+        while sum(1 for bodies in received.values() if bodies[-1] == "sentinel") < len(selectors):
             frame = await take(collector.messages)
             received.setdefault(frame.headers["subscription"], []).append(frame.body)
             assert frame.headers["type"] == "order" and frame.headers["correlation-id"] == "12993"
-        assert received == {"t": ["match", "sentinel"], "c": ["match", "sentinel"]}
+        assert received == {sub_id: ["match", "sentinel"] for sub_id in selectors}
         connection.subscribe(destination="/topic/jms", id="bad", headers={"selector": "TRUE > 0"})
         error = await take(collector.errors)
         assert "a boolean compares only for equality" in error.body, error.body

@@ -30,7 +30,7 @@ pub const TYPE: &str = "JMSType";
 /// `JMSReplyTo`: the address replies go to.
 pub const REPLY_TO: &str = "JMSReplyTo";
 /// `JMSXGroupID` (AMQP `group-id`): keeps a group on one queue consumer.
-pub const GROUP_ID: &str = "JMSXGroupID";
+pub const GROUP_ID: &str = sift_core::GROUP_PROPERTY;
 /// `JMSXGroupSeq` (AMQP `group-sequence`).
 pub const GROUP_SEQUENCE: &str = "JMSXGroupSeq";
 /// `JMSXUserID` (AMQP `user-id`).

@@ -170,10 +170,20 @@ impl Pipeline {
 
     /// Stage 5, queue groups: the next member of `group` in turn, `None`
     /// when the group has no members left. Each group takes turns on its
-    /// own, per reader.
-    pub(crate) fn pick_member(&mut self, group: &str, members: &[SubRef]) -> Option<SubRef> {
+    /// own, per reader. A message in a message group (`message_group`) goes
+    /// to the member the group hashes to instead, whichever connection
+    /// publishes it ([`member_of_message_group`]).
+    pub(crate) fn pick_member(
+        &mut self,
+        group: &str,
+        members: &[SubRef],
+        message_group: Option<&str>,
+    ) -> Option<SubRef> {
         if members.is_empty() {
             return None;
+        }
+        if let Some(message_group) = message_group {
+            return Some(member_of_message_group(members, message_group).clone());
         }
         let turn = match self.group_turns.get_mut(group) {
             Some(turn) => turn,
@@ -182,4 +192,36 @@ impl Pipeline {
         *turn = turn.wrapping_add(1);
         Some(members[*turn % members.len()].clone())
     }
+}
+
+/// The message group (`JMSXGroupID`, a string) `message` is in, if any.
+pub(crate) fn message_group_of(message: &Message) -> Option<&str> {
+    match message.property(sift_core::GROUP_PROPERTY) {
+        Some(sift_core::Value::Str(name)) => Some(name),
+        _ => None,
+    }
+}
+
+/// The member a message group goes to: the one whose key hashed with the
+/// group's name is highest (rendezvous hashing). Every publisher and
+/// every broker reader agrees on it with no shared state, and it stays the
+/// same while that member stays; a member that joins takes over only the
+/// groups it now wins, and those of one that leaves spread over the rest.
+/// `members` is not empty.
+pub(crate) fn member_of_message_group<'a>(members: &'a [SubRef], message_group: &str) -> &'a SubRef {
+    debug_assert!(!members.is_empty(), "a queue group with members");
+    let weight = |member: &SubRef| {
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&(message_group, member.key), &mut hasher);
+        std::hash::Hasher::finish(&hasher)
+    };
+    let mut best = &members[0];
+    let mut best_weight = weight(best);
+    for member in &members[1..] {
+        let member_weight = weight(member);
+        if member_weight > best_weight {
+            (best, best_weight) = (member, member_weight);
+        }
+    }
+    best
 }

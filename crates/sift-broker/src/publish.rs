@@ -296,7 +296,7 @@ impl Publisher {
                 None => return,
             },
         };
-        let group_picks = self.pick_group_members(&matches);
+        let group_picks = self.pick_group_members(&matches, &message);
         let report = asked.await_delivered.then(|| self.start_report(&matches, &group_picks, &confirm_to));
         let forwarded = self.forward(&message, &matches, report.as_ref(), asked.await_timeout_ms);
         let Some(encoded) = encoded.filter(|_| matched > 0) else {
@@ -325,10 +325,15 @@ impl Publisher {
         });
     }
 
-    /// One member of each matched queue group.
-    fn pick_group_members(&mut self, matches: &MatchResult<SubRef>) -> Vec<SubRef> {
+    /// One member of each matched queue group: the message group's member
+    /// when the message names one, else the next in turn.
+    fn pick_group_members(&mut self, matches: &MatchResult<SubRef>, message: &Message) -> Vec<SubRef> {
+        if matches.groups.is_empty() {
+            return Vec::new();
+        }
+        let message_group = pipeline::message_group_of(message);
         let groups = matches.groups.iter();
-        groups.filter_map(|(group, members)| self.pipeline.pick_member(group, members)).collect()
+        groups.filter_map(|(group, members)| self.pipeline.pick_member(group, members, message_group)).collect()
     }
 
     /// The await=delivered report of a publish: one ack owed by each target.

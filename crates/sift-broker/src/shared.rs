@@ -174,6 +174,7 @@ impl BrokerShared {
             clock: self.clock.clone(),
             read_batch_records: self.config.storage.read_batch_records,
             read_batch_bytes: self.config.storage.read_batch_bytes,
+            message_groups_max: self.config.storage.message_groups_max,
             shutdown: self.shutdown_watch(),
         }
     }

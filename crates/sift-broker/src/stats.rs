@@ -156,6 +156,8 @@ counters! {
     persistent_refused,
     /// Stored messages queued for stream subscribers (replays and durables).
     stream_deliveries,
+    /// Message groups whose member a shared durable forgot: `storage.message_groups_max` reached.
+    message_groups_forgotten,
     /// `GAP` frames sent: stored messages a stream subscriber will never get.
     stream_gaps,
     /// Messages those gaps covered.

@@ -16,6 +16,13 @@ pub const PRIORITY_MAX: u8 = 9;
 /// Priority a message gets when the publisher does not choose one (JMS default).
 pub const PRIORITY_DEFAULT: u8 = 4;
 
+/// The property that puts a message in a message group (JMS's name for
+/// it, which every door keeps): a queue group, or the consumers sharing a
+/// durable subscription, give every message of one group (the property's
+/// string value) to the same member, so that one consumer sees the group
+/// in order (`docs/PROTOCOL.md` §6.8).
+pub const GROUP_PROPERTY: &str = "JMSXGroupID";
+
 /// The empty publisher name, shared so that `Message::new` does not allocate it.
 fn empty_publisher() -> std::sync::Arc<str> {
     static EMPTY: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| std::sync::Arc::from(""));
@@ -40,7 +47,7 @@ pub enum Value {
 
 impl Value {
     /// Parses a command-line style value, typed by its form: `true`/`false`,
-    /// integers, decimals, and otherwise strings. A value in double quotes is
+    /// integers (in their plain decimal form), decimals, and otherwise strings. A value in double quotes is
     /// always a string, without the quotes, so `"42"` is the string `42`.
     pub fn parse_typed(text: &str) -> Value {
         if text.len() >= 2 && text.starts_with('"') && text.ends_with('"') {
@@ -51,8 +58,15 @@ impl Value {
             "false" => return Value::Bool(false),
             _ => {}
         }
+        // An integer only in its one decimal form (no sign `+`, no leading
+        // zeros), so that its text is the number's text: `007` and `+5`
+        // stay strings, and a string operation (SQL `LIKE`) on the number
+        // sees what was written.
         if let Ok(int) = text.parse::<i64>() {
-            return Value::Int(int);
+            if int.to_string() == text {
+                return Value::Int(int);
+            }
+            return Value::Str(text.into());
         }
         let looks_numeric = text.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'));
         if looks_numeric {

@@ -18,6 +18,7 @@ mod decode;
 mod encode;
 mod error_code;
 mod frame;
+pub mod group;
 pub mod link;
 mod rfc3339;
 mod stream;
@@ -31,6 +32,7 @@ pub use encode::{
 };
 pub use error_code::ErrorCode;
 pub use frame::*;
+pub use group::group_of_encoding;
 pub use rfc3339::{format_rfc3339_ns, parse_rfc3339_ns};
 pub use stream::{GapReason, ManageOp, Query, StartPosition, StreamSource};
 

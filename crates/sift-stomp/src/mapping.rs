@@ -25,8 +25,10 @@ use crate::frame::{Command, Frame};
 /// STOMP headers that carry JMS header fields (as ActiveMQ maps them),
 /// and the property each is kept in: a selector reads `JMSType` and
 /// `JMSCorrelationID` by those names, whichever door the message came
-/// through. Their values are text as sent, never typed.
-const JMS_HEADERS: [(&str, &str); 2] = [("type", "JMSType"), ("correlation-id", "JMSCorrelationID")];
+/// through, and `JMSXGroupID` names a message group. Their values are text
+/// as sent, never typed (a group `42` is the group named "42").
+const JMS_HEADERS: [(&str, &str); 3] =
+    [("type", "JMSType"), ("correlation-id", "JMSCorrelationID"), ("JMSXGroupID", "JMSXGroupID")];
 
 /// The property a SEND header is kept in, and whether its value is typed.
 fn property_of_header(header: &str) -> (&str, bool) {

@@ -90,13 +90,15 @@ impl RemoteDelivery {
     }
 
     /// The plain subscriptions of `matches`, then one member of each queue
-    /// group assigned to this broker (`own`).
+    /// group assigned to this broker (`own`), chosen as a local publish
+    /// chooses (by its message group when it has one).
     fn targets(&mut self, matches: &MatchResult<SubRef>, travelling: &Travelling, own: &str) -> Vec<SubRef> {
         let mut targets = matches.plain.clone();
+        let message_group = crate::pipeline::message_group_of(&travelling.message);
         for assignment in travelling.groups.iter().filter(|assignment| assignment.broker == own) {
             let members =
                 matches.groups.iter().find(|(name, _)| **name == *assignment.group).map(|(_, members)| members);
-            match members.and_then(|members| self.pipeline.pick_member(&assignment.group, members)) {
+            match members.and_then(|members| self.pipeline.pick_member(&assignment.group, members, message_group)) {
                 Some(member) => targets.push(member),
                 // The member left after the origin chose this broker.
                 None => self.pipeline.counters().subscriber_gone += 1,

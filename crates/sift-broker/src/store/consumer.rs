@@ -14,6 +14,7 @@
 //! and uses the `block` policy, so a full queue stops the consumer until the
 //! subscriber acknowledges. Memory stays bounded however far behind it is.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -46,6 +47,45 @@ struct Members {
     turn: usize,
     /// True while a task runs the consumer.
     running: bool,
+    /// The member each message group went to.
+    groups: MessageGroups,
+}
+
+/// Which member each message group (`JMSXGroupID`) was given to, so that
+/// the group's later messages go to it too while it stays (as ActiveMQ
+/// keeps a group on its consumer). At most `storage.message_groups_max`
+/// groups are remembered; past it the oldest is forgotten.
+#[derive(Debug, Default)]
+struct MessageGroups {
+    owner_by_group: HashMap<Box<str>, u64>,
+    /// The groups in `owner_by_group`, oldest first.
+    oldest_first: VecDeque<Box<str>>,
+}
+
+impl MessageGroups {
+    /// The member key `group` was given to.
+    fn owner(&self, group: &str) -> Option<u64> {
+        self.owner_by_group.get(group).copied()
+    }
+
+    /// Gives `group` to `member_key`; true when an older group had to be
+    /// forgotten to stay within `groups_max`.
+    fn assign(&mut self, group: &str, member_key: u64, groups_max: usize) -> bool {
+        if let Some(owner) = self.owner_by_group.get_mut(group) {
+            *owner = member_key;
+            return false;
+        }
+        self.owner_by_group.insert(group.into(), member_key);
+        self.oldest_first.push_back(group.into());
+        let forget = self.oldest_first.len() > groups_max;
+        if forget {
+            if let Some(oldest) = self.oldest_first.pop_front() {
+                self.owner_by_group.remove(&oldest);
+            }
+        }
+        debug_assert_eq!(self.owner_by_group.len(), self.oldest_first.len());
+        forget
+    }
 }
 
 /// One consumer of one stream: a replay or a durable subscription.
@@ -190,6 +230,8 @@ pub struct ConsumerContext {
     pub read_batch_records: usize,
     /// `storage.read_batch_bytes`.
     pub read_batch_bytes: usize,
+    /// `storage.message_groups_max`.
+    pub message_groups_max: usize,
     /// Turns true when the broker shuts down.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -339,6 +381,41 @@ fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) -> bool {
     true
 }
 
+/// Hands a message of `group` to the member the group was given to, if
+/// that member is still there: `None` when it is not (the caller picks one
+/// in turn and gives it the group). A full queue blocks the consumer rather
+/// than passing the message to another member, which would reorder the
+/// group.
+fn offer_to_group_owner(
+    context: &ConsumerContext,
+    consumer: &Arc<Consumer>,
+    (routed, seq): (&Arc<Routed>, u64),
+    group: &str,
+    redelivered: bool,
+) -> Option<Offered> {
+    let owner = {
+        let members = consumer.members();
+        let owner_key = members.groups.owner(group)?;
+        members.list.iter().find(|member| member.key == owner_key)?.clone()
+    };
+    consumer.cursor.delivered(seq);
+    let entry = Entry { routed: routed.clone(), attempts: u32::from(redelivered) };
+    match push_to(&context.stats, &owner, entry) {
+        Pushed::Done => {
+            bump(&context.stats.stream_deliveries);
+            Some(Offered::Delivered)
+        }
+        Pushed::Full => {
+            consumer.cursor.returned(seq);
+            Some(Offered::Blocked(owner.conn.clone()))
+        }
+        Pushed::Gone => {
+            consumer.cursor.returned(seq);
+            None
+        }
+    }
+}
+
 /// Hands one stored message to the next subscriber whose queue has room;
 /// `redelivered` for one a departed subscriber had and did not acknowledge,
 /// which its `DELIVER` says (`REDELIVERED`, STOMP `redelivered:true`).
@@ -367,6 +444,12 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
         return Offered::PassedOver;
     }
     let routed = Arc::new(routed);
+    let message_group = sift_proto::group_of_encoding(&routed.encoded);
+    if let Some(group) = message_group {
+        if let Some(offered) = offer_to_group_owner(context, consumer, (&routed, seq), group, redelivered) {
+            return offered;
+        }
+    }
     let (turn, count) = {
         let mut members = consumer.members();
         members.turn = members.turn.wrapping_add(1);
@@ -389,6 +472,11 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
         match push_to(&context.stats, &member, entry) {
             Pushed::Done => {
                 bump(&context.stats.stream_deliveries);
+                if let Some(group) = message_group {
+                    if consumer.members().groups.assign(group, member.key, context.message_groups_max) {
+                        bump(&context.stats.message_groups_forgotten);
+                    }
+                }
                 return Offered::Delivered;
             }
             Pushed::Full => blocked_on = blocked_on.or_else(|| Some(member.conn.clone())),
@@ -399,5 +487,22 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
     match blocked_on {
         Some(conn) => Offered::Blocked(conn),
         None => Offered::NoMembers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MessageGroups;
+
+    #[test]
+    fn message_groups_keep_their_member_and_forget_the_oldest_past_the_bound() {
+        let mut groups = MessageGroups::default();
+        assert!(!groups.assign("cart-1", 10, 2));
+        assert!(!groups.assign("cart-2", 11, 2));
+        assert!(!groups.assign("cart-1", 12, 2), "a group moved to another member is not a new one");
+        assert_eq!((groups.owner("cart-1"), groups.owner("cart-2")), (Some(12), Some(11)));
+        assert!(groups.assign("cart-3", 10, 2), "a third group passes the bound");
+        assert_eq!(groups.owner("cart-1"), None, "the oldest is forgotten");
+        assert_eq!((groups.owner("cart-2"), groups.owner("cart-3")), (Some(11), Some(10)));
     }
 }

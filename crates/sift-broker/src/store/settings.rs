@@ -172,6 +172,11 @@ pub struct StorageConfig {
     /// queues), created when the first queue is declared: every mode is
     /// stored, so what is sent to a queue waits for its consumer.
     pub queue_stream: String,
+    /// Message groups (`JMSXGroupID`) whose member a durable subscription
+    /// shared by several subscribers remembers; past it the oldest
+    /// assignment is forgotten (counted), and that group's next message
+    /// picks a member afresh.
+    pub message_groups_max: usize,
 }
 
 impl Default for StorageConfig {
@@ -191,6 +196,7 @@ impl Default for StorageConfig {
             durables_max: 10_000,
             streams_max: 1_000,
             queue_stream: "queues".to_string(),
+            message_groups_max: 65_536,
         }
     }
 }
@@ -210,6 +216,7 @@ impl StorageConfig {
             ("storage.read_batch_bytes", self.read_batch_bytes as u64),
             ("storage.position_sync_ms", self.position_sync_ms),
             ("storage.query_pending_bytes_max", self.query_pending_bytes_max),
+            ("storage.message_groups_max", self.message_groups_max as u64),
         ];
         match positive.iter().find(|(_, value)| *value == 0) {
             Some((name, _)) => Err(format!("{name} must be greater than 0")),

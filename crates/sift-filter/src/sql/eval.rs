@@ -27,6 +27,11 @@ pub(crate) fn truth(expr: &Expr, message: &Message) -> Truth {
         Expr::In { operand, list, negated } => negate_if(*negated, in_list(operand, list, message)),
         Expr::Like { operand, pattern, negated } => match value(operand, message) {
             Some(Scalar::Str(text)) => Truth::from_bool(pattern.matches(&text) != *negated),
+            // A number is matched as its decimal text: a text door (STOMP,
+            // MQTT, HTTP) types `12993` as an integer only when that is
+            // exactly the text sent, so the pattern sees what the client
+            // wrote.
+            Some(Scalar::Int(int)) => Truth::from_bool(pattern.matches(&int.to_string()) != *negated),
             _ => Truth::Unknown,
         },
         Expr::IsNull { operand, negated } => Truth::from_bool(value(operand, message).is_none() != *negated),
@@ -317,12 +322,23 @@ mod tests {
             let message = message_with(&[("phone", Value::Str(value.into()))]);
             assert_eq!(evaluate(selector, &message), expected, "{selector} on {value:?}");
         }
-        let non_string = message_with(&[("phone", Value::Int(123))]);
+        let integer = message_with(&[("phone", Value::Int(12993)), ("minus", Value::Int(-12))]);
+        check(
+            &integer,
+            &[
+                ("phone LIKE '12%3'", Truth::True),
+                ("phone NOT LIKE '12%3'", Truth::False),
+                ("phone LIKE '1_3'", Truth::False),
+                ("minus LIKE '-1_'", Truth::True),
+            ],
+        );
+        let non_string = message_with(&[("phone", Value::Float(123.0)), ("flag", Value::Bool(true))]);
         check(
             &non_string,
             &[
                 ("phone LIKE '12%'", Truth::Unknown),
                 ("phone NOT LIKE '12%'", Truth::Unknown),
+                ("flag LIKE 'true'", Truth::Unknown),
                 ("missing LIKE '%'", Truth::Unknown),
                 ("missing NOT LIKE '%'", Truth::Unknown),
             ],

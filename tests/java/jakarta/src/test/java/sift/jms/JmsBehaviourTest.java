@@ -372,4 +372,60 @@ class JmsBehaviourTest {
             assertEquals(List.of(), textsUntilSentinel(after), "committed receives are gone from the queue");
         }
     }
+
+    @Test
+    void aMessageGroupStaysWithOneConsumerInOrder() throws Exception {
+        assertGroupsStayWithOneConsumer("jms.grouped", null);
+    }
+
+    @Test
+    void aMessageGroupStaysWithOneSelectingConsumerInOrder() throws Exception {
+        assertGroupsStayWithOneConsumer("jms.grouped.selected", "kind = 'order'");
+    }
+
+    /**
+     * Two consumers of `queueName` (with `selector`, which reads the live queue group, or none, which
+     * reads the stored queue) share three groups' messages: each group all to one of them, in order.
+     */
+    private static void assertGroupsStayWithOneConsumer(String queueName, String selector) throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue(queueName);
+            List<MessageConsumer> consumers =
+                    List.of(session.createConsumer(queue, selector), session.createConsumer(queue, selector));
+            MessageProducer producer = session.createProducer(queue);
+            int perGroup = 10;
+            // Three groups over two consumers: taken in turn, each group would alternate between them.
+            List<String> groups = List.of("cart-1", "cart-2", "cart-3");
+            for (int number = 0; number < perGroup; number++) {
+                for (String group : groups) {
+                    TextMessage message = session.createTextMessage(group + "/" + number);
+                    message.setStringProperty("JMSXGroupID", group);
+                    message.setStringProperty("kind", "order");
+                    producer.send(message);
+                }
+            }
+            java.util.Map<String, Integer> consumerOfGroup = new java.util.HashMap<>();
+            java.util.Map<String, Integer> nextOfGroup = new java.util.HashMap<>();
+            int received = 0;
+            long deadline = System.currentTimeMillis() + RECEIVE_MS;
+            while (received < perGroup * groups.size()) {
+                assertTrue(System.currentTimeMillis() < deadline, "only " + received + " came");
+                for (int index = 0; index < consumers.size(); index++) {
+                    Message message = consumers.get(index).receive(50);
+                    if (message == null) {
+                        continue;
+                    }
+                    received++;
+                    String[] parts = ((TextMessage) message).getText().split("/");
+                    assertEquals(parts[0], message.getStringProperty("JMSXGroupID"));
+                    Integer owner = consumerOfGroup.putIfAbsent(parts[0], index);
+                    assertEquals(owner == null ? index : owner, index, "group " + parts[0] + " stays with one consumer");
+                    int expected = nextOfGroup.getOrDefault(parts[0], 0);
+                    assertEquals(expected, Integer.parseInt(parts[1]), "group " + parts[0] + " in order");
+                    nextOfGroup.put(parts[0], expected + 1);
+                }
+            }
+        }
+    }
 }

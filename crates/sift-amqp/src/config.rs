@@ -47,6 +47,10 @@ pub struct AmqpConfig {
     /// Deliveries a consumer's link has sent and not yet seen settled; past
     /// it the link waits, and the subscription's queue takes over.
     pub consumer_unsettled_max: u32,
+    /// The longest a drained consumer's link (`receiveNoWait`, a browser's
+    /// enumeration) that reads a stream waits for the broker to say it has
+    /// given everything stored, before it answers with what came.
+    pub drain_wait_ms_max: u64,
     /// Payload bytes a connection's open transactions may hold until they
     /// are committed or rolled back; past it the connection is closed.
     pub transaction_bytes_max: u64,
@@ -70,6 +74,7 @@ impl Default for AmqpConfig {
             idle_timeout_ms: 60_000,
             producer_credit: 1_000,
             consumer_unsettled_max: 1_000,
+            drain_wait_ms_max: 1_000,
             transaction_bytes_max: 64 * 1024 * 1024,
             durable_stream: "default".to_string(),
         }
@@ -90,6 +95,7 @@ impl AmqpConfig {
             ("amqp.idle_timeout_ms", u64::from(self.idle_timeout_ms)),
             ("amqp.producer_credit", u64::from(self.producer_credit)),
             ("amqp.consumer_unsettled_max", u64::from(self.consumer_unsettled_max)),
+            ("amqp.drain_wait_ms_max", self.drain_wait_ms_max),
             ("amqp.transaction_bytes_max", self.transaction_bytes_max),
         ];
         sift_broker::config::require_positive(&positive)?;

@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::drain::Drains;
 use crate::sasl::{self, Header, SaslError, SignIn};
 use crate::server::{AmqpCounters, Shared, PLAIN_TEXT_REFUSAL};
 use crate::stream::{ClientOpen, Rewound, StreamLimits};
@@ -42,6 +43,8 @@ pub(crate) struct ConnectionContext {
     pub temporary_nodes: AtomicU64,
     /// Queues this connection declared (each is declared once).
     pub declared_queues: DeclaredQueues,
+    /// The consumer links' drain signals, shared with the stream check.
+    pub drains: Arc<Drains>,
 }
 
 impl ConnectionContext {
@@ -51,6 +54,10 @@ impl ConnectionContext {
         self.client.declare_queue_once(&self.declared_queues, name).await
     }
 }
+
+/// How much longer than `amqp.drain_wait_ms_max` a drain flow may be held
+/// before it goes on to the library whatever its consumer does.
+const DRAIN_HOLD_MARGIN_MS: u64 = 1_000;
 
 /// Why a connection ended before its AMQP `open` was answered.
 #[derive(Debug, thiserror::Error)]
@@ -134,8 +141,12 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         max_frame_bytes: shared.config.max_frame_bytes as usize,
         max_message_bytes: max_payload_bytes + MESSAGE_SECTIONS_BYTES_MAX,
         transaction_bytes_max: shared.config.transaction_bytes_max as usize,
+        // The consumer gives up waiting after drain_wait_ms_max; the hold
+        // ends a little later whatever happened to the consumer.
+        drain_hold_max: Duration::from_millis(shared.config.drain_wait_ms_max.saturating_add(DRAIN_HOLD_MARGIN_MS)),
     };
-    let rewound = Rewound::new(stream, replay, limits, noticed.clone());
+    let drains = Arc::new(Drains::default());
+    let rewound = Rewound::new(stream, replay, limits, noticed.clone()).with_drains(drains.clone());
     let broker_name = client.server_info().map_or_else(|| "sift".to_string(), |welcome| welcome.server_name);
     let connection =
         acceptor(shared, &broker_name).accept(rewound).await.map_err(|error| OpenError::Open(error.to_string()))?;
@@ -150,6 +161,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         native_name,
         temporary_nodes: AtomicU64::new(0),
         declared_queues: DeclaredQueues::default(),
+        drains,
     };
     Ok(Opened { connection, context: Arc::new(context) })
 }

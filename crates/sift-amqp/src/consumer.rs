@@ -22,6 +22,7 @@ use serde_amqp::descriptor::Descriptor;
 use sift_client::{durable_name_part, AckPolicy, FilterKind, StartPosition, SubscribeOptions, Subscription};
 
 use crate::connection::ConnectionContext;
+use crate::drain::DrainSignal;
 use crate::jms::NodeType;
 use crate::message_out::amqp_message_of;
 use crate::node::Node;
@@ -36,6 +37,10 @@ const NO_LOCAL_FILTER: (u64, &str) = (0x0000_468C_0000_0003, "apache.org:no-loca
 /// How long a transfer waits for credit before it looks again: the AMQP
 /// library may miss a credit that arrives just as it starts to wait.
 const CREDIT_RECHECK: Duration = Duration::from_secs(1);
+/// During a drain, how long a transfer waits for credit before the drain
+/// takes it that there is none: the library applies the flows the client
+/// sent before its drain on its own task, a moment after reading them.
+const DRAIN_CREDIT_WAIT: Duration = Duration::from_millis(100);
 
 /// What a consumer's source asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,20 +88,42 @@ impl ConsumerSpec {
         }
     }
 
-    /// True when this consumer takes from a declared queue's stored
-    /// messages: a consumer of one (not temporary) queue without a
-    /// selector. A selector's consumer, a browser, a wildcard over queues
-    /// and a temporary queue's consumer read the live messages in the
-    /// queue group instead.
+    /// True when this consumer reads a declared queue's stored messages:
+    /// a consumer of one (not temporary) queue without a selector, which
+    /// takes them, or a browser (with or without a selector), which reads
+    /// a copy. A selector's consumer, a wildcard over queues and a
+    /// temporary queue's consumer read the live messages in the queue
+    /// group instead.
     pub fn reads_stored_queue(&self) -> bool {
         self.node.kind == NodeType::Queue
-            && self.selector.is_none()
-            && !self.browse
+            && (self.selector.is_none() || self.browse)
             && !self.node.topic.contains(['*', '>'])
+    }
+
+    /// True when this consumer reads a stream (a stored queue, a browser,
+    /// a durable subscriber): a drain then waits until the broker says it
+    /// has been given everything stored ([`crate::drain`]).
+    pub fn reads_stream(&self) -> bool {
+        self.reads_stored_queue() || self.durable.is_some()
     }
 
     /// The native subscription this consumer reads.
     pub fn subscribe_options(&self, durable_stream: &str) -> SubscribeOptions {
+        let options = self.subscribe_options_without_markers(durable_stream);
+        match self.reads_stream() {
+            true => options.caught_up_markers(),
+            false => options,
+        }
+    }
+
+    fn subscribe_options_without_markers(&self, durable_stream: &str) -> SubscribeOptions {
+        if self.reads_stored_queue() && self.browse {
+            let options = SubscribeOptions::queue_browser(&self.node.topic).ack(AckPolicy::Manual);
+            return match &self.selector {
+                Some(selector) => options.filter(FilterKind::Sql, selector.clone()),
+                None => options,
+            };
+        }
         if self.reads_stored_queue() {
             return SubscribeOptions::queue(&self.node.topic).ack(AckPolicy::Manual);
         }
@@ -190,33 +217,31 @@ pub(crate) async fn serve(
     context: Arc<ConnectionContext>,
 ) {
     let unsettled_max = context.shared.config.consumer_unsettled_max as usize;
+    let link_name = sender.name().to_string();
+    let drain = context.drains.claim(&link_name);
     let mut in_flight = FuturesUnordered::new();
     let ended = loop {
         tokio::select! {
             Some((tag, outcome)) = in_flight.next(), if !in_flight.is_empty() => settle(&context, tag, outcome),
             delivery = subscription.next(), if in_flight.len() < unsettled_max => {
                 let Some(delivery) = delivery else { break Ended::Detached };
-                if spec.no_local && delivery.message.publisher.as_ref() == context.native_name.as_str() {
-                    put_away(&context, delivery.delivery_tag);
-                    continue;
+                match send(&mut sender, delivery, (&spec, &context), &drain).await {
+                    Ok(Some(settlement)) => in_flight.push(settlement),
+                    Ok(None) => {}
+                    Err(ended) => break ended,
                 }
-                let redeliveries = u32::from(delivery.redelivered);
-                let amqp = amqp_message_of(&delivery.message, redeliveries, spec.node.kind);
-                let tag = delivery.delivery_tag;
-                match transfer(&mut sender, Sendable::builder().message(amqp).settled(false).build()).await {
-                    Ok(settlement) => {
-                        AmqpCounters::bump(&context.shared.counters.messages_delivered);
-                        in_flight.push(async move { (tag, settlement.await) });
-                    }
-                    Err(error) => {
-                        put_back(&context, tag);
-                        break ended_by(&error);
-                    }
+            }
+            () = drain.requested() => {
+                let drained = send_what_is_ready(&mut sender, &mut subscription, (&spec, &context), &mut in_flight).await;
+                drain.release();
+                if let Err(ended) = drained {
+                    break ended;
                 }
             }
             detached = sender.on_detach() => break ended_by_detach(&detached),
         }
     };
+    context.drains.forget(&link_name);
     // The link is gone: dropping it resolves the dispositions that will
     // never come (as failures, which put their messages back), while those
     // that came are still read as what they were.
@@ -227,14 +252,123 @@ pub(crate) async fn serve(
     finish(subscription, &spec, &context, ended).await;
 }
 
+/// The future of a sent delivery's disposition, with its delivery tag.
+type Settlement = std::pin::Pin<Box<dyn std::future::Future<Output = (u64, Result<Outcome, SendError>)> + Send>>;
+
+/// Sends one delivery once the link has credit; `None` when it was not
+/// for this consumer (no-local). A drain asked for while it waits for
+/// credit looks at the credit again at once (the library may have missed
+/// waking the send): with none the drain is released, since nothing can be
+/// sent; with some the delivery goes and the drain is served next.
+async fn send(
+    sender: &mut Sender,
+    delivery: sift_client::Delivery,
+    (spec, context): (&ConsumerSpec, &ConnectionContext),
+    drain: &DrainSignal,
+) -> Result<Option<Settlement>, Ended> {
+    let Some(sendable) = sendable_of(&delivery, spec, context) else { return Ok(None) };
+    let tag = delivery.delivery_tag;
+    let sent = loop {
+        let waited = tokio::select! {
+            sent = transfer(sender, &sendable) => Some(sent),
+            () = drain.requested() => None,
+        };
+        if let Some(sent) = waited {
+            break sent;
+        }
+        // Dropped while it waited for credit, before it took any; tried
+        // once more, for as long as credit the client gave before its drain
+        // may take to reach the link.
+        match tokio::time::timeout(DRAIN_CREDIT_WAIT, sender.send_batchable_ref(&sendable)).await {
+            Ok(sent) => {
+                drain.request(); // Served by the consumer's loop next.
+                break sent;
+            }
+            Err(_) => drain.release(),
+        }
+    };
+    match sent {
+        Ok(settlement) => {
+            AmqpCounters::bump(&context.shared.counters.messages_delivered);
+            Ok(Some(Box::pin(async move { (tag, settlement.await) })))
+        }
+        Err(error) => {
+            put_back(context, tag);
+            Err(ended_by(&error))
+        }
+    }
+}
+
+/// A drain: sends what the subscription has ready, within the link's
+/// credit and `amqp.consumer_unsettled_max`. A live subscription has ready
+/// what has reached this front-end; one that reads a stream has ready
+/// everything stored, which the broker says it has given with a
+/// `CAUGHT_UP` marker, waited for at most `amqp.drain_wait_ms_max`
+/// ([`crate::drain`]).
+async fn send_what_is_ready(
+    sender: &mut Sender,
+    subscription: &mut Subscription,
+    (spec, context): (&ConsumerSpec, &ConnectionContext),
+    in_flight: &mut FuturesUnordered<Settlement>,
+) -> Result<(), Ended> {
+    let wait_max = Duration::from_millis(context.shared.config.drain_wait_ms_max);
+    let unsettled_max = context.shared.config.consumer_unsettled_max as usize;
+    while in_flight.len() < unsettled_max {
+        let next = match spec.reads_stream() {
+            false => subscription.try_next(),
+            // When the broker does not say in time, the drain is answered
+            // with what came.
+            true => tokio::time::timeout(wait_max, subscription.next_until_caught_up()).await.ok().flatten(),
+        };
+        let Some(delivery) = next else { return Ok(()) };
+        let Some(sendable) = sendable_of(&delivery, spec, context) else { continue };
+        let tag = delivery.delivery_tag;
+        // No credit within the wait: the credit is used up (the send waits
+        // for credit before it takes any), the drain is done, and the
+        // delivery goes back to the broker for the next credit.
+        match tokio::time::timeout(DRAIN_CREDIT_WAIT, sender.send_batchable_ref(&sendable)).await {
+            Ok(Ok(settlement)) => {
+                AmqpCounters::bump(&context.shared.counters.messages_delivered);
+                in_flight.push(Box::pin(async move { (tag, settlement.await) }));
+            }
+            Ok(Err(error)) => {
+                put_back(context, tag);
+                return Err(ended_by(&error));
+            }
+            Err(_) => {
+                put_back(context, tag);
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The transfer of a delivery; `None` for one the consumer is not to get
+/// (its own connection's message, for a no-local consumer), which is
+/// acknowledged here.
+fn sendable_of(
+    delivery: &sift_client::Delivery,
+    spec: &ConsumerSpec,
+    context: &ConnectionContext,
+) -> Option<Sendable<fe2o3_amqp::types::messaging::Body<AmqpValue>>> {
+    if spec.no_local && delivery.message.publisher.as_ref() == context.native_name.as_str() {
+        put_away(context, delivery.delivery_tag);
+        return None;
+    }
+    let redeliveries = u32::from(delivery.redelivered);
+    let amqp = amqp_message_of(&delivery.message, redeliveries, spec.node.kind);
+    Some(Sendable::builder().message(amqp).settled(false).build())
+}
+
 /// Sends one transfer once the link has credit; the future of its
 /// disposition.
 async fn transfer(
     sender: &mut Sender,
-    sendable: Sendable<fe2o3_amqp::types::messaging::Body<AmqpValue>>,
+    sendable: &Sendable<fe2o3_amqp::types::messaging::Body<AmqpValue>>,
 ) -> Result<fe2o3_amqp::link::delivery::DeliveryFut<Result<Outcome, SendError>>, SendError> {
     loop {
-        match tokio::time::timeout(CREDIT_RECHECK, sender.send_batchable_ref(&sendable)).await {
+        match tokio::time::timeout(CREDIT_RECHECK, sender.send_batchable_ref(sendable)).await {
             Ok(sent) => return sent,
             Err(_) => continue,
         }

@@ -13,6 +13,7 @@ pub mod condition;
 pub mod config;
 mod connection;
 pub mod consumer;
+pub mod drain;
 pub mod encoding;
 pub mod jms;
 pub mod message_in;

@@ -17,24 +17,28 @@
 //! A frame that fails ends the connection with an I/O error saying why.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
+use fe2o3_amqp::types::definitions::Role;
 use fe2o3_amqp::types::performatives::Performative;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::drain::{DrainSignal, Drains};
 use crate::encoding;
 use crate::sasl::AMQP_HEADER;
 use crate::transactions::TransactionBudget;
 use crate::wire::{check_size, FRAME_HEADER_BYTES};
 
-/// The descriptor codes of the performatives `open`, `attach`, `transfer`,
-/// `detach` and `close` (AMQP 1.0 part 2, §2.7; `open` to `close` run 0x10
+/// The descriptor codes of the performatives `open`, `attach`, `flow`,
+/// `transfer`, `disposition`, `detach` and `close` (AMQP 1.0 part 2, §2.7; `open` to `close` run 0x10
 /// to 0x18).
 const OPEN_CODE: u8 = 0x10;
 const ATTACH_CODE: u8 = 0x12;
+const FLOW_CODE: u8 = 0x13;
 const TRANSFER_CODE: u8 = 0x14;
 const DISPOSITION_CODE: u8 = 0x15;
 const DETACH_CODE: u8 = 0x16;
@@ -60,6 +64,9 @@ pub struct StreamLimits {
     pub max_message_bytes: usize,
     /// Most payload bytes the connection's open transactions may hold.
     pub transaction_bytes_max: usize,
+    /// The longest a drain flow is held for its consumer ([`crate::drain`]):
+    /// past it, it goes on to the library whatever the consumer does.
+    pub drain_hold_max: std::time::Duration,
 }
 
 /// A stream that first yields `replay`, then the checked frames of `inner`.
@@ -80,6 +87,18 @@ pub struct Rewound<S> {
     open_seen: bool,
     /// What the connection's open transactions hold.
     transactions: TransactionBudget,
+    /// The consumer links' drain signals.
+    drains: Arc<Drains>,
+    /// The name of each link the client receives on, by channel and the
+    /// client's handle: a flow names its link by handle.
+    receiving_links: HashMap<(u16, u32), String>,
+    /// A drain flow held back until its consumer sent what it had, and
+    /// that consumer's signal; no frame after it is checked meanwhile.
+    held_drain: Option<(BytesMut, Arc<DrainSignal>)>,
+    /// When the held drain goes on regardless; set when the consumer is
+    /// asked, once the library has read every frame before the drain (so
+    /// that the credit those frames gave has reached the consumer's link).
+    held_drain_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<S> Rewound<S> {
@@ -96,7 +115,18 @@ impl<S> Rewound<S> {
             open,
             open_seen: false,
             transactions: TransactionBudget::new(limits.transaction_bytes_max),
+            drains: Arc::default(),
+            receiving_links: HashMap::new(),
+            held_drain: None,
+            held_drain_deadline: None,
         }
+    }
+
+    /// Holds each drain flow for a consumer link registered in `drains`
+    /// until it is released ([`crate::drain`]).
+    pub fn with_drains(mut self, drains: Arc<Drains>) -> Self {
+        self.drains = drains;
+        self
     }
 
     /// Takes bytes as if read from the socket: whole frames among them are
@@ -119,7 +149,7 @@ impl<S> Rewound<S> {
             let bytes = self.pending.split_to(header);
             self.ready.extend_from_slice(&bytes);
         }
-        while self.header_left == 0 && self.pending.len() >= 4 {
+        while self.header_left == 0 && self.held_drain.is_none() && self.pending.len() >= 4 {
             let size =
                 u32::from_be_bytes([self.pending[0], self.pending[1], self.pending[2], self.pending[3]]) as usize;
             check_size(size, self.limits.max_frame_bytes).map_err(invalid)?;
@@ -127,7 +157,10 @@ impl<S> Rewound<S> {
                 return Ok(());
             }
             let frame = self.pending.split_to(size);
-            self.check_frame(&frame)?;
+            if let Some(signal) = self.check_frame(&frame)? {
+                self.held_drain = Some((frame, signal));
+                return Ok(());
+            }
             self.ready.extend_from_slice(&frame);
             self.ready.unsplit(self.transactions.take_injected());
         }
@@ -135,13 +168,14 @@ impl<S> Rewound<S> {
     }
 
     /// Checks one whole frame: its performative, and a message's payload
-    /// once all of it is in.
-    fn check_frame(&mut self, frame: &[u8]) -> std::io::Result<()> {
+    /// once all of it is in. A drain flow to hold back comes out as its
+    /// consumer's signal.
+    fn check_frame(&mut self, frame: &[u8]) -> std::io::Result<Option<Arc<DrainSignal>>> {
         let body = &frame[4..];
         let (data_offset, frame_type) = (body[0], body[1]);
         // A frame of another kind or layout is the library's to refuse.
         if data_offset != 2 || frame_type != 0 || frame.len() == FRAME_HEADER_BYTES {
-            return Ok(());
+            return Ok(None);
         }
         let start = FRAME_HEADER_BYTES - 4;
         // A performative is a described list; anything else the library
@@ -157,10 +191,11 @@ impl<S> Rewound<S> {
         if let Some(&[0x53, code]) = body.get(start + 1..start + 3) {
             let needed = matches!(code, TRANSFER_CODE | ATTACH_CODE | DETACH_CODE)
                 || (code == OPEN_CODE && !self.open_seen)
-                || (code == DISPOSITION_CODE && self.transactions.reads_dispositions());
+                || (code == DISPOSITION_CODE && self.transactions.reads_dispositions())
+                || (code == FLOW_CODE && !self.receiving_links.is_empty());
             if !needed && (OPEN_CODE..=CLOSE_CODE).contains(&code) {
                 return match end == body.len() {
-                    true => Ok(()),
+                    true => Ok(None),
                     false => Err(invalid("bytes after a performative that carries no payload")),
                 };
             }
@@ -182,14 +217,31 @@ impl<S> Rewound<S> {
                 self.transactions.on_transfer(channel, &transfer, &body[end..]).map_err(invalid)?;
                 self.check_transfer((channel, transfer.handle.0), &body[end..], transfer.more, transfer.aborted)?;
             }
-            Performative::Attach(attach) => self.transactions.on_attach(channel, &attach),
-            Performative::Detach(detach) => self.transactions.on_detach(channel, &detach),
+            Performative::Attach(attach) => {
+                if attach.role == Role::Receiver {
+                    self.drains.expect(&attach.name);
+                    self.receiving_links.insert((channel, attach.handle.0), attach.name.clone());
+                }
+                self.transactions.on_attach(channel, &attach);
+            }
+            Performative::Detach(detach) => {
+                if let Some(name) = self.receiving_links.remove(&(channel, detach.handle.0)) {
+                    self.drains.forget(&name);
+                }
+                self.transactions.on_detach(channel, &detach);
+            }
             Performative::Disposition(disposition) => {
                 self.transactions.on_disposition(channel, &disposition).map_err(invalid)?
             }
+            Performative::Flow(flow) if flow.drain => {
+                let name = flow.handle.and_then(|handle| self.receiving_links.get(&(channel, handle.0)));
+                if let Some(signal) = name.and_then(|name| self.drains.of_link(name)) {
+                    return Ok(Some(signal));
+                }
+            }
             _ => {}
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Adds a transfer frame's payload to its message; checks the message
@@ -247,6 +299,26 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
         while this.ready.is_empty() {
+            if let Some((_, signal)) = &this.held_drain {
+                if this.held_drain_deadline.is_none() {
+                    signal.request();
+                    this.held_drain_deadline = Some(Box::pin(tokio::time::sleep(this.limits.drain_hold_max)));
+                }
+                let overdue =
+                    this.held_drain_deadline.as_mut().is_none_or(|sleep| sleep.as_mut().poll(context).is_ready());
+                if !signal.poll_released(context) && !overdue {
+                    return Poll::Pending;
+                }
+                this.held_drain_deadline = None;
+                if let Some((frame, _)) = this.held_drain.take() {
+                    this.ready.extend_from_slice(&frame);
+                }
+                if let Err(error) = this.take_frames() {
+                    tracing::debug!(%error, "AMQP connection ended: a frame failed its check");
+                    return Poll::Ready(Err(error));
+                }
+                continue;
+            }
             let mut chunk = [0u8; READ_CHUNK_BYTES];
             let mut read = ReadBuf::new(&mut chunk);
             match Pin::new(&mut this.inner).poll_read(context, &mut read) {
@@ -290,8 +362,12 @@ mod tests {
 
     use super::*;
 
-    const LIMITS: StreamLimits =
-        StreamLimits { max_frame_bytes: 64 * 1024, max_message_bytes: 1024 * 1024, transaction_bytes_max: 1 << 20 };
+    const LIMITS: StreamLimits = StreamLimits {
+        max_frame_bytes: 64 * 1024,
+        max_message_bytes: 1024 * 1024,
+        transaction_bytes_max: 1 << 20,
+        drain_hold_max: std::time::Duration::from_secs(1),
+    };
 
     fn frame(performative: &[u8], payload: &[u8]) -> BytesMut {
         let mut encoded = BytesMut::new();
@@ -362,5 +438,66 @@ mod tests {
             assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
             assert!(error.to_string().contains(why), "{error}");
         }
+    }
+
+    fn performative(performative: Performative) -> BytesMut {
+        frame(&serde_amqp::to_vec(&performative).expect("encodes"), &[])
+    }
+
+    fn consumer_attach(name: &str, handle: u32) -> BytesMut {
+        use fe2o3_amqp::types::definitions::Handle;
+        use fe2o3_amqp::types::messaging::Source;
+        performative(Performative::Attach(fe2o3_amqp::types::performatives::Attach {
+            name: name.into(),
+            handle: Handle(handle),
+            role: Role::Receiver,
+            snd_settle_mode: Default::default(),
+            rcv_settle_mode: Default::default(),
+            source: Some(Box::new(Source::builder().address("jobs").build())),
+            target: None,
+            unsettled: None,
+            incomplete_unsettled: false,
+            initial_delivery_count: None,
+            max_message_size: None,
+            offered_capabilities: None,
+            desired_capabilities: None,
+            properties: None,
+        }))
+    }
+
+    fn drain_flow(handle: u32) -> BytesMut {
+        performative(Performative::Flow(fe2o3_amqp::types::performatives::Flow {
+            next_incoming_id: Some(0),
+            incoming_window: 2048,
+            next_outgoing_id: 0,
+            outgoing_window: 2048,
+            handle: Some(fe2o3_amqp::types::definitions::Handle(handle)),
+            delivery_count: Some(0),
+            link_credit: Some(10),
+            available: None,
+            drain: true,
+            echo: false,
+            properties: None,
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_drain_is_held_from_the_library_until_its_consumer_releases_it() {
+        use futures_util::FutureExt;
+        let drains = Arc::new(Drains::default());
+        let (mut client, server) = tokio::io::duplex(4096);
+        let mut rewound =
+            Rewound::new(server, AMQP_HEADER.to_vec(), LIMITS, Arc::default()).with_drains(drains.clone());
+        let (attach, drain) = (consumer_attach("consumer-1", 3), drain_flow(3));
+        client.write_all(&[&attach[..], &drain[..]].concat()).await.expect("written");
+        let mut read = vec![0u8; AMQP_HEADER.len() + attach.len()];
+        rewound.read_exact(&mut read).await.expect("the header and the attach");
+        let signal = drains.of_link("consumer-1").expect("the attach made its link's signal");
+        let mut rest = vec![0u8; drain.len()];
+        assert!(rewound.read(&mut rest).now_or_never().is_none(), "the drain is held");
+        signal.requested().await; // Asked once the library has read all before the drain.
+        signal.release();
+        rewound.read_exact(&mut rest).await.expect("the drain, once released");
+        assert_eq!(&rest[..], &drain[..]);
     }
 }

@@ -304,8 +304,12 @@ mod tests {
         budget.on_transfer(0, &transfer(7, None), &discharge(b"t1", true)).expect("a rollback");
         assert_eq!(budget.held_bytes(), 0);
         let injected = budget.take_injected();
-        let limits =
-            crate::stream::StreamLimits { max_frame_bytes: 4096, max_message_bytes: 4096, transaction_bytes_max: 4096 };
+        let limits = crate::stream::StreamLimits {
+            max_frame_bytes: 4096,
+            max_message_bytes: 4096,
+            transaction_bytes_max: 4096,
+            drain_hold_max: std::time::Duration::from_secs(1),
+        };
         assert_eq!(crate::wire::decode_frames(&injected, limits).len(), 1, "the frame passes the stream check");
         assert_eq!(u16::from_be_bytes([injected[6], injected[7]]), 2, "on the retirement's channel");
         let body = &injected[crate::wire::FRAME_HEADER_BYTES..];

@@ -487,6 +487,8 @@ impl Client {
                 receiver,
                 buffered: std::collections::VecDeque::new(),
                 gaps: Vec::new(),
+                caught_up_through: None,
+                taken_stream_seq_max: 0,
                 client: self.clone(),
                 ack: options.ack,
             }),
@@ -636,6 +638,12 @@ fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
     }
     if options.shared {
         flags |= subscribe_flags::SHARED;
+    }
+    if options.browse {
+        flags |= subscribe_flags::BROWSE;
+    }
+    if options.caught_up_markers {
+        flags |= subscribe_flags::CAUGHT_UP;
     }
     flags
 }
@@ -1086,6 +1094,12 @@ impl Client {
                 let sender = self.lock().subs.get(&sub_id).map(|entry| entry.sender.clone());
                 if let Some(sender) = sender {
                     let _ = sender.send(Batch::Gap(Gap { first_seq, count, reason })).await;
+                }
+            }
+            Frame::CaughtUp { sub_id, last_seq } => {
+                let sender = self.lock().subs.get(&sub_id).map(|entry| entry.sender.clone());
+                if let Some(sender) = sender {
+                    let _ = sender.send(Batch::CaughtUp(last_seq)).await;
                 }
             }
             Frame::QueryResult { request_id, stream_seq, message } => {

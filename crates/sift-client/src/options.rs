@@ -174,6 +174,12 @@ pub struct SubscribeOptions {
     /// With a durable: share it with other consumers (JMS 2.0 shared
     /// durable), each message going to one of them.
     pub shared: bool,
+    /// With a durable: browse it, reading a copy of what it holds without
+    /// taking anything (a JMS queue browser).
+    pub browse: bool,
+    /// With a stream source: be told each time everything stored has been
+    /// given ([`crate::Subscription::is_caught_up`]).
+    pub caught_up_markers: bool,
 }
 
 impl SubscribeOptions {
@@ -190,6 +196,8 @@ impl SubscribeOptions {
             credit: None,
             source: None,
             shared: false,
+            browse: false,
+            caught_up_markers: false,
         }
     }
 
@@ -213,6 +221,22 @@ impl SubscribeOptions {
     /// takes each message the queue holds once.
     pub fn queue(name: &str) -> SubscribeOptions {
         SubscribeOptions::new(name).durable(queue_durable_name(name), "", StartPosition::New).shared()
+    }
+
+    /// Browses the queue `name`: a copy of the messages it holds now and
+    /// receives later, taking none of them from its consumers.
+    pub fn queue_browser(name: &str) -> SubscribeOptions {
+        let mut options = SubscribeOptions::new(name).durable(queue_durable_name(name), "", StartPosition::New);
+        options.browse = true;
+        options
+    }
+
+    /// Asks to be told when everything stored has been given (a stream
+    /// subscription: a durable, a queue, a browser or a replay), which
+    /// [`crate::Subscription::is_caught_up`] then reports.
+    pub fn caught_up_markers(mut self) -> Self {
+        self.caught_up_markers = true;
+        self
     }
 
     /// Shares the durable subscription with other consumers.

@@ -69,11 +69,13 @@ pub struct Gap {
     pub reason: GapReason,
 }
 
-/// What the reader hands a subscription: the deliveries of one read, or a gap.
+/// What the reader hands a subscription: the deliveries of one read, a
+/// gap, or a `CAUGHT_UP` marker's last sequence given.
 #[derive(Debug)]
 pub(crate) enum Batch {
     Deliveries(Vec<Delivery>),
     Gap(Gap),
+    CaughtUp(u64),
 }
 
 /// One event of a subscription.
@@ -95,6 +97,10 @@ pub struct Subscription {
     pub(crate) buffered: std::collections::VecDeque<Delivery>,
     /// Gaps met by [`Subscription::next`], for [`Subscription::take_gaps`].
     pub(crate) gaps: Vec<Gap>,
+    /// The last sequence given as of the latest `CAUGHT_UP`, if one came.
+    pub(crate) caught_up_through: Option<u64>,
+    /// The highest stream sequence among the deliveries taken so far.
+    pub(crate) taken_stream_seq_max: u64,
     pub(crate) client: Client,
     pub(crate) ack: AckPolicy,
 }
@@ -118,14 +124,35 @@ impl Subscription {
     }
 
     /// The next delivery or gap, or `None` once the subscription is closed.
+    /// A `CAUGHT_UP` marker is noted on the way ([`Subscription::is_caught_up`]).
     pub async fn next_event(&mut self) -> Option<SubscriptionEvent> {
         while self.buffered.is_empty() {
             match self.receiver.recv().await? {
                 Batch::Deliveries(batch) => self.buffered = batch.into(),
                 Batch::Gap(gap) => return Some(SubscriptionEvent::Gap(gap)),
+                Batch::CaughtUp(last_seq) => self.caught_up_through = Some(last_seq),
             }
         }
         self.take_buffered().map(SubscriptionEvent::Delivery)
+    }
+
+    /// The next delivery, or `None` when none comes before the next
+    /// `CAUGHT_UP` marker (or the subscription closes): for a client that
+    /// waits until it has everything stored.
+    pub async fn next_until_caught_up(&mut self) -> Option<Delivery> {
+        loop {
+            if let Some(delivery) = self.try_next() {
+                return Some(delivery);
+            }
+            if self.is_caught_up() {
+                return None;
+            }
+            match self.receiver.recv().await? {
+                Batch::Deliveries(batch) => self.buffered = batch.into(),
+                Batch::Gap(gap) => self.gaps.push(gap),
+                Batch::CaughtUp(last_seq) => self.caught_up_through = Some(last_seq),
+            }
+        }
     }
 
     /// A delivery if one is already waiting, without waiting.
@@ -134,9 +161,19 @@ impl Subscription {
             match self.receiver.try_recv().ok()? {
                 Batch::Deliveries(batch) => self.buffered = batch.into(),
                 Batch::Gap(gap) => self.gaps.push(gap),
+                Batch::CaughtUp(last_seq) => self.caught_up_through = Some(last_seq),
             }
         }
         self.take_buffered()
+    }
+
+    /// True when this stream subscription (opened with
+    /// [`crate::SubscribeOptions::caught_up_markers`]) has taken every
+    /// delivery of what was stored when the broker last said it was caught
+    /// up: the marker's last sequence given has been taken. False before
+    /// any marker came, and for live subscriptions.
+    pub fn is_caught_up(&self) -> bool {
+        self.buffered.is_empty() && self.caught_up_through.is_some_and(|last_seq| self.taken_stream_seq_max >= last_seq)
     }
 
     /// The gaps [`Subscription::next`] and [`Subscription::try_next`] met
@@ -147,6 +184,7 @@ impl Subscription {
 
     fn take_buffered(&mut self) -> Option<Delivery> {
         let delivery = self.buffered.pop_front()?;
+        self.taken_stream_seq_max = self.taken_stream_seq_max.max(delivery.stream_seq);
         self.auto_ack(&delivery);
         Some(delivery)
     }
@@ -178,6 +216,7 @@ impl futures_core::Stream for Subscription {
             match self.receiver.poll_recv(context) {
                 Poll::Ready(Some(Batch::Deliveries(batch))) => self.buffered = batch.into(),
                 Poll::Ready(Some(Batch::Gap(gap))) => self.gaps.push(gap),
+                Poll::Ready(Some(Batch::CaughtUp(last_seq))) => self.caught_up_through = Some(last_seq),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
             }

@@ -402,6 +402,7 @@ impl<'frame> Reader<'frame, '_> {
             ADMIN_REPLY => self.admin_reply()?,
             ERROR => Frame::Error(self.error()?),
             GAP => self.gap()?,
+            CAUGHT_UP => Frame::CaughtUp { sub_id: self.sub_id()?, last_seq: self.u64("last_seq")? },
             QUERY => self.query()?,
             QUERY_RESULT => self.query_result()?,
             QUERY_DONE => self.query_done()?,

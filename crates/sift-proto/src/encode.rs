@@ -425,6 +425,10 @@ impl Frame {
                 buf.put_u64(*count);
                 buf.put_u8(reason.code());
             }
+            Frame::CaughtUp { sub_id, last_seq } => {
+                buf.put_u32(*sub_id);
+                buf.put_u64(*last_seq);
+            }
             Frame::Query(query) => {
                 buf.put_u64(query.request_id);
                 put_str16(buf, "stream", &query.stream)?;

@@ -47,6 +47,9 @@ pub mod frame_type {
     pub const FLOW: u8 = 0x33;
     /// Server → client: stored messages a stream subscription will never get.
     pub const GAP: u8 = 0x34;
+    /// Server → client: a stream subscription has read the whole stream;
+    /// the last stored message it was given.
+    pub const CAUGHT_UP: u8 = 0x35;
     /// Client → server: an archive query of a stream. The query frames sit
     /// after `MANAGE` in the `0x60` block of requests answered by request
     /// id, because `0x40..=0x5F` belongs to the broker link protocol and a
@@ -409,6 +412,12 @@ pub mod subscribe_flags {
     pub const STREAM_SOURCE: u8 = 0x02;
     /// With a durable: share it with other consumers (JMS 2.0 shared durable).
     pub const SHARED: u8 = 0x04;
+    /// With a durable: read a copy of what it holds, from its position on,
+    /// without taking anything from it (a JMS queue browser).
+    pub const BROWSE: u8 = 0x08;
+    /// With a stream source: send `CAUGHT_UP` each time the subscription
+    /// has been given everything stored.
+    pub const CAUGHT_UP: u8 = 0x10;
 }
 
 /// `SUBSCRIBE`: open a subscription.
@@ -602,6 +611,16 @@ pub enum Frame {
         /// Why.
         reason: GapReason,
     },
+    /// A stream subscription that asked for it (`CAUGHT_UP` in its flags)
+    /// has been given everything stored so far that it is to get.
+    CaughtUp {
+        /// The subscription.
+        sub_id: u32,
+        /// The highest stream sequence given to it so far (0 for none):
+        /// once the client has read the delivery of that sequence, it has
+        /// everything stored before the broker sent this frame.
+        last_seq: u64,
+    },
     /// See [`Query`].
     Query(Query),
     /// One stored message a query selected.
@@ -683,6 +702,7 @@ impl Frame {
             Frame::AdminReply { .. } => ADMIN_REPLY,
             Frame::Error(_) => ERROR,
             Frame::Gap { .. } => GAP,
+            Frame::CaughtUp { .. } => CAUGHT_UP,
             Frame::Query(_) => QUERY,
             Frame::QueryResult { .. } => QUERY_RESULT,
             Frame::QueryDone { .. } => QUERY_DONE,
@@ -722,6 +742,7 @@ pub fn frame_name(code: u8) -> &'static str {
         ADMIN_REPLY => "ADMIN_REPLY",
         ERROR => "ERROR",
         GAP => "GAP",
+        CAUGHT_UP => "CAUGHT_UP",
         QUERY => "QUERY",
         QUERY_RESULT => "QUERY_RESULT",
         QUERY_DONE => "QUERY_DONE",

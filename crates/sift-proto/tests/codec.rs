@@ -58,6 +58,7 @@ fn stream_frame_strategy() -> impl Strategy<Value = Frame> {
             let reason = if damaged { GapReason::Damaged } else { GapReason::Removed };
             Frame::Gap { sub_id, first_seq, count, reason }
         }),
+        (any::<u32>(), any::<u64>()).prop_map(|(sub_id, last_seq)| Frame::CaughtUp { sub_id, last_seq }),
         (any::<u64>(), "[a-z]{0,8}", "[a-z.>]{0,8}", 0u8..=4, ".{0,20}", any::<u64>(), any::<u64>(), any::<u32>())
             .prop_map(|(request_id, stream, topic_filter, kind, filter, since_ns, until_ns, limit)| Frame::Query(
                 Query {

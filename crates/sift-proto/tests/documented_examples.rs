@@ -130,6 +130,7 @@ fn layout_examples() -> Vec<(&'static str, Frame)> {
         ("### 4.6 CONFIRM", confirm(ConfirmStatus::Accepted, 0, 0, &[], "orders", 7)),
         ("### 4.13 ERROR", error),
         ("### 4.16 GAP", Frame::Gap { sub_id: 1, first_seq: 5, count: 3, reason: GapReason::Removed }),
+        ("### 4.21 CAUGHT_UP", Frame::CaughtUp { sub_id: 1, last_seq: 7 }),
     ]
 }
 

@@ -377,6 +377,7 @@ fn a_manage_request_with_an_unknown_op_is_invalid_field_naming_op() {
 fn new_frames_have_their_codes_and_names() {
     let frames = [
         (Frame::Gap { sub_id: 1, first_seq: 1, count: 1, reason: GapReason::Removed }, 0x34, "GAP"),
+        (Frame::CaughtUp { sub_id: 1, last_seq: 7 }, 0x35, "CAUGHT_UP"),
         (Frame::Manage { request_id: 1, op: ManageOp::StreamLs, body: String::new() }, 0x62, "MANAGE"),
         (Frame::QueryDone { request_id: 1, matched: 0, scanned: 0, missed: 0 }, 0x65, "QUERY_DONE"),
         (

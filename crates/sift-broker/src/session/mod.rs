@@ -408,6 +408,7 @@ impl Session {
             | Frame::Deliver(_)
             | Frame::AdminReply { .. }
             | Frame::Gap { .. }
+            | Frame::CaughtUp { .. }
             | Frame::QueryResult { .. }
             | Frame::QueryDone { .. }) => {
                 let message = format!("{} is not allowed from a client after the handshake", other.name());

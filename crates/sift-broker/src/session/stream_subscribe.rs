@@ -41,7 +41,9 @@ impl Session {
             return true;
         }
         let Some(restriction) = self.subscribe_grant(&topic_filter, reference) else { return true };
-        if restriction.is_some() && !source.durable.is_empty() {
+        let browse = request.flags & sift_proto::subscribe_flags::BROWSE != 0;
+        let markers = request.flags & sift_proto::subscribe_flags::CAUGHT_UP != 0;
+        if restriction.is_some() && !source.durable.is_empty() && !browse {
             // A durable's filter is the durable's, shared by whoever resumes
             // it; a restriction belongs to one user's session.
             let message = format!(
@@ -72,11 +74,14 @@ impl Session {
             policy: QueuePolicy::Block,
             label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
         }));
-        let opened = match source.durable.is_empty() {
-            true => self
-                .open_replay(&source, topic_filter, content, subscription.clone())
+        let opened = match (source.durable.is_empty(), browse) {
+            (true, _) => self
+                .open_replay(&source, topic_filter, content, (subscription.clone(), markers))
                 .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
-            false => {
+            (false, true) => self
+                .open_browser(&source.durable, topic_filter, content, (subscription.clone(), markers))
+                .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
+            (false, false) => {
                 let durable = DurableRequest {
                     name: &source.durable,
                     stream: &source.stream,
@@ -86,6 +91,7 @@ impl Session {
                     content,
                     shared: request.flags & sift_proto::subscribe_flags::SHARED != 0,
                     start: source.start,
+                    caught_up_markers: markers,
                 };
                 self.shared.storage.open_durable(&durable, subscription.clone())
             }
@@ -119,7 +125,7 @@ impl Session {
         source: &StreamSource,
         topic_filter: TopicFilter,
         content: Option<Arc<ContentFilter>>,
-        member: SubRef,
+        (member, markers): (SubRef, bool),
     ) -> Result<(Arc<Consumer>, bool), Refusal> {
         let storage = &self.shared.storage;
         let stream = match source.stream.as_str() {
@@ -129,7 +135,34 @@ impl Session {
         let first = start_seq(&stream, &source.start).map_err(|error| (ErrorCode::StorageError, error.to_string()))?;
         let cursor = Arc::new(Cursor::starting_at(first));
         let consumer = Arc::new(Consumer::new(stream, cursor, topic_filter, content, None));
-        let start_task = consumer.attach(member);
+        let start_task = consumer.attach(member, markers);
+        Ok((consumer, start_task))
+    }
+
+    /// A browser of the durable `name`: a consumer of its own that starts
+    /// where the durable stands (its floor and the sequences done above
+    /// it, so that what is in flight to the durable's subscribers is seen
+    /// too) and reads what passes both filters, taking nothing from the
+    /// durable.
+    fn open_browser(
+        &self,
+        name: &str,
+        topic_filter: TopicFilter,
+        content: Option<Arc<ContentFilter>>,
+        (member, markers): (SubRef, bool),
+    ) -> Result<(Arc<Consumer>, bool), Refusal> {
+        let storage = &self.shared.storage;
+        let durable = storage
+            .durable(name)
+            .ok_or_else(|| (ErrorCode::UnknownDurable, format!("no durable subscription {name} to browse")))?;
+        if topic_filter != durable.topic_filter {
+            let message = format!("{name} reads {}, not {}", durable.topic_filter.as_str(), topic_filter.as_str());
+            return Err((ErrorCode::DurableMismatch, message));
+        }
+        let content = super::subscribe::restricted(content, durable.content.clone());
+        let cursor = Arc::new(Cursor::resuming(&durable.cursor.position()));
+        let consumer = Arc::new(Consumer::new(durable.stream.clone(), cursor, topic_filter, content, None));
+        let start_task = consumer.attach(member, markers);
         Ok((consumer, start_task))
     }
 

@@ -49,6 +49,27 @@ struct Members {
     running: bool,
     /// The member each message group went to.
     groups: MessageGroups,
+    /// The `CAUGHT_UP` markers of the members that asked for them, by
+    /// member key.
+    markers: HashMap<u64, Marker>,
+}
+
+/// What a member that asked for `CAUGHT_UP` was given and told.
+#[derive(Debug, Default, Clone, Copy)]
+struct Marker {
+    /// The highest sequence given to it.
+    given_max: u64,
+    /// The `last_seq` of the last `CAUGHT_UP` sent to it.
+    told: Option<u64>,
+}
+
+impl Members {
+    /// Notes that `member_key` was given the stored message `seq`.
+    fn given(&mut self, member_key: u64, seq: u64) {
+        if let Some(marker) = self.markers.get_mut(&member_key) {
+            marker.given_max = marker.given_max.max(seq);
+        }
+    }
 }
 
 /// Which member each message group (`JMSXGroupID`) was given to, so that
@@ -146,9 +167,14 @@ impl Consumer {
     }
 
     /// Attaches a subscriber; returns true when no task runs the consumer
-    /// (the caller starts one with [`run`]).
-    pub fn attach(&self, member: SubRef) -> bool {
+    /// (the caller starts one with [`run`]). With `caught_up_markers` the
+    /// subscriber is sent a `CAUGHT_UP` each time it has been given
+    /// everything stored, the first as soon as it has.
+    pub fn attach(&self, member: SubRef, caught_up_markers: bool) -> bool {
         let mut members = self.members();
+        if caught_up_markers {
+            members.markers.insert(member.key, Marker::default());
+        }
         members.list.push(member);
         let start = !members.running;
         members.running = true;
@@ -157,13 +183,33 @@ impl Consumer {
         start
     }
 
+    /// Sends the `CAUGHT_UP` markers due: to each member that asked and
+    /// was given something since it was last told (or never was told).
+    fn send_markers_due(&self) {
+        let mut members = self.members();
+        if members.markers.is_empty() {
+            return;
+        }
+        let Members { list, markers, .. } = &mut *members;
+        for member in list.iter() {
+            let Some(marker) = markers.get_mut(&member.key) else { continue };
+            if marker.told != Some(marker.given_max) {
+                marker.told = Some(marker.given_max);
+                member.conn.send_control(&Frame::CaughtUp { sub_id: member.sub_id, last_seq: marker.given_max });
+            }
+        }
+    }
+
     /// Detaches a subscriber. The messages it held unacknowledged come back
     /// (`returned`) and go to the next subscriber, or wait for one.
     pub fn detach(&self, member_key: u64, unacked_seqs: impl IntoIterator<Item = u64>) {
         for seq in unacked_seqs {
             self.cursor.returned(seq);
         }
-        self.members().list.retain(|member| member.key != member_key);
+        let mut members = self.members();
+        members.list.retain(|member| member.key != member_key);
+        members.markers.remove(&member_key);
+        drop(members);
         self.persist();
         self.cursor.wake.notify_one();
     }
@@ -256,11 +302,14 @@ pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
                     return;
                 }
             }
-            Pass::CaughtUp => tokio::select! {
-                _ = &mut appended => {}
-                _ = &mut woken => {}
-                _ = shutdown.changed() => return,
-            },
+            Pass::CaughtUp => {
+                consumer.send_markers_due();
+                tokio::select! {
+                    _ = &mut appended => {}
+                    _ = &mut woken => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
             Pass::Blocked(conn) => {
                 let space = conn.space.notified();
                 tokio::select! {
@@ -403,6 +452,7 @@ fn offer_to_group_owner(
     match push_to(&context.stats, &owner, entry) {
         Pushed::Done => {
             bump(&context.stats.stream_deliveries);
+            consumer.members().given(owner.key, seq);
             Some(Offered::Delivered)
         }
         Pushed::Full => {
@@ -472,8 +522,10 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
         match push_to(&context.stats, &member, entry) {
             Pushed::Done => {
                 bump(&context.stats.stream_deliveries);
+                let mut members = consumer.members();
+                members.given(member.key, seq);
                 if let Some(group) = message_group {
-                    if consumer.members().groups.assign(group, member.key, context.message_groups_max) {
+                    if members.groups.assign(group, member.key, context.message_groups_max) {
                         bump(&context.stats.message_groups_forgotten);
                     }
                 }

@@ -91,6 +91,8 @@ pub struct DurableRequest<'a> {
     pub shared: bool,
     /// Where a new durable starts.
     pub start: StartPosition,
+    /// Send the subscriber `CAUGHT_UP` markers.
+    pub caught_up_markers: bool,
 }
 
 /// The first sequence a consumer starting at `start` reads.
@@ -320,7 +322,7 @@ impl Storage {
     pub fn open_durable(&self, request: &DurableRequest<'_>, member: SubRef) -> Result<OpenedDurable, Refusal> {
         let mut durables = self.durables_lock();
         let (consumer, created) = self.find_or_create_durable(&mut durables, request)?;
-        let start_task = consumer.attach(member);
+        let start_task = consumer.attach(member, request.caught_up_markers);
         Ok(OpenedDurable { consumer, start_task, created })
     }
 
@@ -415,6 +417,7 @@ impl Storage {
             content: None,
             shared: true,
             start: StartPosition::New,
+            caught_up_markers: false,
         };
         let mut durables = self.durables_lock();
         let (consumer, durable_created) = self.find_or_create_durable(&mut durables, &request)?;

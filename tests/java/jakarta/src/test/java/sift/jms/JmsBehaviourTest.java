@@ -428,4 +428,46 @@ class JmsBehaviourTest {
             }
         }
     }
+
+    @Test
+    void aBrowserSeesWhatAQueueHoldsWithoutTakingIt() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.browsed");
+            MessageProducer producer = session.createProducer(queue);
+            for (String region : List.of("EU", "US", "EU")) {
+                TextMessage message = session.createTextMessage("order-" + region);
+                message.setStringProperty("region", region);
+                producer.send(message);
+            }
+            List<String> browsed = new ArrayList<>();
+            java.util.Enumeration<?> everything = session.createBrowser(queue).getEnumeration();
+            while (everything.hasMoreElements()) {
+                browsed.add(((TextMessage) everything.nextElement()).getText());
+            }
+            assertEquals(List.of("order-EU", "order-US", "order-EU"), browsed);
+            java.util.Enumeration<?> selected = session.createBrowser(queue, "region = 'US'").getEnumeration();
+            assertTrue(selected.hasMoreElements());
+            assertEquals("order-US", ((TextMessage) selected.nextElement()).getText());
+            assertFalse(selected.hasMoreElements());
+            MessageConsumer consumer = session.createConsumer(queue);
+            for (String region : List.of("EU", "US", "EU")) {
+                assertEquals("order-" + region, ((TextMessage) receive(consumer)).getText(), "browsing took nothing");
+            }
+        }
+    }
+
+    @Test
+    void receiveNoWaitTakesWhatAQueueHoldsAndThenNothing() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.nowait");
+            session.createProducer(queue).send(session.createTextMessage("waiting"));
+            MessageConsumer consumer = session.createConsumer(queue);
+            Message first = consumer.receiveNoWait();
+            assertNotNull(first, "the queue's message, though the consumer was just made");
+            assertEquals("waiting", ((TextMessage) first).getText());
+            assertEquals(null, consumer.receiveNoWait(), "then nothing");
+        }
+    }
 }

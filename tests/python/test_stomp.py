@@ -135,6 +135,31 @@ async def test_a_queue_keeps_what_is_sent_before_its_first_consumer(broker):
         connection.disconnect()
 
 
+async def test_a_queue_consumer_with_a_selector_takes_what_passes_and_leaves_the_rest(broker):
+    connection, collector = stomp_client(broker)
+    try:
+        for number, region in enumerate(("eu", "us", "eu")):
+            receipt = f"sent-{number}"
+            connection.send(destination="/queue/orders.sel", body=f"{region}-{number}",
+                            headers={"region": region, "receipt": receipt})
+            assert await take(collector.receipts) == receipt
+        connection.subscribe(destination="/queue/orders.sel", id="us", ack="client-individual",
+                             headers={"selector": "region = 'us'"})
+        frame = await take(collector.messages)
+        assert (frame.body, frame.headers["subscription"]) == ("us-1", "us"), "sent before it subscribed"
+        connection.ack(frame.headers["ack"])
+        connection.subscribe(destination="/queue/orders.sel", id="any", ack="client-individual")
+        for expected in ("eu-0", "eu-2"):
+            frame = await take(collector.messages)
+            assert (frame.body, frame.headers["subscription"]) == (expected, "any"), "the rest waited"
+            connection.ack(frame.headers["ack"])
+        connection.send(destination="/queue/orders.sel", body="sentinel", headers={"region": "eu"})
+        frame = await take(collector.messages)
+        assert (frame.body, frame.headers["subscription"]) == ("sentinel", "any"), "nothing else was kept"
+    finally:
+        connection.disconnect()
+
+
 async def test_client_individual_acks_and_nacks_redeliver_reliable_messages(broker):
     connection, collector = stomp_client(broker)
     try:

@@ -88,16 +88,13 @@ impl ConsumerSpec {
         }
     }
 
-    /// True when this consumer reads a declared queue's stored messages:
-    /// a consumer of one (not temporary) queue without a selector, which
-    /// takes them, or a browser (with or without a selector), which reads
-    /// a copy. A selector's consumer, a wildcard over queues and a
-    /// temporary queue's consumer read the live messages in the queue
-    /// group instead.
+    /// True when this consumer reads a declared queue's stored messages: a
+    /// consumer of one (not temporary) queue, which takes them (those that
+    /// pass its selector, if it has one), or a browser, which reads a copy.
+    /// A wildcard over queues and a temporary queue's consumer read the
+    /// live messages in the queue group instead.
     pub fn reads_stored_queue(&self) -> bool {
-        self.node.kind == NodeType::Queue
-            && (self.selector.is_none() || self.browse)
-            && !self.node.topic.contains(['*', '>'])
+        self.node.kind == NodeType::Queue && !self.node.topic.contains(['*', '>'])
     }
 
     /// True when this consumer reads a stream (a stored queue, a browser,
@@ -125,7 +122,13 @@ impl ConsumerSpec {
             };
         }
         if self.reads_stored_queue() {
-            return SubscribeOptions::queue(&self.node.topic).ack(AckPolicy::Manual);
+            let options = match &self.selector {
+                Some(selector) => {
+                    SubscribeOptions::queue_selecting(&self.node.topic, FilterKind::Sql, selector.clone())
+                }
+                None => SubscribeOptions::queue(&self.node.topic),
+            };
+            return options.ack(AckPolicy::Manual);
         }
         let mut options = SubscribeOptions::new(self.node.topic.clone()).ack(AckPolicy::Manual);
         if self.node.kind.is_queue() && !self.browse {

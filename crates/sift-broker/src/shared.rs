@@ -175,6 +175,7 @@ impl BrokerShared {
             read_batch_records: self.config.storage.read_batch_records,
             read_batch_bytes: self.config.storage.read_batch_bytes,
             message_groups_max: self.config.storage.message_groups_max,
+            parked_max: self.config.storage.parked_max,
             shutdown: self.shutdown_watch(),
         }
     }

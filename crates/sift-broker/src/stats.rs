@@ -156,6 +156,8 @@ counters! {
     persistent_refused,
     /// Stored messages queued for stream subscribers (replays and durables).
     stream_deliveries,
+    /// Stored messages a shared durable held back: no subscriber's own filter passed them yet.
+    stream_parked,
     /// Message groups whose member a shared durable forgot: `storage.message_groups_max` reached.
     message_groups_forgotten,
     /// `GAP` frames sent: stored messages a stream subscriber will never get.

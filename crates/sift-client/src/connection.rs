@@ -645,6 +645,9 @@ fn subscribe_flags_of(options: &SubscribeOptions) -> u8 {
     if options.caught_up_markers {
         flags |= subscribe_flags::CAUGHT_UP;
     }
+    if options.member_filter {
+        flags |= subscribe_flags::MEMBER_FILTER;
+    }
     flags
 }
 

@@ -180,6 +180,10 @@ pub struct SubscribeOptions {
     /// With a stream source: be told each time everything stored has been
     /// given ([`crate::Subscription::is_caught_up`]).
     pub caught_up_markers: bool,
+    /// With a shared durable: the content filter is this subscriber's own
+    /// (`MEMBER_FILTER`), so a queue consumer with a selector takes only
+    /// the queue's messages that pass it.
+    pub member_filter: bool,
 }
 
 impl SubscribeOptions {
@@ -198,6 +202,7 @@ impl SubscribeOptions {
             shared: false,
             browse: false,
             caught_up_markers: false,
+            member_filter: false,
         }
     }
 
@@ -221,6 +226,15 @@ impl SubscribeOptions {
     /// takes each message the queue holds once.
     pub fn queue(name: &str) -> SubscribeOptions {
         SubscribeOptions::new(name).durable(queue_durable_name(name), "", StartPosition::New).shared()
+    }
+
+    /// Takes from the queue `name` the messages that pass `filter` (a JMS
+    /// queue consumer with a selector): the filter is this consumer's own,
+    /// and what no consumer's filter passes waits in the queue.
+    pub fn queue_selecting(name: &str, kind: FilterKind, filter: impl Into<String>) -> SubscribeOptions {
+        let mut options = SubscribeOptions::queue(name).filter(kind, filter);
+        options.member_filter = true;
+        options
     }
 
     /// Browses the queue `name`: a copy of the messages it holds now and

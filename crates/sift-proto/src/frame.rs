@@ -418,6 +418,11 @@ pub mod subscribe_flags {
     /// With a stream source: send `CAUGHT_UP` each time the subscription
     /// has been given everything stored.
     pub const CAUGHT_UP: u8 = 0x10;
+    /// With `SHARED`: the content filter is this subscriber's own, not the
+    /// durable's; it gets only the durable's messages that pass it, and a
+    /// message no subscriber's filter passes waits for one that does (a
+    /// JMS queue consumer with a selector).
+    pub const MEMBER_FILTER: u8 = 0x20;
 }
 
 /// `SUBSCRIBE`: open a subscription.

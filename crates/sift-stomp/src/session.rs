@@ -557,14 +557,18 @@ impl Session {
         let is_queue = destination.queue_group.is_some();
         let selector = frame.get("selector").filter(|selector| !selector.trim().is_empty());
         match (destination.queue_group, selector) {
-            // A queue (one topic) without a selector takes from what the
-            // queue keeps.
-            (Some(queue), None) if !queue.contains(['*', '>']) => {
+            // A queue (one topic) takes from what the queue keeps: with a
+            // selector, what passes it.
+            (Some(queue), selector) if !queue.contains(['*', '>']) => {
                 self.declare_queue(&queue, &frame).await?;
-                options = SubscribeOptions::queue(&queue).ack(options.ack);
+                let queue_options = match selector {
+                    Some(selector) => SubscribeOptions::queue_selecting(&queue, FilterKind::Sql, selector),
+                    None => SubscribeOptions::queue(&queue),
+                };
+                options = queue_options.ack(options.ack);
             }
-            // A selector, or a wildcard over many queues, reads the live
-            // messages in the queue group.
+            // A wildcard over many queues reads the live messages in the
+            // queue group.
             (Some(group), None) => options = options.queue_group(group),
             (Some(group), Some(selector)) => options = options.queue_group(group).filter(FilterKind::Sql, selector),
             (None, Some(selector)) => options = options.filter(FilterKind::Sql, selector),

@@ -10,14 +10,46 @@ use std::sync::Arc;
 
 use sift_core::TopicFilter;
 use sift_filter::ContentFilter;
-use sift_proto::{ErrorCode, Frame, QueuePolicy, StreamSource, Subscribe};
+use sift_proto::{ErrorCode, FilterKind, Frame, QueuePolicy, StreamSource, Subscribe};
 
 use crate::session::access::Action;
 use crate::session::Session;
-use crate::store::consumer::{self, Consumer};
+use crate::store::consumer::{self, Consumer, MemberOptions};
 use crate::store::cursor::Cursor;
 use crate::store::registry::{start_seq, DurableRequest, OpenedDurable, Refusal};
 use crate::subscription::{SubRef, Subscription};
+
+/// What the flags of a `SUBSCRIBE` with a stream section ask for.
+struct StreamFlags {
+    /// `BROWSE`: a copy of a durable's messages.
+    browse: bool,
+    /// `SHARED`: share the durable.
+    shared: bool,
+    /// `CAUGHT_UP` and `MEMBER_FILTER`.
+    member: MemberOptions,
+}
+
+impl StreamFlags {
+    fn of(flags: u8) -> StreamFlags {
+        use sift_proto::subscribe_flags::{BROWSE, CAUGHT_UP, MEMBER_FILTER, SHARED};
+        StreamFlags {
+            browse: flags & BROWSE != 0,
+            shared: flags & SHARED != 0,
+            member: MemberOptions { caught_up_markers: flags & CAUGHT_UP != 0, own_filter: flags & MEMBER_FILTER != 0 },
+        }
+    }
+
+    /// The flags that need a durable have one.
+    fn check(&self, source: &StreamSource) -> Result<(), String> {
+        if self.browse && source.durable.is_empty() {
+            return Err("flags: BROWSE needs a durable to browse".into());
+        }
+        if self.member.own_filter && (source.durable.is_empty() || !self.shared) {
+            return Err("flags: MEMBER_FILTER needs a shared durable (SHARED and a durable name)".into());
+        }
+        Ok(())
+    }
+}
 
 impl Session {
     /// Opens a stream subscription after the checks of any subscription.
@@ -41,11 +73,15 @@ impl Session {
             return true;
         }
         let Some(restriction) = self.subscribe_grant(&topic_filter, reference) else { return true };
-        let browse = request.flags & sift_proto::subscribe_flags::BROWSE != 0;
-        let markers = request.flags & sift_proto::subscribe_flags::CAUGHT_UP != 0;
-        if restriction.is_some() && !source.durable.is_empty() && !browse {
+        let flags = StreamFlags::of(request.flags);
+        if let Err(message) = flags.check(&source) {
+            self.refuse(ErrorCode::InvalidField, reference, message);
+            return true;
+        }
+        if restriction.is_some() && !source.durable.is_empty() && !flags.browse && !flags.member.own_filter {
             // A durable's filter is the durable's, shared by whoever resumes
-            // it; a restriction belongs to one user's session.
+            // it; a restriction belongs to one user's session (it may go
+            // into a subscriber's own filter, or a browser's).
             let message = format!(
                 "a restricted grant on {} cannot read a durable subscription; replay the stream instead",
                 topic_filter.as_str()
@@ -74,24 +110,31 @@ impl Session {
             policy: QueuePolicy::Block,
             label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
         }));
-        let opened = match (source.durable.is_empty(), browse) {
+        let member = (subscription.clone(), flags.member);
+        let opened = match (source.durable.is_empty(), flags.browse) {
             (true, _) => self
-                .open_replay(&source, topic_filter, content, (subscription.clone(), markers))
+                .open_replay(&source, topic_filter, content, member)
                 .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
             (false, true) => self
-                .open_browser(&source.durable, topic_filter, content, (subscription.clone(), markers))
+                .open_browser(&source.durable, topic_filter, content, member)
                 .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
             (false, false) => {
+                // A subscriber's own filter is not the durable's: the
+                // durable reads every message on its topics.
+                let (filter_kind, filter, content) = match flags.member.own_filter {
+                    true => (FilterKind::None, "", None),
+                    false => (request.filter_kind, request.filter.as_str(), content),
+                };
                 let durable = DurableRequest {
                     name: &source.durable,
                     stream: &source.stream,
                     topic_filter: &topic_filter,
-                    filter_kind: request.filter_kind,
-                    filter: &request.filter,
+                    filter_kind,
+                    filter,
                     content,
-                    shared: request.flags & sift_proto::subscribe_flags::SHARED != 0,
+                    shared: flags.shared,
                     start: source.start,
-                    caught_up_markers: markers,
+                    member: flags.member,
                 };
                 self.shared.storage.open_durable(&durable, subscription.clone())
             }
@@ -125,7 +168,7 @@ impl Session {
         source: &StreamSource,
         topic_filter: TopicFilter,
         content: Option<Arc<ContentFilter>>,
-        (member, markers): (SubRef, bool),
+        (member, options): (SubRef, MemberOptions),
     ) -> Result<(Arc<Consumer>, bool), Refusal> {
         let storage = &self.shared.storage;
         let stream = match source.stream.as_str() {
@@ -135,7 +178,7 @@ impl Session {
         let first = start_seq(&stream, &source.start).map_err(|error| (ErrorCode::StorageError, error.to_string()))?;
         let cursor = Arc::new(Cursor::starting_at(first));
         let consumer = Arc::new(Consumer::new(stream, cursor, topic_filter, content, None));
-        let start_task = consumer.attach(member, markers);
+        let start_task = consumer.attach(member, options);
         Ok((consumer, start_task))
     }
 
@@ -149,7 +192,7 @@ impl Session {
         name: &str,
         topic_filter: TopicFilter,
         content: Option<Arc<ContentFilter>>,
-        (member, markers): (SubRef, bool),
+        (member, options): (SubRef, MemberOptions),
     ) -> Result<(Arc<Consumer>, bool), Refusal> {
         let storage = &self.shared.storage;
         let durable = storage
@@ -162,7 +205,7 @@ impl Session {
         let content = super::subscribe::restricted(content, durable.content.clone());
         let cursor = Arc::new(Cursor::resuming(&durable.cursor.position()));
         let consumer = Arc::new(Consumer::new(durable.stream.clone(), cursor, topic_filter, content, None));
-        let start_task = consumer.attach(member, markers);
+        let start_task = consumer.attach(member, options);
         Ok((consumer, start_task))
     }
 

@@ -14,7 +14,7 @@
 //! and uses the `block` policy, so a full queue stops the consumer until the
 //! subscriber acknowledges. Memory stays bounded however far behind it is.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -52,6 +52,18 @@ struct Members {
     /// The `CAUGHT_UP` markers of the members that asked for them, by
     /// member key.
     markers: HashMap<u64, Marker>,
+    /// The members with a filter of their own (`MEMBER_FILTER`): each is
+    /// given only what passes its subscription's content filter.
+    selective: HashSet<u64>,
+}
+
+/// How a subscriber takes part in a consumer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemberOptions {
+    /// Send it `CAUGHT_UP` each time it has been given everything stored.
+    pub caught_up_markers: bool,
+    /// Its content filter is its own (`MEMBER_FILTER`), not the consumer's.
+    pub own_filter: bool,
 }
 
 /// What a member that asked for `CAUGHT_UP` was given and told.
@@ -167,18 +179,21 @@ impl Consumer {
     }
 
     /// Attaches a subscriber; returns true when no task runs the consumer
-    /// (the caller starts one with [`run`]). With `caught_up_markers` the
-    /// subscriber is sent a `CAUGHT_UP` each time it has been given
-    /// everything stored, the first as soon as it has.
-    pub fn attach(&self, member: SubRef, caught_up_markers: bool) -> bool {
+    /// (the caller starts one with [`run`]). Messages parked for want of a
+    /// subscriber whose filter passes them are offered again.
+    pub fn attach(&self, member: SubRef, options: MemberOptions) -> bool {
         let mut members = self.members();
-        if caught_up_markers {
+        if options.caught_up_markers {
             members.markers.insert(member.key, Marker::default());
+        }
+        if options.own_filter {
+            members.selective.insert(member.key);
         }
         members.list.push(member);
         let start = !members.running;
         members.running = true;
         drop(members);
+        self.cursor.unpark();
         self.cursor.wake.notify_one();
         start
     }
@@ -209,6 +224,7 @@ impl Consumer {
         let mut members = self.members();
         members.list.retain(|member| member.key != member_key);
         members.markers.remove(&member_key);
+        members.selective.remove(&member_key);
         drop(members);
         self.persist();
         self.cursor.wake.notify_one();
@@ -278,6 +294,8 @@ pub struct ConsumerContext {
     pub read_batch_bytes: usize,
     /// `storage.message_groups_max`.
     pub message_groups_max: usize,
+    /// `storage.parked_max`.
+    pub parked_max: usize,
     /// Turns true when the broker shuts down.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -339,7 +357,10 @@ fn one_pass(
     let mut handled = 0;
     while handled < PASS_RECORDS_MAX {
         let from = consumer.cursor.next_read();
-        if from > consumer.stream.log.last_seq() {
+        // Parked messages wait for a subscriber whose filter passes them;
+        // past the bound the consumer reads no further until one comes
+        // (everything it could give has been given).
+        if from > consumer.stream.log.last_seq() || consumer.cursor.parked_count() >= context.parked_max {
             return Pass::CaughtUp;
         }
         records.clear();
@@ -445,7 +466,11 @@ fn offer_to_group_owner(
     let owner = {
         let members = consumer.members();
         let owner_key = members.groups.owner(group)?;
-        members.list.iter().find(|member| member.key == owner_key)?.clone()
+        let owner = members.list.iter().find(|member| member.key == owner_key)?.clone();
+        if members.selective.contains(&owner_key) && !routed.message().is_some_and(|message| owner.accepts(message)) {
+            return None; // Its filter refuses this one: another member takes it.
+        }
+        owner
     };
     consumer.cursor.delivered(seq);
     let entry = Entry { routed: routed.clone(), attempts: u32::from(redelivered) };
@@ -500,22 +525,45 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
             return offered;
         }
     }
-    let (turn, count) = {
+    offer_in_turn(context, consumer, (&routed, seq), message_group, redelivered)
+}
+
+/// Hands a message to the next member in turn whose queue has room and,
+/// for a member with a filter of its own, whose filter passes it; parks it
+/// when every member's own filter refuses it.
+fn offer_in_turn(
+    context: &ConsumerContext,
+    consumer: &Arc<Consumer>,
+    (routed, seq): (&Arc<Routed>, u64),
+    message_group: Option<&str>,
+    redelivered: bool,
+) -> Offered {
+    let (turn, count, selective) = {
         let mut members = consumer.members();
         members.turn = members.turn.wrapping_add(1);
-        (members.turn, members.list.len())
+        (members.turn, members.list.len(), !members.selective.is_empty())
     };
-    let mut blocked_on = None;
+    // Decoded once, and only when some member has a filter of its own.
+    let message = if selective { routed.message() } else { None };
+    let (mut blocked_on, mut refused) = (None, 0);
     for offset in 0..count {
         // Looked up one at a time, under the lock only for the clone: the
         // list may shrink meanwhile, and the first try is nearly always it.
-        let member = {
+        let (member, own_filter) = {
             let members = consumer.members();
             match members.list.len() {
                 0 => break,
-                len => members.list[(turn + offset) % len].clone(),
+                len => {
+                    let member = members.list[(turn + offset) % len].clone();
+                    let own_filter = members.selective.contains(&member.key);
+                    (member, own_filter)
+                }
             }
         };
+        if own_filter && !message.is_some_and(|message| member.accepts(message)) {
+            refused += 1;
+            continue;
+        }
         // Marked in flight first: the subscriber may acknowledge at once.
         consumer.cursor.delivered(seq);
         let entry = Entry { routed: routed.clone(), attempts: u32::from(redelivered) };
@@ -538,6 +586,11 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
     }
     match blocked_on {
         Some(conn) => Offered::Blocked(conn),
+        None if refused > 0 && refused == count => {
+            bump(&context.stats.stream_parked);
+            consumer.cursor.parked(seq);
+            Offered::PassedOver
+        }
         None => Offered::NoMembers,
     }
 }

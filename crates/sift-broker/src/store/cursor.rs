@@ -35,6 +35,8 @@ struct CursorState {
     done: RangeSet,
     in_flight: BTreeSet<u64>,
     returned: BTreeSet<u64>,
+    /// Waiting for a subscriber whose own filter passes them.
+    parked: BTreeSet<u64>,
     /// Changed since the position was last handed to storage.
     dirty: bool,
 }
@@ -168,6 +170,33 @@ impl Cursor {
         }
     }
 
+    /// `seq` waits for a subscriber whose own filter passes it (none of
+    /// those attached does): it is neither in flight nor done, so the floor
+    /// stays below it and a restart reads it again, and it is offered again
+    /// when a subscriber attaches ([`Cursor::unpark`]).
+    pub fn parked(&self, seq: u64) {
+        let mut state = self.lock();
+        state.in_flight.remove(&seq);
+        state.returned.remove(&seq);
+        state.parked.insert(seq);
+        if seq >= state.next_read {
+            state.next_read = seq + 1;
+        }
+        debug_assert!(seq > state.ack_floor, "a parked message is above the floor");
+    }
+
+    /// A subscriber came: every parked message is offered again.
+    pub fn unpark(&self) {
+        let mut state = self.lock();
+        let parked = std::mem::take(&mut state.parked);
+        state.returned.extend(parked);
+    }
+
+    /// Messages parked now.
+    pub fn parked_count(&self) -> usize {
+        self.lock().parked.len()
+    }
+
     /// Messages delivered and not yet acknowledged.
     pub fn in_flight(&self) -> usize {
         let state = self.lock();
@@ -261,6 +290,21 @@ mod tests {
         assert_eq!(cursor.first_returned(), None, "9 was never in flight");
         cursor.acked(1);
         cursor.acked(2);
+        assert_eq!(cursor.ack_floor(), 2);
+    }
+
+    #[test]
+    fn parked_messages_hold_the_floor_and_come_back_when_a_subscriber_attaches() {
+        let cursor = Cursor::starting_at(1);
+        cursor.delivered(1);
+        cursor.parked(1);
+        cursor.passed_over(2);
+        assert_eq!((cursor.parked_count(), cursor.ack_floor(), cursor.next_read()), (1, 0, 3));
+        assert_eq!(cursor.first_returned(), None, "parked until a subscriber attaches");
+        cursor.unpark();
+        assert_eq!((cursor.parked_count(), cursor.first_returned()), (0, Some(1)));
+        cursor.delivered(1);
+        cursor.acked(1);
         assert_eq!(cursor.ack_floor(), 2);
     }
 }

@@ -10,7 +10,7 @@ use sift_core::{TopicFilter, TopicName};
 use sift_filter::ContentFilter;
 use sift_proto::{ErrorCode, FilterKind, StartPosition};
 
-use super::consumer::Consumer;
+use super::consumer::{Consumer, MemberOptions};
 use super::cursor::{Cursor, StoredPosition};
 use super::durable::{DurableDefinition, DurableRecord};
 use super::settings::{check_name, StreamDefinition, DEFAULT_STREAM, DEFINITION_FILE};
@@ -91,8 +91,8 @@ pub struct DurableRequest<'a> {
     pub shared: bool,
     /// Where a new durable starts.
     pub start: StartPosition,
-    /// Send the subscriber `CAUGHT_UP` markers.
-    pub caught_up_markers: bool,
+    /// How the subscriber takes part (`CAUGHT_UP`, its own filter).
+    pub member: MemberOptions,
 }
 
 /// The first sequence a consumer starting at `start` reads.
@@ -322,7 +322,7 @@ impl Storage {
     pub fn open_durable(&self, request: &DurableRequest<'_>, member: SubRef) -> Result<OpenedDurable, Refusal> {
         let mut durables = self.durables_lock();
         let (consumer, created) = self.find_or_create_durable(&mut durables, request)?;
-        let start_task = consumer.attach(member, request.caught_up_markers);
+        let start_task = consumer.attach(member, request.member);
         Ok(OpenedDurable { consumer, start_task, created })
     }
 
@@ -417,7 +417,7 @@ impl Storage {
             content: None,
             shared: true,
             start: StartPosition::New,
-            caught_up_markers: false,
+            member: MemberOptions::default(),
         };
         let mut durables = self.durables_lock();
         let (consumer, durable_created) = self.find_or_create_durable(&mut durables, &request)?;

@@ -177,6 +177,11 @@ pub struct StorageConfig {
     /// assignment is forgotten (counted), and that group's next message
     /// picks a member afresh.
     pub message_groups_max: usize,
+    /// Messages a shared durable holds back because no subscriber's own
+    /// filter passes them (a JMS queue whose consumers all have
+    /// selectors); past it the durable reads no further until a subscriber
+    /// comes, and they wait in the stream.
+    pub parked_max: usize,
 }
 
 impl Default for StorageConfig {
@@ -197,6 +202,7 @@ impl Default for StorageConfig {
             streams_max: 1_000,
             queue_stream: "queues".to_string(),
             message_groups_max: 65_536,
+            parked_max: 10_000,
         }
     }
 }
@@ -217,6 +223,7 @@ impl StorageConfig {
             ("storage.position_sync_ms", self.position_sync_ms),
             ("storage.query_pending_bytes_max", self.query_pending_bytes_max),
             ("storage.message_groups_max", self.message_groups_max as u64),
+            ("storage.parked_max", self.parked_max as u64),
         ];
         match positive.iter().find(|(_, value)| *value == 0) {
             Some((name, _)) => Err(format!("{name} must be greater than 0")),

@@ -429,17 +429,22 @@ class JmsBehaviourTest {
         }
     }
 
+    /** Sends one message `order-REGION` with the property `region` to `queue` for each region. */
+    private static void sendOrders(Session session, Queue queue, String... regions) throws Exception {
+        MessageProducer producer = session.createProducer(queue);
+        for (String region : regions) {
+            TextMessage message = session.createTextMessage("order-" + region);
+            message.setStringProperty("region", region);
+            producer.send(message);
+        }
+    }
+
     @Test
     void aBrowserSeesWhatAQueueHoldsWithoutTakingIt() throws Exception {
         try (Connection connection = connect(null)) {
             Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
             Queue queue = session.createQueue("jms.browsed");
-            MessageProducer producer = session.createProducer(queue);
-            for (String region : List.of("EU", "US", "EU")) {
-                TextMessage message = session.createTextMessage("order-" + region);
-                message.setStringProperty("region", region);
-                producer.send(message);
-            }
+            sendOrders(session, queue, "EU", "US", "EU");
             List<String> browsed = new ArrayList<>();
             java.util.Enumeration<?> everything = session.createBrowser(queue).getEnumeration();
             while (everything.hasMoreElements()) {
@@ -468,6 +473,22 @@ class JmsBehaviourTest {
             assertNotNull(first, "the queue's message, though the consumer was just made");
             assertEquals("waiting", ((TextMessage) first).getText());
             assertEquals(null, consumer.receiveNoWait(), "then nothing");
+        }
+    }
+
+    @Test
+    void aSelectingQueueConsumerTakesWhatTheQueueHeldAndLeavesTheRest() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.selective");
+            sendOrders(session, queue, "EU", "US", "EU");
+            MessageConsumer americas = session.createConsumer(queue, "region = 'US'");
+            assertEquals("order-US", ((TextMessage) receive(americas)).getText(), "sent before it subscribed");
+            assertEquals(null, americas.receiveNoWait(), "the others are not for it");
+            MessageConsumer anyone = session.createConsumer(queue);
+            assertEquals("order-EU", ((TextMessage) receive(anyone)).getText(), "they waited in the queue");
+            assertEquals("order-EU", ((TextMessage) receive(anyone)).getText());
+            assertEquals(null, anyone.receiveNoWait(), "the US order was taken");
         }
     }
 }

@@ -11,6 +11,7 @@ back on their own threads and the tests wait on queues fed from there.
 import queue
 import random
 import threading
+import time
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -218,6 +219,58 @@ def test_a_stomp_queue_keeps_its_messages_through_a_kill(broker):
             assert frame.body == body
             connection.ack(frame.headers["ack"])
         connection.disconnect()
+    finally:
+        broker.stop()
+
+
+BOUNDED_QUEUE_CONFIG = """
+[storage]
+queue_max_msgs = 2
+"""
+
+
+def send_to_bounded_queue(broker, body):
+    """Sends `body` persistently to /queue/jobs.bounded on a connection of its
+    own; the receipt, or the ERROR that refused it."""
+    connection, collector = stomp_client(broker)
+    try:
+        connection.send(destination="/queue/jobs.bounded", body=body, headers={"persistent": "true", "receipt": body})
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            if not collector.errors.empty():
+                return collector.errors.get()
+            try:
+                return collector.receipts.get(timeout=0.05)
+            except queue.Empty:
+                continue
+        raise AssertionError(f"neither a receipt nor an ERROR came for {body}")
+    finally:
+        connection.disconnect()
+
+
+def test_a_full_queue_refuses_sends_and_counts_again_after_a_kill(tmp_path):
+    """A queue holds at most storage.queue_max_msgs waiting messages: a send
+    past it is refused (queue_full) and not stored. A restarted broker counts
+    what waits again; a message taken frees a place."""
+    config = tmp_path / "sift.toml"
+    config.write_text(BOUNDED_QUEUE_CONFIG)
+    broker = start_broker(extra_args=["--config", str(config)])
+    try:
+        assert send_to_bounded_queue(broker, "job-1") == "job-1"
+        assert send_to_bounded_queue(broker, "job-2") == "job-2"
+        refused = send_to_bounded_queue(broker, "job-3")
+        assert "queue_full" in refused.body and "jobs.bounded" in refused.body, refused.body
+        broker = restarted(broker, ["--config", str(config)])
+        refused = send_to_bounded_queue(broker, "job-4")
+        assert "queue_full" in refused.body, "counted again after the restart: " + refused.body
+        connection, collector = stomp_client(broker)
+        connection.subscribe(destination="/queue/jobs.bounded", id="q", ack="client-individual")
+        frame = collector.messages.get(timeout=TIMEOUT)
+        assert frame.body == "job-1"
+        connection.ack(frame.headers["ack"], receipt="taken")
+        assert collector.receipts.get(timeout=TIMEOUT) == "taken"
+        connection.disconnect()
+        assert send_to_bounded_queue(broker, "job-5") == "job-5", "a message taken frees a place"
     finally:
         broker.stop()
 

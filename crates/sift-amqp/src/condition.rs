@@ -36,6 +36,7 @@ pub fn of_code(code: ErrorCode) -> AmqpError {
         | ErrorCode::FilterTooLong
         | ErrorCode::PendingBytesExceeded
         | ErrorCode::StorageFull
+        | ErrorCode::QueueFull
         | ErrorCode::SlowConsumer => AmqpError::ResourceLimitExceeded,
         ErrorCode::InvalidTopic | ErrorCode::UnknownStream | ErrorCode::UnknownDurable => AmqpError::NotFound,
         ErrorCode::InvalidFilter | ErrorCode::InvalidField | ErrorCode::DurableMismatch => AmqpError::InvalidField,

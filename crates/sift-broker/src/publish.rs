@@ -191,7 +191,22 @@ impl Publisher {
                 None => return,
             },
         };
-        let Ok(gate) = self.store(&message, encoded.as_ref(), &streams, request_id) else { return };
+        // A queue past its bound refuses before anything is stored.
+        let queue_depth = self.shared.storage.queue_depth(&message.topic, &streams);
+        if let Some(Err(waiting_max)) = queue_depth.as_ref().map(|depth| depth.admit()) {
+            crate::stats::bump(&self.shared.stats.queue_full_refusals);
+            let text = format!(
+                "queue {} holds storage.queue_max_msgs = {waiting_max} messages waiting for a consumer; not stored",
+                message.topic.as_str()
+            );
+            return self.refuse(request_id, Refusal { code: ErrorCode::QueueFull, text });
+        }
+        let Ok(gate) = self.store(&message, encoded.as_ref(), &streams, request_id) else {
+            if let Some(depth) = queue_depth {
+                depth.taken(); // Refused by the disk: it waits nowhere.
+            }
+            return;
+        };
         let confirm_to = ConfirmTo { request_id, wanted, gate };
         let matches = self.pipeline.route(&self.shared.router, &message);
         self.forward_and_deliver(message, encoded, matches, confirm_to, asked);

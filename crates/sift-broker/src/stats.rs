@@ -156,6 +156,8 @@ counters! {
     persistent_refused,
     /// Stored messages queued for stream subscribers (replays and durables).
     stream_deliveries,
+    /// Publishes refused because their queue held `storage.queue_max_msgs` messages.
+    queue_full_refusals,
     /// Stored messages a shared durable held back: no subscriber's own filter passed them yet.
     stream_parked,
     /// Message groups whose member a shared durable forgot: `storage.message_groups_max` reached.

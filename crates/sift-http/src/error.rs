@@ -77,7 +77,8 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::TooManySubscriptions
         | ErrorCode::TooManyConnections
         | ErrorCode::PendingBytesExceeded
-        | ErrorCode::SlowConsumer => StatusCode::TOO_MANY_REQUESTS,
+        | ErrorCode::SlowConsumer
+        | ErrorCode::QueueFull => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::UnknownSubscription | ErrorCode::UnknownStream | ErrorCode::UnknownDurable => StatusCode::NOT_FOUND,
         ErrorCode::DuplicateSubscription | ErrorCode::StreamExists | ErrorCode::DurableInUse => StatusCode::CONFLICT,
         ErrorCode::StorageFull => StatusCode::INSUFFICIENT_STORAGE,

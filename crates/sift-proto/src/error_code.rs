@@ -77,6 +77,10 @@ pub enum ErrorCode {
     /// one is unsigned, signed by another key, or changed after signing;
     /// the session goes on.
     BadSignature,
+    /// The queue already holds `storage.queue_max_msgs` messages waiting
+    /// for a consumer; the publish was not stored. Retry once consumers
+    /// have taken some.
+    QueueFull,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -117,13 +121,14 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => 30,
             ErrorCode::TlsRequired => 31,
             ErrorCode::BadSignature => 32,
+            ErrorCode::QueueFull => 33,
             ErrorCode::Unknown(code) => code,
         }
     }
 
     /// The code for a wire value; unknown values are kept, not rejected.
     pub fn from_code(code: u16) -> ErrorCode {
-        const KNOWN: [ErrorCode; 32] = [
+        const KNOWN: [ErrorCode; 33] = [
             ErrorCode::Malformed,
             ErrorCode::UnsupportedVersion,
             ErrorCode::FrameTooLarge,
@@ -156,6 +161,7 @@ impl ErrorCode {
             ErrorCode::PermissionDenied,
             ErrorCode::TlsRequired,
             ErrorCode::BadSignature,
+            ErrorCode::QueueFull,
         ];
         KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
@@ -195,6 +201,7 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::TlsRequired => "tls_required",
             ErrorCode::BadSignature => "bad_signature",
+            ErrorCode::QueueFull => "queue_full",
             ErrorCode::Unknown(_) => "unknown",
         }
     }
@@ -211,7 +218,7 @@ mod tests {
     use super::*;
 
     /// The highest code this version knows.
-    const LAST_KNOWN: u16 = 32;
+    const LAST_KNOWN: u16 = 33;
 
     #[test]
     fn codes_round_trip_and_unknown_codes_survive() {

@@ -43,6 +43,7 @@ ERROR_CODE_NAMES: dict[int, str] = {
     30: "permission_denied",
     31: "tls_required",
     32: "bad_signature",
+    33: "queue_full",
 }
 
 _POSITION = re.compile(r"\bat byte (\d+)")

@@ -54,6 +54,10 @@ impl RemoteDelivery {
             match self.pipeline.encode(message) {
                 Ok(encoded) => {
                     pipeline::store_unconfirmed(&streams, message, &encoded);
+                    // Accepted by another broker: counted, never refused here.
+                    if let Some(depth) = shared.storage.queue_depth(&message.topic, &streams) {
+                        depth.add();
+                    }
                     let routed = Arc::new(Routed::new(message, encoded, report));
                     self.push_all(shared, &routed, &targets);
                 }

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use super::cursor::Cursor;
 use super::durable::DurableRecord;
+use super::queue_depth::QueueDepth;
 use super::stream::Stream;
 use crate::conn::ConnShared;
 use crate::delivery::{push_to, Pushed};
@@ -134,6 +135,9 @@ pub struct Consumer {
     pub content: Option<Arc<ContentFilter>>,
     /// The stored definition and position of a durable subscription.
     pub durable: Option<DurableRecord>,
+    /// For a queue's durable: the count of what the queue holds, which
+    /// goes down as the durable is done with its messages.
+    pub depth: std::sync::OnceLock<Arc<QueueDepth>>,
     members: Mutex<Members>,
 }
 
@@ -166,7 +170,15 @@ impl Consumer {
         content: Option<Arc<ContentFilter>>,
         durable: Option<DurableRecord>,
     ) -> Consumer {
-        Consumer { stream, cursor, topic_filter, content, durable, members: Mutex::new(Members::default()) }
+        Consumer {
+            stream,
+            cursor,
+            topic_filter,
+            content,
+            durable,
+            depth: std::sync::OnceLock::new(),
+            members: Mutex::new(Members::default()),
+        }
     }
 
     fn members(&self) -> MutexGuard<'_, Members> {
@@ -196,6 +208,13 @@ impl Consumer {
         self.cursor.unpark();
         self.cursor.wake.notify_one();
         start
+    }
+
+    /// A message of the queue this durable reads is gone for good.
+    fn taken_from_queue(&self) {
+        if let Some(depth) = self.depth.get() {
+            depth.taken();
+        }
     }
 
     /// Sends the `CAUGHT_UP` markers due: to each member that asked and
@@ -270,7 +289,9 @@ impl Consumer {
 
 impl StreamPosition for Consumer {
     fn done(&self, seq: u64) {
-        self.cursor.acked(seq);
+        if self.cursor.acked(seq) {
+            self.taken_from_queue();
+        }
     }
 
     fn persist_and_wake(&self) {
@@ -516,6 +537,7 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
     if routed.expiry_ns != 0 && routed.is_expired(context.clock.now_ns()) {
         bump(&context.stats.dropped_expired);
         consumer.cursor.passed_over(seq);
+        consumer.taken_from_queue();
         return Offered::PassedOver;
     }
     let routed = Arc::new(routed);

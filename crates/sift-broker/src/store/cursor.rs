@@ -150,15 +150,17 @@ impl Cursor {
         state.dirty = true;
     }
 
-    /// The subscriber acknowledged `seq` (or gave up on it for good).
-    pub fn acked(&self, seq: u64) {
+    /// The subscriber acknowledged `seq` (or gave up on it for good); true
+    /// when that made it done (it was in flight).
+    pub fn acked(&self, seq: u64) -> bool {
         let mut state = self.lock();
         if !state.in_flight.remove(&seq) || seq <= state.ack_floor {
-            return;
+            return false;
         }
         state.done.insert(seq);
         state.raise_floor();
         state.dirty = true;
+        true
     }
 
     /// `seq` was in flight to a subscriber that left without acknowledging

@@ -19,6 +19,7 @@ pub mod cursor;
 pub mod durable;
 pub mod gate;
 pub mod lock;
+pub mod queue_depth;
 mod ranges;
 pub mod registry;
 pub mod settings;

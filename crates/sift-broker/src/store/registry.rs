@@ -1,7 +1,7 @@
 //! The broker's streams and durable subscriptions, opened at start and
 //! changed at run time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -13,6 +13,7 @@ use sift_proto::{ErrorCode, FilterKind, StartPosition};
 use super::consumer::{Consumer, MemberOptions};
 use super::cursor::{Cursor, StoredPosition};
 use super::durable::{DurableDefinition, DurableRecord};
+use super::queue_depth::QueueDepth;
 use super::settings::{check_name, StreamDefinition, DEFAULT_STREAM, DEFINITION_FILE};
 use super::settings::{StorageConfig, StorageError};
 use super::stream::Stream;
@@ -41,6 +42,10 @@ pub struct Storage {
     any_named: AtomicBool,
     default: Arc<Stream>,
     durables: Mutex<BTreeMap<String, Arc<Consumer>>>,
+    /// What each declared queue holds, by its topic.
+    queue_depths: RwLock<HashMap<String, Arc<QueueDepth>>>,
+    /// True once a queue is declared: lets the publish path skip the table.
+    any_queue: AtomicBool,
     /// The data directory's lock, held from before anything under it is
     /// opened until [`Storage::release`].
     lock: Mutex<Option<DataDirLock>>,
@@ -142,11 +147,14 @@ impl Storage {
             named: RwLock::new(named),
             default,
             durables: Mutex::new(BTreeMap::new()),
+            queue_depths: RwLock::new(HashMap::new()),
+            any_queue: AtomicBool::new(false),
             lock: Mutex::new(Some(lock)),
             config: config.clone(),
             root,
         };
         storage.load_durables()?;
+        storage.count_queue_depths();
         Ok(storage)
     }
 
@@ -185,6 +193,42 @@ impl Storage {
             self.durables_lock().insert(definition.name.clone(), Arc::new(consumer));
         }
         Ok(())
+    }
+
+    /// Counts what each queue's durable (loaded from disk) has not had
+    /// acknowledged: the stored messages on its topic above its floor that
+    /// it is not done with.
+    fn count_queue_depths(&self) {
+        for consumer in self.durables() {
+            let Some(record) = &consumer.durable else { continue };
+            let definition = &record.definition;
+            let is_queue = definition.shared
+                && definition.stream == self.config.queue_stream
+                && definition.name == format!("queue.{}", definition.topic_filter);
+            if is_queue {
+                let waiting = waiting_in_queue(&consumer, &self.config);
+                let depth = Arc::new(QueueDepth::new(waiting, self.config.queue_max_msgs));
+                let _ = consumer.depth.set(depth.clone());
+                self.queue_depths_mut().insert(definition.topic_filter.clone(), depth);
+                self.any_queue.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn queue_depths_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<QueueDepth>>> {
+        self.queue_depths.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The count of the queue a message on `topic`, stored in `streams`,
+    /// goes to: `None` when it goes to no queue.
+    pub fn queue_depth(&self, topic: &TopicName, streams: &[Arc<Stream>]) -> Option<Arc<QueueDepth>> {
+        if !self.any_queue.load(Ordering::Acquire)
+            || !streams.iter().any(|stream| stream.name() == self.config.queue_stream)
+        {
+            return None;
+        }
+        let depths = self.queue_depths.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        depths.get(topic.as_str()).cloned()
     }
 
     /// The storage configuration.
@@ -421,6 +465,13 @@ impl Storage {
         };
         let mut durables = self.durables_lock();
         let (consumer, durable_created) = self.find_or_create_durable(&mut durables, &request)?;
+        drop(durables);
+        if consumer.depth.get().is_none() {
+            let depth = Arc::new(QueueDepth::new(0, self.config.queue_max_msgs));
+            let depth = consumer.depth.get_or_init(|| depth).clone();
+            self.queue_depths_mut().insert(name.to_string(), depth);
+            self.any_queue.store(true, Ordering::Release);
+        }
         Ok(DeclaredQueue {
             consumer,
             stream: queue_stream,
@@ -542,6 +593,35 @@ fn check_resume(existing: &Consumer, request: &DurableRequest<'_>) -> Result<(),
         return Err((ErrorCode::DurableInUse, message));
     }
     Ok(())
+}
+
+/// How many stored messages on a queue durable's topic it has not had
+/// acknowledged: read from its floor to the end of its stream (once, when
+/// the broker starts).
+fn waiting_in_queue(consumer: &Consumer, config: &StorageConfig) -> u64 {
+    let mut reader = consumer.stream.log.reader();
+    let mut records = Vec::new();
+    let mut next = consumer.cursor.ack_floor() + 1;
+    let mut waiting = 0;
+    while next <= consumer.stream.log.last_seq() {
+        records.clear();
+        // Unreadable: what was counted stands; the consumer reports the gap.
+        let Ok(outcome) = reader.read(next, config.read_batch_records, config.read_batch_bytes, &mut records) else {
+            break;
+        };
+        for record in &records {
+            let on_topic = crate::outbox::topic_of_encoding(&record.body)
+                .is_some_and(|topic| consumer.topic_filter.matches(&topic));
+            if on_topic && !consumer.cursor.is_done(record.seq) {
+                waiting += 1;
+            }
+        }
+        if outcome.next_seq <= next {
+            break;
+        }
+        next = outcome.next_seq;
+    }
+    waiting
 }
 
 /// The topic and content filters of a stored durable definition.

@@ -182,6 +182,9 @@ pub struct StorageConfig {
     /// selectors); past it the durable reads no further until a subscriber
     /// comes, and they wait in the stream.
     pub parked_max: usize,
+    /// Messages one queue may hold waiting for a consumer; a publish past
+    /// it is refused (`queue_full`) and not stored.
+    pub queue_max_msgs: u64,
 }
 
 impl Default for StorageConfig {
@@ -203,6 +206,7 @@ impl Default for StorageConfig {
             queue_stream: "queues".to_string(),
             message_groups_max: 65_536,
             parked_max: 10_000,
+            queue_max_msgs: 1_000_000,
         }
     }
 }
@@ -224,6 +228,7 @@ impl StorageConfig {
             ("storage.query_pending_bytes_max", self.query_pending_bytes_max),
             ("storage.message_groups_max", self.message_groups_max as u64),
             ("storage.parked_max", self.parked_max as u64),
+            ("storage.queue_max_msgs", self.queue_max_msgs),
         ];
         match positive.iter().find(|(_, value)| *value == 0) {
             Some((name, _)) => Err(format!("{name} must be greater than 0")),

@@ -10,6 +10,7 @@ fed from there, never for a fixed time.
 import asyncio
 import queue
 import socket
+import time
 
 import stomp
 
@@ -156,6 +157,26 @@ async def test_a_queue_consumer_with_a_selector_takes_what_passes_and_leaves_the
         connection.send(destination="/queue/orders.sel", body="sentinel", headers={"region": "eu"})
         frame = await take(collector.messages)
         assert (frame.body, frame.headers["subscription"]) == ("sentinel", "any"), "nothing else was kept"
+    finally:
+        connection.disconnect()
+
+
+async def test_a_scheduled_delay_holds_a_message_back_until_its_time(broker):
+    connection, collector = stomp_client(broker)
+    try:
+        for destination in ("/queue/jobs.later", "/topic/news.later"):
+            connection.subscribe(destination=destination, id=destination, ack="auto", headers={"receipt": destination})
+            assert await take(collector.receipts) == destination
+            sent_ms = time.time() * 1000
+            connection.send(destination=destination, body="later", headers={"AMQ_SCHEDULED_DELAY": "1000"})
+            connection.send(destination=destination, body="now")
+            assert (await take(collector.messages)).body == "now", "the message sent after it comes first"
+            later = await take(collector.messages)
+            received_ms = time.time() * 1000
+            assert later.body == "later"
+            delivery_ms = int(later.headers["JMSDeliveryTime"])
+            assert delivery_ms >= sent_ms + 1000 - 1 and received_ms >= delivery_ms, later.headers
+            connection.unsubscribe(id=destination)
     finally:
         connection.disconnect()
 

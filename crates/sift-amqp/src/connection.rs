@@ -178,6 +178,7 @@ fn acceptor(shared: &Shared, broker_name: &str) -> ConnectionAcceptor<(), ()> {
         .idle_time_out(config.idle_timeout_ms)
         .add_offered_capabilities("ANONYMOUS-RELAY")
         .add_offered_capabilities("SHARED-SUBS")
+        .add_offered_capabilities("DELAYED_DELIVERY")
         .build()
 }
 

@@ -29,6 +29,9 @@ pub const CORRELATION_ID: &str = "JMSCorrelationID";
 pub const TYPE: &str = "JMSType";
 /// `JMSReplyTo`: the address replies go to.
 pub const REPLY_TO: &str = "JMSReplyTo";
+/// `JMSDeliveryTime` (the annotation `x-opt-delivery-time`, or now plus
+/// `x-opt-delivery-delay`): no consumer gets the message before it.
+pub const DELIVERY_TIME: &str = sift_core::DELIVERY_TIME_PROPERTY;
 /// `JMSXGroupID` (AMQP `group-id`): keeps a group on one queue consumer.
 pub const GROUP_ID: &str = sift_core::GROUP_PROPERTY;
 /// `JMSXGroupSeq` (AMQP `group-sequence`).

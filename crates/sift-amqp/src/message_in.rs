@@ -54,6 +54,10 @@ pub fn message_of(amqp: AmqpMessage<Body<AmqpValue>>, topic: TopicName) -> Resul
         .message_annotations
         .as_ref()
         .and_then(|annotations| annotation_byte(&annotations.0, "x-opt-jms-reply-to").and_then(NodeType::of_code));
+    let delivery_time_ms = amqp.message_annotations.as_ref().and_then(|annotations| delivery_time_ms(&annotations.0));
+    if let Some(time_ms) = delivery_time_ms {
+        message.properties.push((jms::DELIVERY_TIME.to_string(), Value::Int(time_ms)));
+    }
     if let Some(header) = &amqp.header {
         if header.durable {
             message.delivery_mode = DeliveryMode::Persistent;
@@ -102,6 +106,27 @@ fn payload_of(body: Body<AmqpValue>) -> Result<(Bytes, BodyType), InboundError> 
 /// A value in its AMQP encoding: how a map or list body is kept.
 fn encode(value: &AmqpValue) -> Result<Bytes, InboundError> {
     serde_amqp::to_vec(value).map(Bytes::from).map_err(|error| InboundError::Body(error.to_string()))
+}
+
+/// The delivery time a JMS 2.0 producer with a delivery delay sets: the
+/// annotation `x-opt-delivery-time` (milliseconds since the epoch), or
+/// `x-opt-delivery-delay` (milliseconds from now).
+fn delivery_time_ms(annotations: &fe2o3_amqp::types::messaging::annotations::Annotations) -> Option<i64> {
+    let value = |name: &str| annotations.get(&fe2o3_amqp::types::messaging::annotations::OwnedKey::Symbol(name.into()));
+    let milliseconds = |value: &AmqpValue| match value {
+        AmqpValue::Timestamp(timestamp) => Some(timestamp.milliseconds()),
+        AmqpValue::Long(ms) => Some(*ms),
+        AmqpValue::Ulong(ms) => i64::try_from(*ms).ok(),
+        AmqpValue::Int(ms) => Some(i64::from(*ms)),
+        AmqpValue::Uint(ms) => Some(i64::from(*ms)),
+        _ => None,
+    };
+    if let Some(time_ms) = value("x-opt-delivery-time").and_then(milliseconds) {
+        return Some(time_ms);
+    }
+    let delay_ms = value("x-opt-delivery-delay").and_then(milliseconds)?;
+    let now_ms = i64::try_from(sift_client::system_now_ns() / 1_000_000).ok()?;
+    Some(now_ms.saturating_add(delay_ms))
 }
 
 /// The byte value of the annotation `name`, if it has one.

@@ -17,8 +17,9 @@ use sift_core::{DeliveryMode, Message, Value};
 use crate::jms::{self, BodyType, NodeType};
 
 /// Properties the AMQP sections carry: not application properties.
-const MAPPED: [&str; 11] = [
+const MAPPED: [&str; 12] = [
     jms::BODY_TYPE,
+    jms::DELIVERY_TIME,
     jms::REPLY_TO_TYPE,
     jms::PROPERTY_TYPES,
     jms::MESSAGE_ID,
@@ -46,6 +47,10 @@ pub fn amqp_message_of(message: &Message, redeliveries: u32, node: NodeType) -> 
     if text(jms::REPLY_TO).is_some() {
         let kind = text(jms::REPLY_TO_TYPE).and_then(|name| NodeType::of_capability(&name)).unwrap_or(NodeType::Queue);
         annotations = annotations.insert("x-opt-jms-reply-to", AmqpValue::Byte(kind.code()));
+    }
+    if let Some(Value::Int(time_ms)) = message.property(jms::DELIVERY_TIME) {
+        annotations =
+            annotations.insert("x-opt-delivery-time", AmqpValue::Timestamp(Timestamp::from_milliseconds(*time_ms)));
     }
     let header = Header {
         durable: message.delivery_mode == DeliveryMode::Persistent,

@@ -157,6 +157,9 @@ pub struct Limits {
     /// a publish beyond it is refused (`invalid_field`), since a publisher
     /// whose clock mapping is that wrong would misorder every receiver.
     pub publisher_time_skew_ms_max: u64,
+    /// Messages held for a later delivery time (`JMSDeliveryTime`) at once;
+    /// a publish past it is refused (`queue_full`).
+    pub scheduled_max: usize,
 }
 
 /// Delivery queues, acknowledgements and flow control.
@@ -258,6 +261,7 @@ impl Default for Limits {
             max_pending_bytes_per_connection: 64 * 1024 * 1024,
             memory_bytes_max: MEMORY_BYTES_MAX_DEFAULT,
             publisher_time_skew_ms_max: 60_000,
+            scheduled_max: 100_000,
         }
     }
 }

@@ -29,6 +29,7 @@ mod pipeline;
 pub mod publish;
 pub mod report;
 pub mod router;
+pub mod scheduler;
 pub mod server;
 pub mod session;
 pub mod shared;

@@ -23,6 +23,7 @@ use crate::link::{Forwarded, LocalForward};
 use crate::outbox::{Entry, Routed};
 use crate::pipeline::{self, Pipeline, Refusal};
 use crate::report::{DeliveryReport, ReportSink};
+use crate::scheduler::{self, GroupsHere};
 use crate::shared::BrokerShared;
 use crate::store::gate::ConfirmGate;
 use crate::store::stream::Stream;
@@ -180,6 +181,12 @@ impl Publisher {
         if let Err(refusal) = self.stamp(&mut message, flags & publish_flags::PUBLISHER_TIME != 0) {
             return self.refuse(request_id, refusal);
         }
+        let release_ns = scheduler::release_ns_of(&message, message.timestamp_ns);
+        if let (Some(_), Err(held_max)) = (release_ns, self.shared.scheduler.has_room()) {
+            crate::stats::bump(&self.shared.stats.scheduled_refusals);
+            let text = format!("the broker holds limits.scheduled_max = {held_max} messages for a later delivery time");
+            return self.refuse(request_id, Refusal { code: ErrorCode::QueueFull, text });
+        }
         let persistent = message.delivery_mode == DeliveryMode::Persistent;
         let streams = self.shared.storage.streams_for(&message.topic, persistent);
         // A message that is stored is encoded (and checked against the
@@ -209,7 +216,30 @@ impl Publisher {
         };
         let confirm_to = ConfirmTo { request_id, wanted, gate };
         let matches = self.pipeline.route(&self.shared.router, &message);
-        self.forward_and_deliver(message, encoded, matches, confirm_to, asked);
+        match release_ns {
+            Some(release_ns) => self.forward_and_hold(message, release_ns, &matches, &confirm_to, asked),
+            None => self.forward_and_deliver(message, encoded, matches, confirm_to, asked),
+        }
+    }
+
+    /// The stages after routing for a message with a later delivery time:
+    /// forwarded to other brokers now (each holds its own copies), stored
+    /// already, and held here for this broker's live subscribers until its
+    /// time ([`crate::scheduler`]). The publisher is confirmed now; its
+    /// await=delivered is not waited for.
+    fn forward_and_hold(
+        &mut self,
+        message: Message,
+        release_ns: u64,
+        matches: &MatchResult<SubRef>,
+        confirm_to: &ConfirmTo,
+        asked: Asked,
+    ) {
+        self.forward(&message, matches, None, asked.await_timeout_ms);
+        let matched = (matches.plain.len() + matches.groups.len()) as u32;
+        self.shared.scheduler.hold(message, release_ns, GroupsHere::All);
+        crate::stats::bump(&self.shared.stats.scheduled);
+        self.confirm(confirm_to, ConfirmStatus::Accepted, matched);
     }
 
     /// Stamps the broker's fields: id, publisher, and the time, unless the

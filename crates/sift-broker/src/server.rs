@@ -334,6 +334,7 @@ impl RunningBroker {
             shared.links.durable_interest(&consumer, true, &shared.stats);
         }
         tokio::spawn(crate::store::sync_positions(shared.storage.clone(), shared.shutdown_watch()));
+        tokio::spawn(crate::scheduler::run(shared.clone()));
         let accept_task = tokio::spawn(accept_loop(listener, in_process_queue, shared.clone()));
         let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
         Ok(RunningBroker { local_addr, link_addr, shared, in_process, accept_task, link_task })

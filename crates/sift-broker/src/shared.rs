@@ -47,6 +47,8 @@ pub struct BrokerShared {
     pub links: LinkNetwork,
     /// Streams and durable subscriptions.
     pub storage: Arc<Storage>,
+    /// Messages held for a later delivery time.
+    pub scheduler: crate::scheduler::Scheduler,
     /// Time from a message's stamp to the write of a delivery of it,
     /// sampled once per write batch of each connection.
     pub deliver_latency: sift_core::LatencyHistogram,
@@ -88,6 +90,7 @@ impl BrokerShared {
             // Link-state sequences start at the start time too (§10.5).
             links: LinkNetwork::new(&config, first_id),
             storage: Arc::new(storage),
+            scheduler: crate::scheduler::Scheduler::new(config.limits.scheduled_max),
             deliver_latency: sift_core::LatencyHistogram::default(),
             connections: Mutex::new(HashMap::new()),
             shutdown,

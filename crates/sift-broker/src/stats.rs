@@ -156,6 +156,14 @@ counters! {
     persistent_refused,
     /// Stored messages queued for stream subscribers (replays and durables).
     stream_deliveries,
+    /// Messages held for a later delivery time (`JMSDeliveryTime`).
+    scheduled,
+    /// Held messages released to the subscribers there were at their time.
+    scheduled_released,
+    /// Copies of released messages whose subscriber had gone.
+    scheduled_subscriber_gone,
+    /// Publishes refused because `limits.scheduled_max` messages were held.
+    scheduled_refusals,
     /// Publishes refused because their queue held `storage.queue_max_msgs` messages.
     queue_full_refusals,
     /// Stored messages a shared durable held back: no subscriber's own filter passed them yet.

@@ -73,6 +73,7 @@ const LAYERS: &[(&str, u8)] = &[
     // 4. core and engine
     ("shared", 4),
     ("publish", 4),
+    ("scheduler", 4),
     ("link", 4),
     // 5. sessions
     ("session", 5),

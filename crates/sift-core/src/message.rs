@@ -23,6 +23,12 @@ pub const PRIORITY_DEFAULT: u8 = 4;
 /// in order (`docs/PROTOCOL.md` §6.8).
 pub const GROUP_PROPERTY: &str = "JMSXGroupID";
 
+/// The property that holds a message back until a time (JMS 2.0's
+/// `JMSDeliveryTime`, which every door keeps): an integer, milliseconds
+/// since the epoch. No subscriber gets the message before then
+/// (`docs/PROTOCOL.md` §6.12).
+pub const DELIVERY_TIME_PROPERTY: &str = "JMSDeliveryTime";
+
 /// The empty publisher name, shared so that `Message::new` does not allocate it.
 fn empty_publisher() -> std::sync::Arc<str> {
     static EMPTY: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| std::sync::Arc::from(""));

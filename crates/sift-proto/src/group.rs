@@ -1,13 +1,26 @@
-//! The message group a stored or routed message belongs to, read straight
+//! The properties that steer a stored message's delivery, read straight
 //! from its encoding ([§5] of `docs/PROTOCOL.md`) without decoding the rest.
 //!
-//! A message group is JMS's `JMSXGroupID`: every message of one group goes
-//! to the same member of a queue group (or of a shared durable
-//! subscription), so that one consumer sees the group's messages in order.
-//! The broker looks the group up for every message a queue group or a
-//! shared consumer hands out, so it reads only as far as the property.
+//! - The message group is JMS's `JMSXGroupID`: every message of one group
+//!   goes to the same member of a queue group (or of a shared durable
+//!   subscription), so that one consumer sees the group's messages in order.
+//! - The delivery time is JMS's `JMSDeliveryTime` (milliseconds since the
+//!   epoch): no subscriber gets the message before it.
+//!
+//! A stream consumer looks both up for every stored message it hands out,
+//! so one pass over the properties reads them, and nothing else.
 
-use sift_core::GROUP_PROPERTY;
+use sift_core::{DELIVERY_TIME_PROPERTY, GROUP_PROPERTY};
+
+/// What a message's properties say about its delivery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoutingProperties<'a> {
+    /// Its message group: the first `JMSXGroupID`, when it is a string.
+    pub group: Option<&'a str>,
+    /// Its delivery time in milliseconds since the epoch: the first
+    /// `JMSDeliveryTime`, when it is an integer.
+    pub delivery_time_ms: Option<i64>,
+}
 
 /// Bytes from the end of the topic to the publisher field: priority,
 /// mode, hop count, flags, then id, sequence, timestamp and expiry.
@@ -20,6 +33,19 @@ const TIME_ERROR_FLAG: u8 = 0x02;
 /// string; `None` when it has none, it is not a string, or the encoding is
 /// cut short.
 pub fn group_of_encoding(encoded: &[u8]) -> Option<&str> {
+    routing_properties(encoded).group
+}
+
+/// The group and delivery time of an encoded message; either is `None`
+/// when absent, of another type, or past where the encoding is cut short.
+pub fn routing_properties(encoded: &[u8]) -> RoutingProperties<'_> {
+    let mut found = RoutingProperties::default();
+    let _ = scan_properties(encoded, &mut found);
+    found
+}
+
+/// Reads the properties into `found`; `None` where the encoding ends early.
+fn scan_properties<'a>(encoded: &'a [u8], found: &mut RoutingProperties<'a>) -> Option<()> {
     let mut scan = Scan { bytes: encoded, offset: 0 };
     let topic_len = scan.u16()? as usize;
     scan.skip(topic_len)?;
@@ -31,24 +57,32 @@ pub fn group_of_encoding(encoded: &[u8]) -> Option<&str> {
     let publisher_len = scan.u16()? as usize;
     scan.skip(publisher_len)?;
     let count = scan.u16()?;
+    let (mut group_seen, mut time_seen) = (false, false);
     for _ in 0..count {
         let name_len = scan.u16()? as usize;
         let name = scan.take(name_len)?;
         let kind = scan.take(1)?[0];
         let value = match kind {
-            0 => scan.take(1).map(|_| None)?,
-            1 | 2 => scan.take(8).map(|_| None)?,
+            0 => scan.take(1)?,
+            1 | 2 => scan.take(8)?,
             3 => {
                 let len = scan.u32()? as usize;
-                Some(scan.take(len)?)
+                scan.take(len)?
             }
             _ => return None,
         };
-        if name == GROUP_PROPERTY.as_bytes() {
-            return value.and_then(|text| std::str::from_utf8(text).ok());
+        if name == GROUP_PROPERTY.as_bytes() && !group_seen {
+            group_seen = true;
+            found.group = (kind == 3).then(|| std::str::from_utf8(value).ok()).flatten();
+        } else if name == DELIVERY_TIME_PROPERTY.as_bytes() && !time_seen {
+            time_seen = true;
+            found.delivery_time_ms = (kind == 1).then(|| value.try_into().ok().map(i64::from_be_bytes)).flatten();
+        }
+        if group_seen && time_seen {
+            break;
         }
     }
-    None
+    Some(())
 }
 
 /// A cursor over an encoding that stops (`None`) at its end.
@@ -110,6 +144,20 @@ mod tests {
         grouped.time_error_ns = 12;
         grouped.publisher = "alice".into();
         assert_eq!(group_of_encoding(&encoded(&grouped)), Some("cart-7"));
+    }
+
+    #[test]
+    fn the_delivery_time_is_read_beside_the_group() {
+        let both = message(vec![
+            ("sym", Value::Str("IBM".into())),
+            (DELIVERY_TIME_PROPERTY, Value::Int(1_700_000_000_123)),
+            (GROUP_PROPERTY, Value::Str("cart-7".into())),
+        ]);
+        let bytes = encoded(&both);
+        let found = routing_properties(&bytes);
+        assert_eq!((found.group, found.delivery_time_ms), (Some("cart-7"), Some(1_700_000_000_123)));
+        let text_time = encoded(&message(vec![(DELIVERY_TIME_PROPERTY, Value::Str("soon".into()))]));
+        assert_eq!(routing_properties(&text_time), RoutingProperties::default(), "only an integer is a time");
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! - `persistent:true` stores the message (mode `persistent`); `sift-mode`
 //!   names any mode (`best-effort`, `reliable`, `persistent`); the default
 //!   is reliable. `priority` (0-9) and `expires` (ms since the epoch, 0
-//!   never) carry over.
+//!   never) carry over; `AMQ_SCHEDULED_DELAY` (ms, as ActiveMQ reads it)
+//!   sets `JMSDeliveryTime`, before which no subscriber gets the message.
 
 use bytes::Bytes;
 use sift_client::Delivery;
@@ -44,7 +45,8 @@ fn header_of_property(property: &str) -> &str {
 }
 
 /// SEND headers that are not message properties.
-const RESERVED: [&str; 9] = [
+const RESERVED: [&str; 10] = [
+    "AMQ_SCHEDULED_DELAY",
     "destination",
     "receipt",
     "transaction",
@@ -112,6 +114,16 @@ pub fn message_of_send(frame: &Frame) -> Result<Message, String> {
     if let Some(priority) = frame.get("priority") {
         let level: u8 = priority.trim().parse().map_err(|_| format!("priority {priority:?}: expected 0 to 9"))?;
         message.priority = Priority::new(level).map_err(|_| format!("priority {priority:?}: expected 0 to 9"))?;
+    }
+    // ActiveMQ's delay header: the message reaches no subscriber until
+    // that many milliseconds from now (JMS's delivery delay).
+    if let Some(delay) = frame.get("AMQ_SCHEDULED_DELAY") {
+        let delay_ms: i64 =
+            delay.trim().parse().map_err(|_| format!("AMQ_SCHEDULED_DELAY {delay:?}: expected milliseconds"))?;
+        let now_ms = i64::try_from(sift_client::system_now_ns() / 1_000_000).unwrap_or(i64::MAX);
+        let time = Value::Int(now_ms.saturating_add(delay_ms.max(0)));
+        message.properties.retain(|(name, _)| name != sift_core::DELIVERY_TIME_PROPERTY);
+        message.properties.push((sift_core::DELIVERY_TIME_PROPERTY.to_string(), time));
     }
     if let Some(expires) = frame.get("expires") {
         let expires_ms: u64 =

@@ -23,6 +23,7 @@ use crate::delivery::{push_to, Pushed};
 use crate::outbox::{Entry, Routed};
 use crate::pipeline::{self, Pipeline};
 use crate::report::{DeliveryReport, ReportSink};
+use crate::scheduler::{self, GroupsHere};
 use crate::shared::BrokerShared;
 use crate::stats::bump;
 use crate::subscription::SubRef;
@@ -48,7 +49,16 @@ impl RemoteDelivery {
         let message = &travelling.message;
         let streams = shared.storage.streams_for_forwarded(message);
         let matches = self.pipeline.route(&shared.router, message);
-        let targets = self.targets(&matches, travelling, shared.links.name());
+        // A message with a later delivery time is stored now and held for
+        // this broker's subscribers until then (`crate::scheduler`).
+        let release_ns = scheduler::release_ns_of(message, shared.clock.now_ns());
+        let targets = match release_ns {
+            Some(release_ns) => {
+                self.hold(shared, travelling, release_ns);
+                Vec::new()
+            }
+            None => self.targets(&matches, travelling, shared.links.name()),
+        };
         let report = travelling.awaits_report().then(|| self.start_report(shared, travelling, &targets));
         if !targets.is_empty() || !streams.is_empty() {
             match self.pipeline.encode(message) {
@@ -72,6 +82,22 @@ impl RemoteDelivery {
             }
         }
         self.pipeline.flush_counters(&shared.stats);
+    }
+
+    /// Holds a forwarded message for its delivery time, for the plain
+    /// subscriptions here and the groups the origin assigned to this
+    /// broker. Another broker accepted it: it is held even past
+    /// `limits.scheduled_max`.
+    fn hold(&mut self, shared: &BrokerShared, travelling: &Travelling, release_ns: u64) {
+        let own = shared.links.name();
+        let groups = travelling
+            .groups
+            .iter()
+            .filter(|assignment| *assignment.broker == **own)
+            .map(|assignment| Arc::<str>::from(&*assignment.group))
+            .collect();
+        shared.scheduler.hold(travelling.message.clone(), release_ns, GroupsHere::Only(groups));
+        bump(&shared.stats.scheduled);
     }
 
     /// The deliver stage for a forwarded message. A link session cannot

@@ -38,6 +38,10 @@ use crate::subscription::SubRef;
 /// in case the wake-up from the subscriber's writer came before it waited.
 const BLOCKED_RECHECK: Duration = Duration::from_millis(50);
 
+/// The longest a consumer with delayed messages sleeps before it reads the
+/// clock again, so that a clock that jumps is followed.
+const DELAY_RECHECK: Duration = Duration::from_secs(1);
+
 /// Records handled in one pass before the consumer yields to other tasks.
 const PASS_RECORDS_MAX: usize = 8_192;
 
@@ -332,6 +336,7 @@ pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
         tokio::pin!(appended, woken);
         appended.as_mut().enable();
         woken.as_mut().enable();
+        consumer.cursor.release_due(context.clock.now_ns());
         let pass = one_pass(&context, &consumer, &mut reader, &mut records);
         consumer.persist();
         match pass {
@@ -343,9 +348,13 @@ pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
             }
             Pass::CaughtUp => {
                 consumer.send_markers_due();
+                let until_release = consumer.cursor.next_release_ns().map(|release_ns| {
+                    Duration::from_nanos(release_ns.saturating_sub(context.clock.now_ns())).min(DELAY_RECHECK)
+                });
                 tokio::select! {
                     _ = &mut appended => {}
                     _ = &mut woken => {}
+                    () = tokio::time::sleep(until_release.unwrap_or_default()), if until_release.is_some() => {}
                     _ = shutdown.changed() => return,
                 }
             }
@@ -378,10 +387,10 @@ fn one_pass(
     let mut handled = 0;
     while handled < PASS_RECORDS_MAX {
         let from = consumer.cursor.next_read();
-        // Parked messages wait for a subscriber whose filter passes them;
-        // past the bound the consumer reads no further until one comes
-        // (everything it could give has been given).
-        if from > consumer.stream.log.last_seq() || consumer.cursor.parked_count() >= context.parked_max {
+        // Parked messages wait for a subscriber whose filter passes them,
+        // delayed ones for their time; past the bound the consumer reads no
+        // further until one comes (everything it could give has been given).
+        if from > consumer.stream.log.last_seq() || consumer.cursor.held_back_count() >= context.parked_max {
             return Pass::CaughtUp;
         }
         records.clear();
@@ -472,6 +481,12 @@ fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) -> bool {
     true
 }
 
+/// A delivery time in milliseconds as nanoseconds, when it is after `now_ns`.
+fn later_than(time_ms: i64, now_ns: u64) -> Option<u64> {
+    let release_ns = u64::try_from(time_ms).ok()?.saturating_mul(1_000_000);
+    (release_ns > now_ns).then_some(release_ns)
+}
+
 /// Hands a message of `group` to the member the group was given to, if
 /// that member is still there: `None` when it is not (the caller picks one
 /// in turn and gives it the group). A full queue blocks the consumer rather
@@ -541,7 +556,13 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
         return Offered::PassedOver;
     }
     let routed = Arc::new(routed);
-    let message_group = sift_proto::group_of_encoding(&routed.encoded);
+    let steering = sift_proto::routing_properties(&routed.encoded);
+    if let Some(release_ns) = steering.delivery_time_ms.and_then(|time_ms| later_than(time_ms, context.clock.now_ns()))
+    {
+        consumer.cursor.delay(seq, release_ns);
+        return Offered::PassedOver;
+    }
+    let message_group = steering.group;
     if let Some(group) = message_group {
         if let Some(offered) = offer_to_group_owner(context, consumer, (&routed, seq), group, redelivered) {
             return offered;

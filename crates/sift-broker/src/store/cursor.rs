@@ -37,6 +37,8 @@ struct CursorState {
     returned: BTreeSet<u64>,
     /// Waiting for a subscriber whose own filter passes them.
     parked: BTreeSet<u64>,
+    /// Waiting for their delivery time: (release time in ns, sequence).
+    delayed: BTreeSet<(u64, u64)>,
     /// Changed since the position was last handed to storage.
     dirty: bool,
 }
@@ -194,9 +196,43 @@ impl Cursor {
         state.returned.extend(parked);
     }
 
-    /// Messages parked now.
-    pub fn parked_count(&self) -> usize {
-        self.lock().parked.len()
+    /// Messages held back now: parked, or waiting for their time.
+    pub fn held_back_count(&self) -> usize {
+        let state = self.lock();
+        state.parked.len() + state.delayed.len()
+    }
+
+    /// `seq` is not to be delivered before `release_ns` (its
+    /// `JMSDeliveryTime`): like a parked message it is neither in flight nor
+    /// done, and it is offered again once [`Cursor::release_due`] finds its
+    /// time come.
+    pub fn delay(&self, seq: u64, release_ns: u64) {
+        let mut state = self.lock();
+        state.in_flight.remove(&seq);
+        state.returned.remove(&seq);
+        state.delayed.insert((release_ns, seq));
+        if seq >= state.next_read {
+            state.next_read = seq + 1;
+        }
+        debug_assert!(seq > state.ack_floor, "a delayed message is above the floor");
+    }
+
+    /// Offers again every delayed message whose time is at or before
+    /// `now_ns`.
+    pub fn release_due(&self, now_ns: u64) {
+        let mut state = self.lock();
+        while let Some(&(release_ns, seq)) = state.delayed.first() {
+            if release_ns > now_ns {
+                break;
+            }
+            state.delayed.pop_first();
+            state.returned.insert(seq);
+        }
+    }
+
+    /// The earliest time a delayed message is due.
+    pub fn next_release_ns(&self) -> Option<u64> {
+        self.lock().delayed.first().map(|(release_ns, _)| *release_ns)
     }
 
     /// Messages delivered and not yet acknowledged.
@@ -301,12 +337,25 @@ mod tests {
         cursor.delivered(1);
         cursor.parked(1);
         cursor.passed_over(2);
-        assert_eq!((cursor.parked_count(), cursor.ack_floor(), cursor.next_read()), (1, 0, 3));
+        assert_eq!((cursor.held_back_count(), cursor.ack_floor(), cursor.next_read()), (1, 0, 3));
         assert_eq!(cursor.first_returned(), None, "parked until a subscriber attaches");
         cursor.unpark();
-        assert_eq!((cursor.parked_count(), cursor.first_returned()), (0, Some(1)));
+        assert_eq!((cursor.held_back_count(), cursor.first_returned()), (0, Some(1)));
         cursor.delivered(1);
         cursor.acked(1);
         assert_eq!(cursor.ack_floor(), 2);
+    }
+
+    #[test]
+    fn delayed_messages_come_back_when_their_time_comes() {
+        let cursor = Cursor::starting_at(1);
+        cursor.delay(1, 500);
+        cursor.delay(2, 200);
+        assert_eq!((cursor.held_back_count(), cursor.next_release_ns(), cursor.next_read()), (2, Some(200), 3));
+        cursor.release_due(199);
+        assert_eq!(cursor.first_returned(), None, "nothing before its time");
+        cursor.release_due(200);
+        assert_eq!((cursor.first_returned(), cursor.next_release_ns()), (Some(2), Some(500)));
+        assert_eq!(cursor.ack_floor(), 0, "the floor waits for the delayed message 1");
     }
 }

@@ -491,4 +491,26 @@ class JmsBehaviourTest {
             assertEquals(null, anyone.receiveNoWait(), "the US order was taken");
         }
     }
+
+    @Test
+    void aDelayedMessageComesAfterItsTimeOnAQueueAndOnATopic() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            for (jakarta.jms.Destination destination :
+                    List.of(session.createQueue("jms.delayed"), session.createTopic("jms.delayed.news"))) {
+                MessageConsumer consumer = session.createConsumer(destination);
+                MessageProducer delayed = session.createProducer(destination);
+                delayed.setDeliveryDelay(1_500);
+                long sentMs = System.currentTimeMillis();
+                delayed.send(session.createTextMessage("later"));
+                session.createProducer(destination).send(session.createTextMessage("now"));
+                assertEquals("now", ((TextMessage) receive(consumer)).getText(), "the message sent after it comes first");
+                Message later = receive(consumer);
+                long receivedMs = System.currentTimeMillis();
+                assertEquals("later", ((TextMessage) later).getText());
+                assertTrue(later.getJMSDeliveryTime() >= sentMs + 1_500, "its delivery time is the delay from the send");
+                assertTrue(receivedMs >= later.getJMSDeliveryTime(), "not delivered before its time");
+            }
+        }
+    }
 }

@@ -155,4 +155,23 @@ class JmsAcrossDoorsTest {
             broker.close();
         }
     }
+
+    @Test
+    void anExpiredMessageReachesNoJmsConsumer() throws Exception {
+        try (SiftBroker broker = SiftBroker.start();
+                Connection connection = new JmsConnectionFactory(broker.uri("")).createConnection();
+                Stomp stomp = new Stomp(broker.stomp)) {
+            connection.start();
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            MessageConsumer consumer = session.createConsumer(session.createQueue("xdoor.expiring"));
+            // `expires` is milliseconds since the epoch: 1 is long past.
+            stomp.send("SEND\ndestination:/queue/xdoor.expiring\nexpires:1\nreceipt:old\n\nexpired");
+            assertEquals("RECEIPT", stomp.frame().get(""));
+            stomp.send("SEND\ndestination:/queue/xdoor.expiring\nreceipt:new\n\nsentinel");
+            assertEquals("RECEIPT", stomp.frame().get(""));
+            TextMessage first = (TextMessage) consumer.receive(RECEIVE_MS);
+            assertNotNull(first);
+            assertEquals("sentinel", first.getText(), "the expired message was dropped, not delivered");
+        }
+    }
 }

@@ -513,4 +513,81 @@ class JmsBehaviourTest {
             }
         }
     }
+
+    @Test
+    void timeToLiveSetsJmsExpiration() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.ttl");
+            MessageConsumer consumer = session.createConsumer(queue);
+            long sentMs = System.currentTimeMillis();
+            session.createProducer(queue).send(session.createTextMessage("fresh"), DeliveryMode.PERSISTENT, 4, 60_000);
+            Message fresh = receive(consumer);
+            assertTrue(Math.abs(fresh.getJMSExpiration() - (sentMs + 60_000)) < 5_000, "expires a minute after the send");
+        }
+    }
+
+    @Test
+    void individualAcknowledgeAcknowledgesOnlyTheMessageItIsCalledOn() throws Exception {
+        final int individualAcknowledge = 101; // Qpid JMS's INDIVIDUAL_ACKNOWLEDGE
+        try (Connection connection = connect(null)) {
+            Session producing = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue queue = producing.createQueue("jms.individual");
+            MessageProducer producer = producing.createProducer(queue);
+            producer.send(producing.createTextMessage("first"));
+            producer.send(producing.createTextMessage("second"));
+            Session session = connection.createSession(false, individualAcknowledge);
+            MessageConsumer consumer = session.createConsumer(queue);
+            Message first = receive(consumer);
+            Message second = receive(consumer);
+            assertEquals("second", ((TextMessage) second).getText());
+            second.acknowledge();
+            session.close();
+            MessageConsumer again = producing.createConsumer(queue);
+            Message redelivered = receive(again);
+            assertEquals(((TextMessage) first).getText(), ((TextMessage) redelivered).getText());
+            assertTrue(redelivered.getJMSRedelivered());
+            producer.send(producing.createTextMessage("sentinel"));
+            assertEquals("sentinel", ((TextMessage) receive(again)).getText(), "the acknowledged one is gone");
+        }
+    }
+
+    @Test
+    void dupsOkSessionsReceiveEveryMessage() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.DUPS_OK_ACKNOWLEDGE);
+            Queue queue = session.createQueue("jms.dupsok");
+            MessageConsumer consumer = session.createConsumer(queue);
+            MessageProducer producer = session.createProducer(queue);
+            for (int number = 0; number < 5; number++) {
+                producer.send(session.createTextMessage("m" + number));
+            }
+            for (int number = 0; number < 5; number++) {
+                assertEquals("m" + number, ((TextMessage) receive(consumer)).getText());
+            }
+        }
+    }
+
+    @Test
+    void aTemporaryTopicCarriesRepliesToEachOfItsSubscribers() throws Exception {
+        try (Connection connection = connect(null)) {
+            Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            jakarta.jms.TemporaryTopic replies = session.createTemporaryTopic();
+            MessageConsumer first = session.createConsumer(replies);
+            MessageConsumer second = session.createConsumer(replies);
+            TextMessage request = session.createTextMessage("ping");
+            request.setJMSReplyTo(replies);
+            Queue requests = session.createQueue("jms.requests.topic");
+            MessageConsumer server = session.createConsumer(requests);
+            session.createProducer(requests).send(request);
+            Message received = receive(server);
+            assertInstanceOf(Topic.class, received.getJMSReplyTo());
+            session.createProducer(received.getJMSReplyTo()).send(session.createTextMessage("pong"));
+            assertEquals("pong", ((TextMessage) receive(first)).getText());
+            assertEquals("pong", ((TextMessage) receive(second)).getText());
+            first.close();
+            second.close();
+            replies.delete();
+        }
+    }
 }

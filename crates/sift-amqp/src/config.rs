@@ -51,6 +51,9 @@ pub struct AmqpConfig {
     /// enumeration) that reads a stream waits for the broker to say it has
     /// given everything stored, before it answers with what came.
     pub drain_wait_ms_max: u64,
+    /// The longest a commit's answer waits for the broker to confirm (and
+    /// so, for persistent messages, store) the transaction's messages.
+    pub commit_wait_ms_max: u64,
     /// Payload bytes a connection's open transactions may hold until they
     /// are committed or rolled back; past it the connection is closed.
     pub transaction_bytes_max: u64,
@@ -75,6 +78,7 @@ impl Default for AmqpConfig {
             producer_credit: 1_000,
             consumer_unsettled_max: 1_000,
             drain_wait_ms_max: 1_000,
+            commit_wait_ms_max: 30_000,
             transaction_bytes_max: 64 * 1024 * 1024,
             durable_stream: "default".to_string(),
         }
@@ -96,6 +100,7 @@ impl AmqpConfig {
             ("amqp.producer_credit", u64::from(self.producer_credit)),
             ("amqp.consumer_unsettled_max", u64::from(self.consumer_unsettled_max)),
             ("amqp.drain_wait_ms_max", self.drain_wait_ms_max),
+            ("amqp.commit_wait_ms_max", self.commit_wait_ms_max),
             ("amqp.transaction_bytes_max", self.transaction_bytes_max),
         ];
         sift_broker::config::require_positive(&positive)?;

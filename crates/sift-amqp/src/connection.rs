@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::commits::Commits;
 use crate::drain::Drains;
 use crate::sasl::{self, Header, SaslError, SignIn};
 use crate::server::{AmqpCounters, Shared, PLAIN_TEXT_REFUSAL};
@@ -45,6 +46,9 @@ pub(crate) struct ConnectionContext {
     pub declared_queues: DeclaredQueues,
     /// The consumer links' drain signals, shared with the stream check.
     pub drains: Arc<Drains>,
+    /// The commits whose answer waits for their messages, shared with the
+    /// stream check.
+    pub commits: Arc<Commits>,
 }
 
 impl ConnectionContext {
@@ -144,9 +148,12 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         // The consumer gives up waiting after drain_wait_ms_max; the hold
         // ends a little later whatever happened to the consumer.
         drain_hold_max: Duration::from_millis(shared.config.drain_wait_ms_max.saturating_add(DRAIN_HOLD_MARGIN_MS)),
+        commit_wait_max: Duration::from_millis(shared.config.commit_wait_ms_max),
     };
     let drains = Arc::new(Drains::default());
-    let rewound = Rewound::new(stream, replay, limits, noticed.clone()).with_drains(drains.clone());
+    let commits = Arc::new(Commits::default());
+    let rewound =
+        Rewound::new(stream, replay, limits, noticed.clone()).with_drains(drains.clone()).with_commits(commits.clone());
     let broker_name = client.server_info().map_or_else(|| "sift".to_string(), |welcome| welcome.server_name);
     let connection =
         acceptor(shared, &broker_name).accept(rewound).await.map_err(|error| OpenError::Open(error.to_string()))?;
@@ -162,6 +169,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         temporary_nodes: AtomicU64::new(0),
         declared_queues: DeclaredQueues::default(),
         drains,
+        commits,
     };
     Ok(Opened { connection, context: Arc::new(context) })
 }

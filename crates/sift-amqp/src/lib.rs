@@ -9,6 +9,7 @@
 //! attaches to publishers and subscriptions, and messages between the AMQP
 //! sections and the JMS mapping ([`message_in`], [`message_out`]).
 
+pub mod commits;
 pub mod condition;
 pub mod config;
 mod connection;

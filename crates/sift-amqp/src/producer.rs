@@ -32,6 +32,8 @@ use crate::server::AmqpCounters;
 /// broker's confirm to come (or the refusal already known).
 struct InFlight {
     info: DeliveryInfo,
+    /// Its delivery id, which a commit's answer may wait for.
+    delivery_id: u32,
     confirm: Result<oneshot::Receiver<Result<Confirm, ClientError>>, AmqpErrorValue>,
 }
 
@@ -71,7 +73,8 @@ pub(crate) async fn serve(mut receiver: Receiver, node: Option<Node>, context: A
                     Ok(delivery) => delivery,
                     Err(RecvError::MessageDecode(error)) => {
                         let refusal = condition::error(AmqpError::DecodeError, "the message could not be decoded");
-                        in_flight.push_back(InFlight { info: error.info, confirm: Err(refusal) });
+                        let delivery_id = error.info.delivery_id();
+                        in_flight.push_back(InFlight { info: error.info, delivery_id, confirm: Err(refusal) });
                         continue;
                     }
                     Err(error) => {
@@ -80,8 +83,9 @@ pub(crate) async fn serve(mut receiver: Receiver, node: Option<Node>, context: A
                     }
                 };
                 let info = DeliveryInfo::from(&delivery);
+                let delivery_id = info.delivery_id();
                 let confirm = publish(delivery.into_message(), node.as_ref(), &context).await;
-                in_flight.push_back(InFlight { info, confirm });
+                in_flight.push_back(InFlight { info, delivery_id, confirm });
             }
         }
         if receiver.credit() <= credit / 2 && receiver.set_credit(credit).await.is_err() {
@@ -113,6 +117,8 @@ async fn settle(
                 Err(oneshot::error::TryRecvError::Closed) => outcome_of(Err(())),
             },
         };
+        // A commit's answer may wait for this one (`crate::commits`).
+        context.commits.published(receiver.name(), entry.delivery_id);
         match outcome {
             Ok(()) => {
                 AmqpCounters::bump(&context.shared.counters.messages_received);

@@ -27,6 +27,7 @@ use fe2o3_amqp::types::definitions::Role;
 use fe2o3_amqp::types::performatives::Performative;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::commits::Commits;
 use crate::drain::{DrainSignal, Drains};
 use crate::encoding;
 use crate::sasl::AMQP_HEADER;
@@ -67,6 +68,9 @@ pub struct StreamLimits {
     /// The longest a drain flow is held for its consumer ([`crate::drain`]):
     /// past it, it goes on to the library whatever the consumer does.
     pub drain_hold_max: std::time::Duration,
+    /// The longest a commit's answer waits for the transaction's messages
+    /// to be confirmed ([`crate::commits`]).
+    pub commit_wait_max: std::time::Duration,
 }
 
 /// A stream that first yields `replay`, then the checked frames of `inner`.
@@ -95,6 +99,15 @@ pub struct Rewound<S> {
     /// A drain flow held back until its consumer sent what it had, and
     /// that consumer's signal; no frame after it is checked meanwhile.
     held_drain: Option<(BytesMut, Arc<DrainSignal>)>,
+    /// The commits whose answer waits for their messages.
+    commits: Arc<Commits>,
+    /// Bytes the library wrote that wait behind a commit's answer; the
+    /// frames before `cleared_bytes` have been checked and only wait for
+    /// the socket.
+    outgoing: BytesMut,
+    cleared_bytes: usize,
+    /// When a held commit answer goes out regardless.
+    commit_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     /// When the held drain goes on regardless; set when the consumer is
     /// asked, once the library has read every frame before the drain (so
     /// that the credit those frames gave has reached the consumer's link).
@@ -119,7 +132,18 @@ impl<S> Rewound<S> {
             receiving_links: HashMap::new(),
             held_drain: None,
             held_drain_deadline: None,
+            commits: Arc::default(),
+            outgoing: BytesMut::new(),
+            cleared_bytes: 0,
+            commit_deadline: None,
         }
+    }
+
+    /// Holds the answer of each commit until the broker confirmed the
+    /// transaction's messages ([`crate::commits`]).
+    pub fn with_commits(mut self, commits: Arc<Commits>) -> Self {
+        self.commits = commits;
+        self
     }
 
     /// Holds each drain flow for a consumer link registered in `drains`
@@ -214,7 +238,11 @@ impl<S> Rewound<S> {
                 *slot = Some(ClientOpen { container_id: open.container_id });
             }
             Performative::Transfer(transfer) => {
-                self.transactions.on_transfer(channel, &transfer, &body[end..]).map_err(invalid)?;
+                if let Some(commit) =
+                    self.transactions.on_transfer(channel, &transfer, &body[end..]).map_err(invalid)?
+                {
+                    self.commits.expect(commit.channel, commit.discharge_id, commit.posted);
+                }
                 self.check_transfer((channel, transfer.handle.0), &body[end..], transfer.more, transfer.aborted)?;
             }
             Performative::Attach(attach) => {
@@ -340,13 +368,98 @@ impl<S: AsyncRead + Unpin> AsyncRead for Rewound<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Rewound<S> {
+    /// Writes what the library wrote, frame by frame, holding a frame that
+    /// answers a commit still waiting for its messages, and every frame
+    /// after it. Ready once everything is written.
+    fn drain_outgoing(&mut self, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            while self.cleared_bytes > 0 {
+                let written = match Pin::new(&mut self.inner).poll_write(context, &self.outgoing[..self.cleared_bytes])
+                {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                    Poll::Ready(Ok(written)) => written,
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                    Poll::Pending => return Poll::Pending,
+                };
+                self.outgoing.advance(written);
+                self.cleared_bytes -= written;
+            }
+            if self.outgoing.is_empty() {
+                return Poll::Ready(Ok(()));
+            }
+            match self.next_outgoing_frame(context) {
+                Some(frame_bytes) => self.cleared_bytes = frame_bytes,
+                None => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The size of the next outgoing frame when it may go out now; `None`
+    /// while it answers a commit still waiting (the write side is woken
+    /// when that changes, or at `commit_wait_max`).
+    fn next_outgoing_frame(&mut self, context: &mut Context<'_>) -> Option<usize> {
+        let whole = self.outgoing.len();
+        let Some(size) =
+            self.outgoing.get(..4).map(|bytes| u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+        else {
+            return Some(whole); // A partial header: the library's to finish.
+        };
+        let size = (size as usize).clamp(1, whole);
+        let Some(disposition) = disposition_of(&self.outgoing[..size]) else { return Some(size) };
+        let channel = u16::from_be_bytes([self.outgoing[6], self.outgoing[7]]);
+        if !self.commits.holds(channel, &disposition, context) {
+            self.commit_deadline = None;
+            return Some(size);
+        }
+        let limit = self.limits.commit_wait_max;
+        let deadline = self.commit_deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if deadline.as_mut().poll(context).is_ready() {
+            tracing::warn!(
+                channel,
+                "a commit answered before its messages were confirmed: amqp.commit_wait_ms_max passed"
+            );
+            self.commits.give_up(channel, &disposition);
+            self.commit_deadline = None;
+            return Some(size);
+        }
+        None
+    }
+}
+
+/// The disposition an outgoing frame carries, if it is one.
+fn disposition_of(frame: &[u8]) -> Option<fe2o3_amqp::types::performatives::Disposition> {
+    let start = FRAME_HEADER_BYTES;
+    if frame.get(4..6) != Some(&[2, 0]) || frame.get(start + 1..start + 3) != Some(&[0x53, DISPOSITION_CODE]) {
+        return None;
+    }
+    match serde_amqp::from_slice::<Performative>(&frame[start..]) {
+        Ok(Performative::Disposition(disposition)) => Some(disposition),
+        _ => None,
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Rewound<S> {
     fn poll_write(mut self: Pin<&mut Self>, context: &mut Context<'_>, bytes: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(context, bytes)
+        let this = &mut *self;
+        if this.outgoing.is_empty() && !this.commits.any_waiting() {
+            return Pin::new(&mut this.inner).poll_write(context, bytes);
+        }
+        // Taken whole: the library waits in its flush while a commit's
+        // answer is held, so at most the frames it writes at once wait here.
+        this.outgoing.extend_from_slice(bytes);
+        if let Poll::Ready(Err(error)) = this.drain_outgoing(context) {
+            return Poll::Ready(Err(error));
+        }
+        Poll::Ready(Ok(bytes.len()))
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(context)
+        let this = &mut *self;
+        match this.drain_outgoing(context) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.inner).poll_flush(context),
+            other => other,
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -367,6 +480,7 @@ mod tests {
         max_message_bytes: 1024 * 1024,
         transaction_bytes_max: 1 << 20,
         drain_hold_max: std::time::Duration::from_secs(1),
+        commit_wait_max: std::time::Duration::from_secs(1),
     };
 
     fn frame(performative: &[u8], payload: &[u8]) -> BytesMut {
@@ -499,5 +613,31 @@ mod tests {
         signal.release();
         rewound.read_exact(&mut rest).await.expect("the drain, once released");
         assert_eq!(&rest[..], &drain[..]);
+    }
+
+    #[tokio::test]
+    async fn a_commits_answer_is_written_only_once_its_messages_are_published() {
+        use fe2o3_amqp::types::messaging::{Accepted, DeliveryState};
+        use futures_util::FutureExt;
+        let commits = Arc::new(Commits::default());
+        let (mut client, server) = tokio::io::duplex(4096);
+        let mut rewound =
+            Rewound::new(server, AMQP_HEADER.to_vec(), LIMITS, Arc::default()).with_commits(commits.clone());
+        commits.expect(0, 7, vec![("producer".into(), 3)]);
+        let answer = performative(Performative::Disposition(fe2o3_amqp::types::performatives::Disposition {
+            role: Role::Receiver,
+            first: 7,
+            last: None,
+            settled: true,
+            state: Some(DeliveryState::Accepted(Accepted {})),
+            batchable: false,
+        }));
+        rewound.write_all(&answer).await.expect("taken");
+        assert!(rewound.flush().now_or_never().is_none(), "held while the commit's message is unconfirmed");
+        commits.published("producer", 3);
+        rewound.flush().await.expect("written once it is");
+        let mut read = vec![0u8; answer.len()];
+        client.read_exact(&mut read).await.expect("the answer");
+        assert_eq!(&read[..], &answer[..]);
     }
 }

@@ -37,6 +37,7 @@ use fe2o3_amqp::types::messaging::{AmqpValue, DeliveryState, Modified, TargetArc
 use fe2o3_amqp::types::performatives::{Attach, Detach, Disposition, Performative, Transfer};
 use fe2o3_amqp::types::transaction::Discharge;
 
+use crate::commits::PostedDelivery;
 use crate::encoding;
 
 /// A link as the client numbers it: its session's channel and its handle.
@@ -55,6 +56,18 @@ struct Retirement {
     last: Option<u32>,
 }
 
+/// A commit the client sent: the `discharge`'s channel and delivery id, and
+/// the deliveries its transaction posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitNotice {
+    /// The session's channel.
+    pub channel: u16,
+    /// The delivery id of the `discharge`.
+    pub discharge_id: u32,
+    /// What the commit's answer waits for.
+    pub posted: Vec<PostedDelivery>,
+}
+
 /// What a connection's open transactions hold, by transaction id.
 #[derive(Debug, Default)]
 pub struct TransactionBudget {
@@ -65,6 +78,12 @@ pub struct TransactionBudget {
     held_bytes_by_transaction: HashMap<Vec<u8>, usize>,
     /// The deliveries each open transaction retired.
     retired_by_transaction: HashMap<Vec<u8>, Vec<Retirement>>,
+    /// The deliveries each open transaction posted, by producer link name
+    /// and delivery id: a commit waits for them ([`crate::commits`]).
+    posted_by_transaction: HashMap<Vec<u8>, Vec<PostedDelivery>>,
+    /// The name of each link the client sends on (a producer's), by
+    /// channel and the client's handle.
+    sending_links: HashMap<LinkKey, String>,
     /// Frames to put into the stream behind the frame just checked.
     injected: BytesMut,
     /// Their sum.
@@ -102,24 +121,43 @@ impl TransactionBudget {
             Some(TargetArchetype::Coordinator(_)) => self.controllers.insert(link),
             _ => self.controllers.remove(&link),
         };
+        match (&attach.role, attach.target.as_deref()) {
+            (Role::Sender, Some(TargetArchetype::Target(_))) => self.sending_links.insert(link, attach.name.clone()),
+            _ => self.sending_links.remove(&link),
+        };
     }
 
     /// Notes a link the client detaches.
     pub fn on_detach(&mut self, channel: u16, detach: &Detach) {
         self.controllers.remove(&(channel, detach.handle.0));
+        self.sending_links.remove(&(channel, detach.handle.0));
     }
 
     /// Accounts for one transfer frame and its payload; an error when the
-    /// open transactions would hold more than their bound.
-    pub fn on_transfer(&mut self, channel: u16, transfer: &Transfer, payload: &[u8]) -> Result<(), String> {
-        if self.controllers.contains(&(channel, transfer.handle.0)) {
-            self.on_control_message(payload);
-            return Ok(());
+    /// open transactions would hold more than their bound. A commit comes
+    /// out as what its answer waits for.
+    pub fn on_transfer(
+        &mut self,
+        channel: u16,
+        transfer: &Transfer,
+        payload: &[u8],
+    ) -> Result<Option<CommitNotice>, String> {
+        let link = (channel, transfer.handle.0);
+        if self.controllers.contains(&link) {
+            let discharge_id = transfer.delivery_id;
+            return Ok(self.on_control_message(payload).zip(discharge_id).map(|(posted, discharge_id)| CommitNotice {
+                channel,
+                discharge_id,
+                posted,
+            }));
         }
-        match transfer.state.as_ref() {
-            Some(DeliveryState::TransactionalState(state)) => self.hold(&state.txn_id, payload.len()),
-            _ => Ok(()),
+        let Some(DeliveryState::TransactionalState(state)) = transfer.state.as_ref() else { return Ok(None) };
+        self.hold(&state.txn_id, payload.len())?;
+        if let (Some(delivery_id), Some(name)) = (transfer.delivery_id, self.sending_links.get(&link)) {
+            let posted = self.posted_by_transaction.entry(state.txn_id.to_vec()).or_default();
+            posted.push((name.clone(), delivery_id));
         }
+        Ok(None)
     }
 
     /// Notes a disposition the client sends: a transactional one of the
@@ -154,17 +192,21 @@ impl TransactionBudget {
 
     /// A controller's message: a discharge frees its transaction's bytes;
     /// a declare (or anything else, which the library refuses) holds none.
-    fn on_control_message(&mut self, payload: &[u8]) {
-        let Some(discharge) = discharge_of(payload) else { return };
+    /// A commit comes out as the deliveries its transaction posted.
+    fn on_control_message(&mut self, payload: &[u8]) -> Option<Vec<PostedDelivery>> {
+        let discharge = discharge_of(payload)?;
         if let Some(bytes) = self.held_bytes_by_transaction.remove(&discharge.txn_id[..]) {
             self.held_bytes -= bytes;
         }
         let retired = self.retired_by_transaction.remove(&discharge.txn_id[..]).unwrap_or_default();
+        let posted = self.posted_by_transaction.remove(&discharge.txn_id[..]).unwrap_or_default();
         if discharge.fail == Some(true) {
             for retirement in retired {
                 put_failed_delivery(&mut self.injected, retirement);
             }
+            return None;
         }
+        Some(posted)
     }
 }
 
@@ -309,6 +351,7 @@ mod tests {
             max_message_bytes: 4096,
             transaction_bytes_max: 4096,
             drain_hold_max: std::time::Duration::from_secs(1),
+            commit_wait_max: std::time::Duration::from_secs(1),
         };
         assert_eq!(crate::wire::decode_frames(&injected, limits).len(), 1, "the frame passes the stream check");
         assert_eq!(u16::from_be_bytes([injected[6], injected[7]]), 2, "on the retirement's channel");
@@ -318,6 +361,26 @@ mod tests {
         };
         assert_eq!((failed.first, failed.settled), (5, true));
         assert!(matches!(failed.state, Some(DeliveryState::Modified(Modified { delivery_failed: Some(true), .. }))));
+    }
+
+    fn producer_attach(handle: u32) -> Attach {
+        let mut attach = attach(handle, false);
+        attach.target = Some(Box::new(TargetArchetype::Target(fe2o3_amqp::types::messaging::Target::default())));
+        attach
+    }
+
+    #[test]
+    fn a_commit_waits_for_the_deliveries_its_transaction_posted_and_a_rollback_for_none() {
+        let mut budget = TransactionBudget::new(1000);
+        budget.on_attach(0, &attach(7, true));
+        budget.on_attach(0, &producer_attach(1));
+        budget.on_transfer(0, &transfer(1, Some(b"t1")), &[0; 10]).expect("posted");
+        budget.on_transfer(0, &transfer(1, Some(b"t2")), &[0; 10]).expect("posted");
+        let commit = budget.on_transfer(0, &transfer(7, None), &discharge(b"t1", false)).expect("a commit");
+        let expected = CommitNotice { channel: 0, discharge_id: 0, posted: vec![("link-1".to_string(), 0)] };
+        assert_eq!(commit, Some(expected));
+        let rollback = budget.on_transfer(0, &transfer(7, None), &discharge(b"t2", true)).expect("a rollback");
+        assert_eq!(rollback, None);
     }
 
     #[test]

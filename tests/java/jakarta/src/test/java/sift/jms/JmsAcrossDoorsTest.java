@@ -174,4 +174,33 @@ class JmsAcrossDoorsTest {
             assertEquals("sentinel", first.getText(), "the expired message was dropped, not delivered");
         }
     }
+
+    @Test
+    void aCommittedTransactionsPersistentMessagesSurviveAKillRightAfterTheCommit() throws Exception {
+        SiftBroker broker = SiftBroker.start();
+        try {
+            try (Connection connection = new JmsConnectionFactory(broker.uri("")).createConnection()) {
+                Session session = connection.createSession(true, Session.SESSION_TRANSACTED);
+                MessageProducer producer = session.createProducer(session.createQueue("jms.tx.kept"));
+                producer.setDeliveryMode(DeliveryMode.PERSISTENT);
+                for (int number = 0; number < 3; number++) {
+                    producer.send(session.createTextMessage("kept-" + number));
+                }
+                session.commit(); // returns once the broker stored them
+            }
+            broker = broker.restarted();
+            try (Connection connection = new JmsConnectionFactory(broker.uri("")).createConnection()) {
+                connection.start();
+                Session session = connection.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                MessageConsumer consumer = session.createConsumer(session.createQueue("jms.tx.kept"));
+                for (int number = 0; number < 3; number++) {
+                    TextMessage message = (TextMessage) consumer.receive(RECEIVE_MS);
+                    assertNotNull(message, "kept-" + number + " survived");
+                    assertEquals("kept-" + number, message.getText());
+                }
+            }
+        } finally {
+            broker.close();
+        }
+    }
 }

@@ -231,6 +231,18 @@ impl<S> Rewound<S> {
             return Err(invalid("bytes after a performative that carries no payload"));
         }
         let channel = u16::from_be_bytes([body[2], body[3]]);
+        self.note(channel, performative, &body[end..])
+    }
+
+    /// What a checked performative (with its payload) tells the front-end:
+    /// the client's open, links as they come and go, transactions, and a
+    /// drain to hold back (its consumer's signal).
+    fn note(
+        &mut self,
+        channel: u16,
+        performative: Performative,
+        payload: &[u8],
+    ) -> std::io::Result<Option<Arc<DrainSignal>>> {
         match performative {
             Performative::Open(open) if !self.open_seen => {
                 self.open_seen = true;
@@ -238,12 +250,10 @@ impl<S> Rewound<S> {
                 *slot = Some(ClientOpen { container_id: open.container_id });
             }
             Performative::Transfer(transfer) => {
-                if let Some(commit) =
-                    self.transactions.on_transfer(channel, &transfer, &body[end..]).map_err(invalid)?
-                {
+                if let Some(commit) = self.transactions.on_transfer(channel, &transfer, payload).map_err(invalid)? {
                     self.commits.expect(commit.channel, commit.discharge_id, commit.posted);
                 }
-                self.check_transfer((channel, transfer.handle.0), &body[end..], transfer.more, transfer.aborted)?;
+                self.check_transfer((channel, transfer.handle.0), payload, transfer.more, transfer.aborted)?;
             }
             Performative::Attach(attach) => {
                 if attach.role == Role::Receiver {

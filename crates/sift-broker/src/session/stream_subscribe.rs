@@ -110,35 +110,7 @@ impl Session {
             policy: QueuePolicy::Block,
             label: format!("{}#{}/{}", self.conn.name, self.conn.id, sub_id),
         }));
-        let member = (subscription.clone(), flags.member);
-        let opened = match (source.durable.is_empty(), flags.browse) {
-            (true, _) => self
-                .open_replay(&source, topic_filter, content, member)
-                .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
-            (false, true) => self
-                .open_browser(&source.durable, topic_filter, content, member)
-                .map(|(consumer, start_task)| OpenedDurable { consumer, start_task, created: false }),
-            (false, false) => {
-                // A subscriber's own filter is not the durable's: the
-                // durable reads every message on its topics.
-                let (filter_kind, filter, content) = match flags.member.own_filter {
-                    true => (FilterKind::None, "", None),
-                    false => (request.filter_kind, request.filter.as_str(), content),
-                };
-                let durable = DurableRequest {
-                    name: &source.durable,
-                    stream: &source.stream,
-                    topic_filter: &topic_filter,
-                    filter_kind,
-                    filter,
-                    content,
-                    shared: flags.shared,
-                    start: source.start,
-                    member: flags.member,
-                };
-                self.shared.storage.open_durable(&durable, subscription.clone())
-            }
-        };
+        let opened = self.open_stream_consumer(&request, &source, &flags, (topic_filter, content), &subscription);
         let OpenedDurable { consumer, start_task, created } = match opened {
             Ok(opened) => opened,
             Err((code, message)) => {
@@ -159,6 +131,44 @@ impl Session {
             tokio::spawn(consumer::run(self.shared.consumer_context(), consumer));
         }
         true
+    }
+
+    /// The consumer a stream subscription reads from: a replay of its own,
+    /// a browser of a durable, or the durable itself (found or created).
+    fn open_stream_consumer(
+        &self,
+        request: &Subscribe,
+        source: &StreamSource,
+        flags: &StreamFlags,
+        (topic_filter, content): (TopicFilter, Option<Arc<ContentFilter>>),
+        subscription: &SubRef,
+    ) -> Result<OpenedDurable, Refusal> {
+        let member = (subscription.clone(), flags.member);
+        let not_durable = |(consumer, start_task)| OpenedDurable { consumer, start_task, created: false };
+        if source.durable.is_empty() {
+            return self.open_replay(source, topic_filter, content, member).map(not_durable);
+        }
+        if flags.browse {
+            return self.open_browser(&source.durable, topic_filter, content, member).map(not_durable);
+        }
+        // A subscriber's own filter is not the durable's: the durable reads
+        // every message on its topics.
+        let (filter_kind, filter, content) = match flags.member.own_filter {
+            true => (FilterKind::None, "", None),
+            false => (request.filter_kind, request.filter.as_str(), content),
+        };
+        let durable = DurableRequest {
+            name: &source.durable,
+            stream: &source.stream,
+            topic_filter: &topic_filter,
+            filter_kind,
+            filter,
+            content,
+            shared: flags.shared,
+            start: source.start,
+            member: flags.member,
+        };
+        self.shared.storage.open_durable(&durable, subscription.clone())
     }
 
     /// A consumer that the subscription alone uses and that is forgotten

@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
         transaction_bytes_max: 1024 * 1024,
         drain_hold_max: std::time::Duration::from_secs(1),
         commit_wait_max: std::time::Duration::from_secs(1),
+        links_max: 1024,
     };
     let _ = sift_amqp::wire::decode_frames(data, limits);
 });

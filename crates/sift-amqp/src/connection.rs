@@ -149,6 +149,7 @@ async fn open(mut stream: DoorStream, peer: SocketAddr, shared: &Arc<Shared>) ->
         // ends a little later whatever happened to the consumer.
         drain_hold_max: Duration::from_millis(shared.config.drain_wait_ms_max.saturating_add(DRAIN_HOLD_MARGIN_MS)),
         commit_wait_max: Duration::from_millis(shared.config.commit_wait_ms_max),
+        links_max: usize::from(shared.config.max_sessions).saturating_mul(shared.config.max_links_per_session as usize),
     };
     let drains = Arc::new(Drains::default());
     let commits = Arc::new(Commits::default());

@@ -71,6 +71,10 @@ pub struct StreamLimits {
     /// The longest a commit's answer waits for the transaction's messages
     /// to be confirmed ([`crate::commits`]).
     pub commit_wait_max: std::time::Duration,
+    /// Most links the client may have attached at once, all sessions
+    /// together (`amqp.max_sessions` × `amqp.max_links_per_session`): the
+    /// check notes each one before the library refuses any.
+    pub links_max: usize,
 }
 
 /// A stream that first yields `replay`, then the checked frames of `inner`.
@@ -256,6 +260,13 @@ impl<S> Rewound<S> {
                 self.check_transfer((channel, transfer.handle.0), payload, transfer.more, transfer.aborted)?;
             }
             Performative::Attach(attach) => {
+                let noted = self.receiving_links.len() + self.transactions.links_noted();
+                if noted >= self.limits.links_max {
+                    let limit = self.limits.links_max;
+                    return Err(invalid(format!(
+                        "over {limit} links attached at once (amqp.max_sessions × amqp.max_links_per_session)"
+                    )));
+                }
                 if attach.role == Role::Receiver {
                     self.drains.expect(&attach.name);
                     self.receiving_links.insert((channel, attach.handle.0), attach.name.clone());
@@ -491,6 +502,7 @@ mod tests {
         transaction_bytes_max: 1 << 20,
         drain_hold_max: std::time::Duration::from_secs(1),
         commit_wait_max: std::time::Duration::from_secs(1),
+        links_max: 1024,
     };
 
     fn frame(performative: &[u8], payload: &[u8]) -> BytesMut {
@@ -649,5 +661,15 @@ mod tests {
         let mut read = vec![0u8; answer.len()];
         client.read_exact(&mut read).await.expect("the answer");
         assert_eq!(&read[..], &answer[..]);
+    }
+
+    #[test]
+    fn links_past_the_bound_end_the_connection_with_an_error() {
+        let limits = StreamLimits { links_max: 2, ..LIMITS };
+        let mut stream = Rewound::new(tokio::io::empty(), AMQP_HEADER.to_vec(), limits, Arc::default());
+        stream.feed(&consumer_attach("one", 1)).expect("within the bound");
+        stream.feed(&consumer_attach("two", 2)).expect("within the bound");
+        let refused = stream.feed(&consumer_attach("three", 3)).expect_err("past the bound");
+        assert!(refused.to_string().contains("over 2 links"), "{refused}");
     }
 }

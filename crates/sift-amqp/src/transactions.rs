@@ -114,6 +114,11 @@ impl TransactionBudget {
         self.injected.split()
     }
 
+    /// Links noted now: controllers and producers.
+    pub fn links_noted(&self) -> usize {
+        self.controllers.len() + self.sending_links.len()
+    }
+
     /// Notes a link the client attaches.
     pub fn on_attach(&mut self, channel: u16, attach: &Attach) {
         let link = (channel, attach.handle.0);
@@ -352,6 +357,7 @@ mod tests {
             transaction_bytes_max: 4096,
             drain_hold_max: std::time::Duration::from_secs(1),
             commit_wait_max: std::time::Duration::from_secs(1),
+            links_max: 1024,
         };
         assert_eq!(crate::wire::decode_frames(&injected, limits).len(), 1, "the frame passes the stream check");
         assert_eq!(u16::from_be_bytes([injected[6], injected[7]]), 2, "on the retirement's channel");

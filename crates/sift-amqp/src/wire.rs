@@ -103,6 +103,7 @@ mod tests {
             transaction_bytes_max: 1 << 20,
             drain_hold_max: std::time::Duration::from_secs(1),
             commit_wait_max: std::time::Duration::from_secs(1),
+            links_max: 1024,
         };
         for data in
             [&b"\x00\x00\x00\x04"[..], b"\x00\x00\x00\x08\x02\x00\x00\x00", b"\x00\x00\x00\x09\x02\x00\x00\x00\xff"]

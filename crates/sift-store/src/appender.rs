@@ -58,27 +58,39 @@ pub(crate) struct Appender {
     /// When data was first written and not yet synced (not under `always`).
     unsynced_since: Option<Instant>,
     last_retention: Instant,
+    /// Why a cut of the tail failed after it began: the files and this
+    /// state may disagree until the log is opened again (which finishes
+    /// the cut), so appends are refused meanwhile.
+    cut_failed: Option<String>,
+}
+
+/// The active segment of `shared` (its last) opened for appending, and
+/// the sequence the next record gets.
+fn active_of(shared: &Shared) -> Result<(ActiveSegment, u64), StoreError> {
+    let (path, length, records, next_seq) = {
+        let segments = shared.segments();
+        let Some(active) = segments.last() else {
+            return Err(StoreError::Invalid("a log has at least one segment".into()));
+        };
+        (active.path.clone(), active.bytes, active.messages(), active.last_seq + 1)
+    };
+    let file = OpenOptions::new().write(true).open(&path).map_err(|error| StoreError::io(&path, "open", error))?;
+    Ok((ActiveSegment::new(Box::new(file), path, length, records), next_seq))
 }
 
 impl Appender {
     /// The appender of `shared`'s last segment.
     pub(crate) fn new(shared: Arc<Shared>) -> Result<Appender, StoreError> {
-        let (path, length, records, next_seq) = {
-            let segments = shared.segments();
-            let Some(active) = segments.last() else {
-                return Err(StoreError::Invalid("a log has at least one segment".into()));
-            };
-            (active.path.clone(), active.bytes, active.messages(), active.last_seq + 1)
-        };
-        let file = OpenOptions::new().write(true).open(&path).map_err(|error| StoreError::io(&path, "open", error))?;
+        let (active, next_seq) = active_of(&shared)?;
         Ok(Appender {
             shared,
-            active: ActiveSegment::new(Box::new(file), path, length, records),
+            active,
             next_seq,
             buffer: Vec::new(),
             pending: Vec::new(),
             unsynced_since: None,
             last_retention: Instant::now(),
+            cut_failed: None,
         })
     }
 
@@ -105,6 +117,9 @@ impl Appender {
         match command {
             Command::Retain { now_ns, reply } => {
                 let _ = reply.send(self.retain(now_ns));
+            }
+            Command::Truncate { from_seq, reply } => {
+                let _ = reply.send(self.truncate(from_seq));
             }
             Command::Append(first) => {
                 let mut batch_bytes = first.body.len();
@@ -182,6 +197,50 @@ impl Appender {
         crate::retention::remove_old_segments(&self.shared, now_ns)
     }
 
+    /// Removes every record from `from_seq` on (`truncate.rs`), then
+    /// appends again from `from_seq`.
+    fn truncate(&mut self, from_seq: u64) -> Result<u64, StoreError> {
+        debug_assert!(self.pending.is_empty(), "a cut runs between batches");
+        if let Some(why) = &self.cut_failed {
+            return Err(StoreError::Invalid(why.clone()));
+        }
+        let first_seq = self.shared.segments().first().map_or(1, |segment| segment.first_seq);
+        let last_seq = self.shared.last_seq.load(Ordering::Acquire);
+        if from_seq < first_seq.max(1) {
+            return Err(StoreError::Invalid(format!(
+                "cannot cut the log from sequence {from_seq}: its first stored sequence is {first_seq}"
+            )));
+        }
+        if from_seq > last_seq {
+            return Ok(0);
+        }
+        let dir = self.shared.dir.clone();
+        crate::truncate::mark(&dir, from_seq)?;
+        if let Err(error) = self.cut_and_reopen(from_seq) {
+            self.cut_failed = Some(format!("a cut of the log's tail failed ({error}); open the log again"));
+            return Err(error);
+        }
+        crate::truncate::unmark(&dir)?;
+        let removed = last_seq + 1 - from_seq;
+        self.shared.counters.records_truncated.fetch_add(removed, Ordering::Relaxed);
+        Ok(removed)
+    }
+
+    /// The cut itself, then the segment list, the visible end, the readers'
+    /// generation and the active segment as the files now are.
+    fn cut_and_reopen(&mut self, from_seq: u64) -> Result<(), StoreError> {
+        crate::truncate::cut_files(&self.shared.dir, from_seq)?;
+        let (segments, recovery) =
+            crate::recovery::open_segments(&self.shared.dir, self.shared.config.index_interval_bytes, true)?;
+        debug_assert_eq!(recovery.last_seq, from_seq - 1, "the log ends just before the cut");
+        *self.shared.segments() = segments;
+        self.shared.last_seq.store(recovery.last_seq, Ordering::Release);
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        let (active, next_seq) = active_of(&self.shared)?;
+        (self.active, self.next_seq, self.unsynced_since) = (active, next_seq, None);
+        Ok(())
+    }
+
     /// Syncs the active segment if it has unsynced data; a failure is
     /// counted and retried an interval later.
     fn sync_unsynced(&mut self) {
@@ -216,6 +275,15 @@ impl Appender {
     /// record would not fit, and completes every request in it.
     pub(crate) fn write_batch(&mut self, batch: Vec<AppendRequest>) {
         let batch_bytes: u64 = batch.iter().map(|request| request.body.len() as u64).sum();
+        if let Some(why) = &self.cut_failed {
+            for request in batch {
+                if let Some(completion) = request.completion {
+                    completion(Err(StoreError::Invalid(why.clone())));
+                }
+            }
+            self.shared.queued_bytes.fetch_sub(batch_bytes, Ordering::Relaxed);
+            return;
+        }
         for request in batch {
             let record_bytes = record_len(request.body.len()) as u64;
             if self.must_roll(record_bytes) {

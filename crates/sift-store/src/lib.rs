@@ -44,6 +44,7 @@ mod retention;
 mod scan;
 mod segment;
 mod stats;
+mod truncate;
 
 pub use appender::{RETENTION_CHECK_INTERVAL, WRITE_BATCH_BYTES_MAX};
 pub use config::{

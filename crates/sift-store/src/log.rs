@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub queued_bytes: AtomicU64,
     pub counters: Counters,
     pub on_append: AppendHook,
+    /// Grows with each cut of the log's tail: readers drop what they
+    /// cached of bytes a cut may have removed.
+    pub generation: AtomicU64,
 }
 
 impl std::fmt::Debug for Shared {
@@ -61,6 +64,8 @@ impl Shared {
             std::fs::create_dir_all(dir).map_err(|error| StoreError::io(dir, "create", error))?;
             crate::files::sync_parent(dir)?;
         }
+        // A cut of the tail a crash interrupted is finished first.
+        crate::truncate::finish_pending(dir)?;
         let (segments, recovery) = open_segments(dir, config.index_interval_bytes, true)?;
         debug_assert!(!segments.is_empty(), "opening creates the first segment");
         let counters = Counters::default();
@@ -75,6 +80,7 @@ impl Shared {
             queued_bytes: AtomicU64::new(0),
             counters,
             on_append,
+            generation: AtomicU64::new(0),
         };
         Ok((shared, recovery))
     }
@@ -99,6 +105,8 @@ pub(crate) enum Command {
     Append(AppendRequest),
     /// Run retention as of `now_ns` and answer.
     Retain { now_ns: u64, reply: mpsc::Sender<Result<RetentionOutcome, StoreError>> },
+    /// Remove every record from `from_seq` on and answer how many went.
+    Truncate { from_seq: u64, reply: mpsc::Sender<Result<u64, StoreError>> },
 }
 
 /// A stream's message log. `Send + Sync`: share it with an `Arc`.
@@ -217,6 +225,7 @@ impl Log {
             appends_refused_queue_full: load(&counters.appends_refused_queue_full),
             retention_segments_removed: load(&counters.retention_segments_removed),
             retention_messages_removed: load(&counters.retention_messages_removed),
+            records_truncated: load(&counters.records_truncated),
         }
     }
 
@@ -234,6 +243,21 @@ impl Log {
         };
         let (reply, answer) = mpsc::channel();
         sender.send(Command::Retain { now_ns, reply }).map_err(|_| StoreError::Closed)?;
+        answer.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Removes every record from `from_seq` on (a Raft follower's entries
+    /// that a new leader overrules), after the appends already queued; the
+    /// next append gets `from_seq`. Returns how many records went. The cut
+    /// survives a crash at any point (`truncate.rs`). A read running while
+    /// it happens may still return records it removes; readers that must
+    /// not see them read only below the cut. `from_seq` before the first
+    /// stored sequence is refused.
+    pub fn truncate_from(&self, from_seq: u64) -> Result<u64, StoreError> {
+        let on_appender = std::thread::current().id() == self.appender_id;
+        let Some(sender) = self.sender.as_ref().filter(|_| !on_appender) else { return Err(StoreError::Closed) };
+        let (reply, answer) = mpsc::channel();
+        sender.send(Command::Truncate { from_seq, reply }).map_err(|_| StoreError::Closed)?;
         answer.recv().map_err(|_| StoreError::Closed)?
     }
 

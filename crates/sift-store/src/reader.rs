@@ -93,6 +93,9 @@ pub struct LogReader {
     resume: Option<Resume>,
     /// The chunk the last read took from disk.
     chunk: Option<CachedChunk>,
+    /// The log's generation `resume` and `chunk` belong to: a cut of the
+    /// tail makes both stale.
+    generation: u64,
 }
 
 /// A chunk of one segment, as read: whole visible records only, since a
@@ -146,7 +149,8 @@ impl Walk {
 
 impl LogReader {
     pub(crate) fn new(shared: Arc<Shared>) -> LogReader {
-        LogReader { shared, resume: None, chunk: None }
+        let generation = shared.generation.load(Ordering::Acquire);
+        LogReader { shared, resume: None, chunk: None, generation }
     }
 
     /// Appends to `out` the records with sequence `from_seq` and on, in
@@ -162,6 +166,10 @@ impl LogReader {
         max_bytes: usize,
         out: &mut Vec<Record>,
     ) -> Result<ReadOutcome, StoreError> {
+        let generation = self.shared.generation.load(Ordering::Acquire);
+        if generation != self.generation {
+            (self.chunk, self.resume, self.generation) = (None, None, generation);
+        }
         let last_visible = self.shared.last_seq.load(Ordering::Acquire);
         let mut outcome = ReadOutcome { next_seq: from_seq.max(1), gaps: Vec::new() };
         if outcome.next_seq > last_visible {

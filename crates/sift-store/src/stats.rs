@@ -16,6 +16,7 @@ pub(crate) struct Counters {
     pub appends_refused_queue_full: AtomicU64,
     pub retention_segments_removed: AtomicU64,
     pub retention_messages_removed: AtomicU64,
+    pub records_truncated: AtomicU64,
 }
 
 impl Counters {
@@ -62,4 +63,6 @@ pub struct LogStats {
     pub retention_segments_removed: u64,
     /// Messages they held.
     pub retention_messages_removed: u64,
+    /// Records removed from the log's tail ([`crate::Log::truncate_from`]).
+    pub records_truncated: u64,
 }

@@ -1,0 +1,128 @@
+//! Cutting a log's tail: every record from a sequence on goes.
+//!
+//! A Raft log needs it: a follower's entries that a new leader does not
+//! have are overruled, and must never come back. So a cut is made durable
+//! in an order that a crash at any point cannot undo half-way:
+//!
+//! 1. a marker file, [`MARKER_FILE`], is written atomically with the first
+//!    sequence to remove;
+//! 2. segment files whose first sequence is at or after it are removed,
+//!    newest first, and the segment holding it is cut back (`set_len`) to
+//!    the start of that record and synced;
+//! 3. the directory is synced, then the marker removed.
+//!
+//! Opening a log that finds the marker does steps 2 and 3 again before it
+//! scans anything ([`finish_pending`]): each is idempotent. Until the
+//! marker is gone, no append can reuse a removed sequence, so an old record
+//! with a higher sequence can never reappear behind a new one.
+//!
+//! Cost: the segment that holds the cut is read whole to find the record's
+//! offset. Cuts are rare (a Raft leader change with a diverged follower).
+
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::files::{sync_dir, write_file_atomically};
+use crate::record::{parse_at, Parsed};
+use crate::scan::scan_segment;
+use crate::segment::{parse_segment_name, Segment};
+
+/// The marker of a cut under way, in the log's directory: the first
+/// sequence to remove, in decimal.
+pub(crate) const MARKER_FILE: &str = "truncate-from";
+
+/// Records the cut from `from_seq` as under way, durably.
+pub(crate) fn mark(dir: &Path, from_seq: u64) -> Result<(), StoreError> {
+    write_file_atomically(&dir.join(MARKER_FILE), from_seq.to_string().as_bytes())
+}
+
+/// Finishes a cut a crash interrupted, if the marker says one was under way.
+pub(crate) fn finish_pending(dir: &Path) -> Result<(), StoreError> {
+    let marker = dir.join(MARKER_FILE);
+    let text = match std::fs::read_to_string(&marker) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(StoreError::io(&marker, "read", error)),
+    };
+    let from_seq: u64 = text.trim().parse().map_err(|_| StoreError::Corrupt {
+        path: marker.clone(),
+        offset: 0,
+        detail: format!("a truncation marker that is not a sequence: {text:?}"),
+    })?;
+    cut_files(dir, from_seq)?;
+    unmark(dir)
+}
+
+/// Removes the marker once the cut is durable.
+pub(crate) fn unmark(dir: &Path) -> Result<(), StoreError> {
+    let marker = dir.join(MARKER_FILE);
+    std::fs::remove_file(&marker).map_err(|error| StoreError::io(&marker, "remove", error))?;
+    sync_dir(dir)
+}
+
+/// Step 2 and the directory sync: the segment files of `dir` then hold
+/// nothing from `from_seq` on. Running it again changes nothing.
+pub(crate) fn cut_files(dir: &Path, from_seq: u64) -> Result<(), StoreError> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|error| StoreError::io(dir, "list", error))? {
+        let entry = entry.map_err(|error| StoreError::io(dir, "list", error))?;
+        if let Some(first_seq) = parse_segment_name(&entry.file_name().to_string_lossy()) {
+            files.push((first_seq, entry.path()));
+        }
+    }
+    files.sort();
+    // The oldest segment stays even when the cut takes all it holds: its
+    // name keeps where the log's sequences resume.
+    let keep_oldest = files.first().map(|(first_seq, _)| *first_seq);
+    for (first_seq, path) in files.iter().rev() {
+        if *first_seq >= from_seq && Some(*first_seq) != keep_oldest {
+            std::fs::remove_file(path).map_err(|error| StoreError::io(path, "remove", error))?;
+        }
+    }
+    let holding = files.iter().rev().find(|(first_seq, _)| *first_seq < from_seq || Some(*first_seq) == keep_oldest);
+    if let Some((first_seq, path)) = holding {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|error| StoreError::io(path, "open", error))?;
+        let bytes = std::fs::read(path).map_err(|error| StoreError::io(path, "read", error))?;
+        let scanned = file.try_clone().map_err(|error| StoreError::io(path, "open", error))?;
+        let mut segment = Segment::empty(*first_seq, path.clone(), Arc::new(scanned));
+        let cut_at = offset_of(&bytes, &mut segment, from_seq);
+        if cut_at < bytes.len() as u64 {
+            file.set_len(cut_at).map_err(|error| StoreError::io(path, "truncate", error))?;
+            file.sync_all().map_err(|error| StoreError::io(path, "sync", error))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+/// Where the record `from_seq` (or the first after it) starts in the
+/// bytes of `segment` (empty, scanned here): the length of what stays.
+/// Damage that hides `from_seq` is cut with it.
+fn offset_of(bytes: &[u8], segment: &mut Segment, from_seq: u64) -> u64 {
+    let outcome = scan_segment(bytes, segment, u64::MAX);
+    let end = outcome.tail_at.unwrap_or(bytes.len() as u64);
+    if let Some(run) = segment.damaged.iter().find(|run| run.holds(from_seq)) {
+        return run.offset;
+    }
+    let mut offset = 0usize;
+    while (offset as u64) < end {
+        match parse_at(bytes, offset) {
+            Parsed::Whole(found) if found.seq >= from_seq => return offset as u64,
+            Parsed::Whole(found) => offset += found.len(),
+            _ => {
+                let skip =
+                    segment.damaged.iter().find(|run| run.offset == offset as u64 && run.resume_offset > run.offset);
+                match skip {
+                    Some(run) => offset = run.resume_offset as usize,
+                    None => return offset as u64,
+                }
+            }
+        }
+    }
+    end
+}

@@ -121,6 +121,9 @@ impl Appender {
             Command::Truncate { from_seq, reply } => {
                 let _ = reply.send(self.truncate(from_seq));
             }
+            Command::Restart { next_seq, reply } => {
+                let _ = reply.send(self.restart(next_seq));
+            }
             Command::Append(first) => {
                 let mut batch_bytes = first.body.len();
                 let mut batch = vec![first];
@@ -220,8 +223,37 @@ impl Appender {
             self.cut_failed = Some(format!("a cut of the log's tail failed ({error}); open the log again"));
             return Err(error);
         }
-        crate::truncate::unmark(&dir)?;
+        crate::truncate::unmark(&dir, crate::truncate::MARKER_FILE)?;
         let removed = last_seq + 1 - from_seq;
+        self.shared.counters.records_truncated.fetch_add(removed, Ordering::Relaxed);
+        Ok(removed)
+    }
+
+    /// Removes every record and resumes at `next_seq`, which may lie past
+    /// the end (a Raft log purged past its tail); returns how many went.
+    fn restart(&mut self, next_seq: u64) -> Result<u64, StoreError> {
+        debug_assert!(self.pending.is_empty(), "a restart runs between batches");
+        if let Some(why) = &self.cut_failed {
+            return Err(StoreError::Invalid(why.clone()));
+        }
+        let (first_seq, last_seq) = (
+            self.shared.segments().first().map_or(1, |segment| segment.first_seq),
+            self.shared.last_seq.load(Ordering::Acquire),
+        );
+        if next_seq <= last_seq || next_seq == 0 {
+            return Err(StoreError::Invalid(format!(
+                "cannot restart the log at sequence {next_seq}: it holds sequences up to {last_seq}; cut it first"
+            )));
+        }
+        let dir = self.shared.dir.clone();
+        crate::truncate::mark_restart(&dir, next_seq)?;
+        let restarted = crate::truncate::restart_files(&dir, next_seq).and_then(|()| self.reopen(next_seq - 1));
+        if let Err(error) = restarted {
+            self.cut_failed = Some(format!("a restart of the log failed ({error}); open the log again"));
+            return Err(error);
+        }
+        crate::truncate::unmark(&dir, crate::truncate::RESTART_MARKER_FILE)?;
+        let removed = (last_seq + 1).saturating_sub(first_seq);
         self.shared.counters.records_truncated.fetch_add(removed, Ordering::Relaxed);
         Ok(removed)
     }
@@ -230,9 +262,16 @@ impl Appender {
     /// generation and the active segment as the files now are.
     fn cut_and_reopen(&mut self, from_seq: u64) -> Result<(), StoreError> {
         crate::truncate::cut_files(&self.shared.dir, from_seq)?;
+        self.reopen(from_seq - 1)
+    }
+
+    /// Takes the files as they are after a cut or a restart: the segment
+    /// list, the visible end (`last_seq`), the readers' generation and the
+    /// active segment.
+    fn reopen(&mut self, last_seq: u64) -> Result<(), StoreError> {
         let (segments, recovery) =
             crate::recovery::open_segments(&self.shared.dir, self.shared.config.index_interval_bytes, true)?;
-        debug_assert_eq!(recovery.last_seq, from_seq - 1, "the log ends just before the cut");
+        debug_assert_eq!(recovery.last_seq, last_seq, "the log ends where the change left it");
         *self.shared.segments() = segments;
         self.shared.last_seq.store(recovery.last_seq, Ordering::Release);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);

@@ -107,6 +107,8 @@ pub(crate) enum Command {
     Retain { now_ns: u64, reply: mpsc::Sender<Result<RetentionOutcome, StoreError>> },
     /// Remove every record from `from_seq` on and answer how many went.
     Truncate { from_seq: u64, reply: mpsc::Sender<Result<u64, StoreError>> },
+    /// Remove every record and resume at `next_seq`.
+    Restart { next_seq: u64, reply: mpsc::Sender<Result<u64, StoreError>> },
 }
 
 /// A stream's message log. `Send + Sync`: share it with an `Arc`.
@@ -258,6 +260,20 @@ impl Log {
         let Some(sender) = self.sender.as_ref().filter(|_| !on_appender) else { return Err(StoreError::Closed) };
         let (reply, answer) = mpsc::channel();
         sender.send(Command::Truncate { from_seq, reply }).map_err(|_| StoreError::Closed)?;
+        answer.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    /// Removes every record and resumes the log at `next_seq`, after the
+    /// appends already queued: the next append gets `next_seq`, and the
+    /// first stored sequence becomes `next_seq` (a Raft log purged past its
+    /// end, as a follower that installs a snapshot is). `next_seq` must be
+    /// past the last stored sequence. Crash-safe as a cut is. Returns how
+    /// many records went.
+    pub fn restart_at(&self, next_seq: u64) -> Result<u64, StoreError> {
+        let on_appender = std::thread::current().id() == self.appender_id;
+        let Some(sender) = self.sender.as_ref().filter(|_| !on_appender) else { return Err(StoreError::Closed) };
+        let (reply, answer) = mpsc::channel();
+        sender.send(Command::Restart { next_seq, reply }).map_err(|_| StoreError::Closed)?;
         answer.recv().map_err(|_| StoreError::Closed)?
     }
 

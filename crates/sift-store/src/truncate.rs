@@ -32,33 +32,84 @@ use crate::segment::{parse_segment_name, Segment};
 /// The marker of a cut under way, in the log's directory: the first
 /// sequence to remove, in decimal.
 pub(crate) const MARKER_FILE: &str = "truncate-from";
+/// The marker of a restart under way ([`restart_files`]): the sequence the
+/// log resumes at, in decimal.
+pub(crate) const RESTART_MARKER_FILE: &str = "restart-at";
 
 /// Records the cut from `from_seq` as under way, durably.
 pub(crate) fn mark(dir: &Path, from_seq: u64) -> Result<(), StoreError> {
     write_file_atomically(&dir.join(MARKER_FILE), from_seq.to_string().as_bytes())
 }
 
-/// Finishes a cut a crash interrupted, if the marker says one was under way.
-pub(crate) fn finish_pending(dir: &Path) -> Result<(), StoreError> {
-    let marker = dir.join(MARKER_FILE);
-    let text = match std::fs::read_to_string(&marker) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(StoreError::io(&marker, "read", error)),
-    };
-    let from_seq: u64 = text.trim().parse().map_err(|_| StoreError::Corrupt {
-        path: marker.clone(),
-        offset: 0,
-        detail: format!("a truncation marker that is not a sequence: {text:?}"),
-    })?;
-    cut_files(dir, from_seq)?;
-    unmark(dir)
+/// Records a restart at `next_seq` as under way, durably.
+pub(crate) fn mark_restart(dir: &Path, next_seq: u64) -> Result<(), StoreError> {
+    write_file_atomically(&dir.join(RESTART_MARKER_FILE), next_seq.to_string().as_bytes())
 }
 
-/// Removes the marker once the cut is durable.
-pub(crate) fn unmark(dir: &Path) -> Result<(), StoreError> {
-    let marker = dir.join(MARKER_FILE);
+/// Finishes a cut or a restart a crash interrupted, if a marker says one
+/// was under way.
+pub(crate) fn finish_pending(dir: &Path) -> Result<(), StoreError> {
+    if let Some(from_seq) = read_marker(dir, MARKER_FILE)? {
+        cut_files(dir, from_seq)?;
+        unmark(dir, MARKER_FILE)?;
+    }
+    if let Some(next_seq) = read_marker(dir, RESTART_MARKER_FILE)? {
+        restart_files(dir, next_seq)?;
+        unmark(dir, RESTART_MARKER_FILE)?;
+    }
+    Ok(())
+}
+
+/// The sequence a marker holds, if the marker is there.
+fn read_marker(dir: &Path, name: &str) -> Result<Option<u64>, StoreError> {
+    let marker = dir.join(name);
+    let text = match std::fs::read_to_string(&marker) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(StoreError::io(&marker, "read", error)),
+    };
+    let seq = text.trim().parse().map_err(|_| StoreError::Corrupt {
+        path: marker.clone(),
+        offset: 0,
+        detail: format!("a marker that is not a sequence: {text:?}"),
+    })?;
+    Ok(Some(seq))
+}
+
+/// Removes the marker `name` once what it marked is durable.
+pub(crate) fn unmark(dir: &Path, name: &str) -> Result<(), StoreError> {
+    let marker = dir.join(name);
     std::fs::remove_file(&marker).map_err(|error| StoreError::io(&marker, "remove", error))?;
+    sync_dir(dir)
+}
+
+/// A restart's files: every segment removed, newest first, and one empty
+/// segment named `next_seq` left (made first, so that the log always has
+/// one). Running it again changes nothing.
+pub(crate) fn restart_files(dir: &Path, next_seq: u64) -> Result<(), StoreError> {
+    let fresh = dir.join(crate::segment::segment_name(next_seq));
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&fresh)
+        .map_err(|error| StoreError::io(&fresh, "create", error))?;
+    sync_dir(dir)?;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|error| StoreError::io(dir, "list", error))? {
+        let entry = entry.map_err(|error| StoreError::io(dir, "list", error))?;
+        if let Some(first_seq) = parse_segment_name(&entry.file_name().to_string_lossy()) {
+            files.push((first_seq, entry.path()));
+        }
+    }
+    files.sort();
+    for (first_seq, path) in files.iter().rev() {
+        if *first_seq != next_seq {
+            std::fs::remove_file(path).map_err(|error| StoreError::io(path, "remove", error))?;
+        }
+    }
+    let file = OpenOptions::new().write(true).open(&fresh).map_err(|error| StoreError::io(&fresh, "open", error))?;
+    file.set_len(0).map_err(|error| StoreError::io(&fresh, "truncate", error))?;
+    file.sync_all().map_err(|error| StoreError::io(&fresh, "sync", error))?;
     sync_dir(dir)
 }
 

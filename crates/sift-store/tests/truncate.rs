@@ -108,3 +108,24 @@ fn a_cut_a_crash_interrupted_is_finished_by_the_next_open() {
     assert_bodies(&records);
     assert_eq!(append_bodies(&log, &[Bytes::from_static(b"twelve")]), [12]);
 }
+
+#[test]
+fn a_restart_resumes_the_log_past_its_end_and_survives_a_crash_half_way() {
+    let dir = TempDir::new("restart");
+    let log = open(dir.path(), ten_per_segment());
+    append_all(&log, 1, 15, 3);
+    assert!(log.restart_at(15).is_err(), "it still holds 15: cut it first");
+    assert_eq!(log.restart_at(21).expect("restarted"), 15);
+    assert_eq!((log.first_seq(), log.last_seq()), (21, 20));
+    assert_eq!(append_bodies(&log, &[Bytes::from_static(b"twenty-one")]), [21]);
+    let (records, gaps) = read_all(&log, 1, 8);
+    assert_eq!(seqs(&records), [21]);
+    assert_eq!(gaps.iter().map(|gap| (gap.first_seq, gap.count)).collect::<Vec<_>>(), [(1, 20)]);
+    log.close().expect("closes");
+    // As a crash right after the marker was written leaves it.
+    std::fs::write(dir.path().join("restart-at"), b"40").expect("marker");
+    let log = open(dir.path(), ten_per_segment());
+    assert_eq!((log.first_seq(), log.last_seq()), (40, 39), "the restart is finished at open");
+    assert!(!dir.path().join("restart-at").exists());
+    assert_eq!(append_bodies(&log, &[Bytes::from_static(b"forty")]), [40]);
+}

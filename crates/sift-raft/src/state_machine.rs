@@ -1,0 +1,110 @@
+//! What a replicated stream's group has applied: the last log id and the
+//! membership. The messages themselves are the log, so applying an entry
+//! records only that it was applied; a snapshot is these two, as JSON.
+
+use std::io::Cursor;
+use std::sync::{Arc, Mutex};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{BasicNode, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StoredMembership};
+
+use crate::entry_codec::Entry;
+use crate::{Appended, LogId, StorageError, TypeConfig};
+
+/// What a snapshot holds.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Applied {
+    last_applied: Option<LogId>,
+    membership: StoredMembership<u64, BasicNode>,
+}
+
+/// The applied state and the current snapshot.
+#[derive(Debug, Default)]
+struct Inner {
+    applied: Applied,
+    current: Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>,
+    snapshots_built: u64,
+}
+
+/// A replicated stream's state machine.
+#[derive(Debug, Clone, Default)]
+pub struct AppliedState {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl AppliedState {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn snapshot_error(error: impl std::error::Error + 'static) -> StorageError {
+    openraft::StorageIOError::write_snapshot(None, openraft::AnyError::new(&error)).into()
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for AppliedState {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let mut inner = self.inner();
+        let data = serde_json::to_vec(&inner.applied).map_err(snapshot_error)?;
+        inner.snapshots_built += 1;
+        let index = inner.applied.last_applied.map_or(0, |log_id| log_id.index);
+        let meta = SnapshotMeta {
+            last_log_id: inner.applied.last_applied,
+            last_membership: inner.applied.membership.clone(),
+            snapshot_id: format!("{index}-{}", inner.snapshots_built),
+        };
+        inner.current = Some((meta.clone(), data.clone()));
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for AppliedState {
+    type SnapshotBuilder = AppliedState;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership<u64, BasicNode>), StorageError> {
+        let inner = self.inner();
+        Ok((inner.applied.last_applied, inner.applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Appended>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+    {
+        let mut inner = self.inner();
+        let mut answers = Vec::new();
+        for entry in entries {
+            inner.applied.last_applied = Some(entry.log_id);
+            if let EntryPayload::Membership(membership) = entry.payload {
+                inner.applied.membership = StoredMembership::new(Some(entry.log_id), membership);
+            }
+            answers.push(Appended);
+        }
+        Ok(answers)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let applied: Applied = serde_json::from_slice(&data).map_err(snapshot_error)?;
+        let mut inner = self.inner();
+        inner.applied = applied;
+        inner.current = Some((meta.clone(), data));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let inner = self.inner();
+        Ok(inner.current.clone().map(|(meta, data)| Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
+    }
+}

@@ -15,6 +15,9 @@
 //!   id and the membership (the messages themselves are the log).
 //!
 //! Both pass openraft's own storage test suite (`tests/suite.rs`).
+//! [`replica::Replica`] runs an openraft node on them with the calls the
+//! broker makes: append (or be told the leader), the committed sequence
+//! consumers read up to, and the group's status.
 
 // openraft's `StorageError` is the error its storage traits require, and
 // large; the helpers here return it as the traits will, not boxed.
@@ -22,6 +25,7 @@
 
 pub mod entry_codec;
 pub mod log_store;
+pub mod replica;
 pub mod state_machine;
 
 // The type declaration below names `Cursor` (its default snapshot data).

@@ -1,0 +1,146 @@
+//! One broker's replica of a replicated stream: an openraft node on a
+//! [`SegmentLogStore`], with the calls the broker makes of it.
+//!
+//! - [`Replica::append`] stores a message on the group: it returns the
+//!   stream sequence once a quorum has it durable, or says which broker
+//!   leads when this one does not ([`AppendError::NotLeader`]), so that the
+//!   caller forwards the publish there;
+//! - [`Replica::committed_seq`] is how far consumers may read: never an
+//!   entry a new leader could overrule;
+//! - [`Replica::status`] is what `sift stream info` shows: the leader, the
+//!   term, and for a leader each follower's lag.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{Config, Raft, RaftNetworkFactory};
+use sift_store::LogConfig;
+
+use crate::log_store::{OpenError, SegmentLogStore};
+use crate::state_machine::AppliedState;
+use crate::{Append, TypeConfig};
+
+/// Why a replica did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Its store did not open.
+    #[error(transparent)]
+    Store(#[from] OpenError),
+    /// The Raft node did not start.
+    #[error("the Raft node did not start: {0}")]
+    Raft(String),
+}
+
+/// Why an append was not stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AppendError {
+    /// Another broker leads the group (or none is known yet): send the
+    /// publish there.
+    #[error("this broker does not lead the stream's group; the leader is {leader:?}")]
+    NotLeader {
+        /// The leader, when known.
+        leader: Option<u64>,
+    },
+    /// The group refused or failed it otherwise.
+    #[error("the stream's group did not store the message: {0}")]
+    Failed(String),
+}
+
+/// What a replica knows of its group now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// This broker.
+    pub id: u64,
+    /// The leader, when known.
+    pub leader: Option<u64>,
+    /// The Raft term.
+    pub term: u64,
+    /// The last stored sequence.
+    pub last_seq: u64,
+    /// The last committed (and applied) sequence: how far consumers read.
+    pub committed_seq: u64,
+    /// For a leader: each member's replicated sequence, itself included.
+    pub replicated_seq: BTreeMap<u64, u64>,
+}
+
+/// One broker's replica of a stream.
+#[derive(Clone)]
+pub struct Replica {
+    id: u64,
+    raft: Raft<TypeConfig>,
+}
+
+impl Replica {
+    /// Starts the replica `id` of the group whose store is `dir`, reaching
+    /// the other members through `network`.
+    pub async fn start<N: RaftNetworkFactory<TypeConfig>>(
+        id: u64,
+        dir: &Path,
+        log_config: LogConfig,
+        config: Arc<Config>,
+        network: N,
+    ) -> Result<Replica, StartError> {
+        let store = SegmentLogStore::open(dir, log_config)?;
+        let raft = Raft::new(id, config, network, store, AppliedState::default())
+            .await
+            .map_err(|error| StartError::Raft(error.to_string()))?;
+        Ok(Replica { id, raft })
+    }
+
+    /// The openraft node, for the network's server side.
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// Makes `members` the group, once: a group that already has members
+    /// keeps them.
+    pub async fn initialize(&self, members: BTreeSet<u64>) -> Result<(), String> {
+        match self.raft.initialize(members).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    /// Stores `body` on the group; its stream sequence once a quorum has
+    /// it durable.
+    pub async fn append(&self, body: Vec<u8>) -> Result<u64, AppendError> {
+        match self.raft.client_write(Append(body)).await {
+            Ok(written) => Ok(written.log_id.index + 1),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                Err(AppendError::NotLeader { leader: forward.leader_id })
+            }
+            Err(error) => Err(AppendError::Failed(error.to_string())),
+        }
+    }
+
+    /// The last committed (and applied) stream sequence.
+    pub fn committed_seq(&self) -> u64 {
+        self.raft.metrics().borrow().last_applied.map_or(0, |log_id| log_id.index + 1)
+    }
+
+    /// The group as this replica sees it now.
+    pub fn status(&self) -> ReplicaStatus {
+        let metrics = self.raft.metrics().borrow().clone();
+        let replicated_seq = metrics
+            .replication
+            .iter()
+            .flatten()
+            .map(|(member, matched)| (*member, matched.map_or(0, |log_id| log_id.index + 1)))
+            .collect();
+        ReplicaStatus {
+            id: self.id,
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+            last_seq: metrics.last_log_index.map_or(0, |index| index + 1),
+            committed_seq: metrics.last_applied.map_or(0, |log_id| log_id.index + 1),
+            replicated_seq,
+        }
+    }
+
+    /// Stops the node.
+    pub async fn shutdown(&self) -> Result<(), String> {
+        self.raft.shutdown().await.map_err(|error| error.to_string())
+    }
+}

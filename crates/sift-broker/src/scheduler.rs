@@ -42,10 +42,7 @@ const RELEASE_RECHECK: Duration = Duration::from_secs(1);
 /// names one later than `now_ns`.
 pub(crate) fn release_ns_of(message: &Message, now_ns: u64) -> Option<u64> {
     match message.property(DELIVERY_TIME_PROPERTY) {
-        Some(sift_core::Value::Int(time_ms)) if *time_ms > 0 => {
-            let release_ns = (*time_ms as u64).saturating_mul(1_000_000);
-            (release_ns > now_ns).then_some(release_ns)
-        }
+        Some(sift_core::Value::Int(time_ms)) => sift_core::message::release_ns_after(*time_ms, now_ns),
         _ => None,
     }
 }

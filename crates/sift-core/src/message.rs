@@ -29,6 +29,14 @@ pub const GROUP_PROPERTY: &str = "JMSXGroupID";
 /// (`docs/PROTOCOL.md` §6.12).
 pub const DELIVERY_TIME_PROPERTY: &str = "JMSDeliveryTime";
 
+/// A delivery time (`time_ms`, milliseconds since the epoch) as
+/// nanoseconds, when it is later than `now_ns`: when a message is held
+/// back. Times at or before the epoch hold nothing back.
+pub fn release_ns_after(time_ms: i64, now_ns: u64) -> Option<u64> {
+    let release_ns = u64::try_from(time_ms).ok()?.saturating_mul(1_000_000);
+    (release_ns > now_ns).then_some(release_ns)
+}
+
 /// The empty publisher name, shared so that `Message::new` does not allocate it.
 fn empty_publisher() -> std::sync::Arc<str> {
     static EMPTY: std::sync::LazyLock<std::sync::Arc<str>> = std::sync::LazyLock::new(|| std::sync::Arc::from(""));

@@ -29,13 +29,6 @@ const FIXED_AFTER_TOPIC_BYTES: usize = 4 + 4 * 8;
 /// Message flags bit 1: a `time_error_ns` (`u32`) follows `expiry_ns`.
 const TIME_ERROR_FLAG: u8 = 0x02;
 
-/// The value of the message's first `JMSXGroupID` property when it is a
-/// string; `None` when it has none, it is not a string, or the encoding is
-/// cut short.
-pub fn group_of_encoding(encoded: &[u8]) -> Option<&str> {
-    routing_properties(encoded).group
-}
-
 /// The group and delivery time of an encoded message; either is `None`
 /// when absent, of another type, or past where the encoding is cut short.
 pub fn routing_properties(encoded: &[u8]) -> RoutingProperties<'_> {
@@ -139,11 +132,11 @@ mod tests {
             (GROUP_PROPERTY, Value::Str("cart-7".into())),
             (GROUP_PROPERTY, Value::Str("second".into())),
         ]);
-        assert_eq!(group_of_encoding(&encoded(&grouped)), Some("cart-7"), "the first one counts");
+        assert_eq!(routing_properties(&encoded(&grouped)).group, Some("cart-7"), "the first one counts");
         grouped.metadata = Some(bytes::Bytes::from_static(b"<m/>"));
         grouped.time_error_ns = 12;
         grouped.publisher = "alice".into();
-        assert_eq!(group_of_encoding(&encoded(&grouped)), Some("cart-7"));
+        assert_eq!(routing_properties(&encoded(&grouped)).group, Some("cart-7"));
     }
 
     #[test]
@@ -162,11 +155,11 @@ mod tests {
 
     #[test]
     fn no_group_when_absent_not_a_string_or_cut_short() {
-        assert_eq!(group_of_encoding(&encoded(&message(vec![("sym", Value::Str("IBM".into()))]))), None);
-        assert_eq!(group_of_encoding(&encoded(&message(vec![(GROUP_PROPERTY, Value::Int(7))]))), None);
+        assert_eq!(routing_properties(&encoded(&message(vec![("sym", Value::Str("IBM".into()))]))).group, None);
+        assert_eq!(routing_properties(&encoded(&message(vec![(GROUP_PROPERTY, Value::Int(7))]))).group, None);
         let whole = encoded(&message(vec![(GROUP_PROPERTY, Value::Str("cart-7".into()))]));
         for cut in 0..whole.len() - 8 {
-            assert_eq!(group_of_encoding(&whole[..cut]), None, "cut at {cut}");
+            assert_eq!(routing_properties(&whole[..cut]).group, None, "cut at {cut}");
         }
     }
 }

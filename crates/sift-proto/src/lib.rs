@@ -32,7 +32,7 @@ pub use encode::{
 };
 pub use error_code::ErrorCode;
 pub use frame::*;
-pub use group::{group_of_encoding, routing_properties, RoutingProperties};
+pub use group::{routing_properties, RoutingProperties};
 pub use rfc3339::{format_rfc3339_ns, parse_rfc3339_ns};
 pub use stream::{GapReason, ManageOp, Query, StartPosition, StreamSource};
 

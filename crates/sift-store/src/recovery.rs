@@ -98,7 +98,7 @@ impl std::fmt::Display for Recovery {
 
 /// The segment files of `dir`, by first sequence. Anything else is left
 /// alone, except that a stray `*.seg.tmp` is removed when repairing.
-fn segment_files(dir: &Path, repair: bool) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+pub(crate) fn segment_files(dir: &Path, repair: bool) -> Result<Vec<(u64, PathBuf)>, StoreError> {
     let temporary_suffix = format!("{SEGMENT_EXTENSION}{TEMPORARY_SUFFIX}");
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|error| StoreError::io(dir, "list", error))? {

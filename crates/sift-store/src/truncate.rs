@@ -26,8 +26,9 @@ use std::sync::Arc;
 use crate::error::StoreError;
 use crate::files::{sync_dir, write_file_atomically};
 use crate::record::{parse_at, Parsed};
+use crate::recovery::segment_files;
 use crate::scan::scan_segment;
-use crate::segment::{parse_segment_name, Segment};
+use crate::segment::Segment;
 
 /// The marker of a cut under way, in the log's directory: the first
 /// sequence to remove, in decimal.
@@ -94,14 +95,7 @@ pub(crate) fn restart_files(dir: &Path, next_seq: u64) -> Result<(), StoreError>
         .open(&fresh)
         .map_err(|error| StoreError::io(&fresh, "create", error))?;
     sync_dir(dir)?;
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|error| StoreError::io(dir, "list", error))? {
-        let entry = entry.map_err(|error| StoreError::io(dir, "list", error))?;
-        if let Some(first_seq) = parse_segment_name(&entry.file_name().to_string_lossy()) {
-            files.push((first_seq, entry.path()));
-        }
-    }
-    files.sort();
+    let files = segment_files(dir, false)?;
     for (first_seq, path) in files.iter().rev() {
         if *first_seq != next_seq {
             std::fs::remove_file(path).map_err(|error| StoreError::io(path, "remove", error))?;
@@ -116,14 +110,7 @@ pub(crate) fn restart_files(dir: &Path, next_seq: u64) -> Result<(), StoreError>
 /// Step 2 and the directory sync: the segment files of `dir` then hold
 /// nothing from `from_seq` on. Running it again changes nothing.
 pub(crate) fn cut_files(dir: &Path, from_seq: u64) -> Result<(), StoreError> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|error| StoreError::io(dir, "list", error))? {
-        let entry = entry.map_err(|error| StoreError::io(dir, "list", error))?;
-        if let Some(first_seq) = parse_segment_name(&entry.file_name().to_string_lossy()) {
-            files.push((first_seq, entry.path()));
-        }
-    }
-    files.sort();
+    let files = segment_files(dir, false)?;
     // The oldest segment stays even when the cut takes all it holds: its
     // name keeps where the log's sequences resume.
     let keep_oldest = files.first().map(|(first_seq, _)| *first_seq);

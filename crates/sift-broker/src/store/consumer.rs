@@ -481,12 +481,6 @@ fn report_gap(stats: &Stats, consumer: &Consumer, gap: &Gap) -> bool {
     true
 }
 
-/// A delivery time in milliseconds as nanoseconds, when it is after `now_ns`.
-fn later_than(time_ms: i64, now_ns: u64) -> Option<u64> {
-    let release_ns = u64::try_from(time_ms).ok()?.saturating_mul(1_000_000);
-    (release_ns > now_ns).then_some(release_ns)
-}
-
 /// Hands a message of `group` to the member the group was given to, if
 /// that member is still there: `None` when it is not (the caller picks one
 /// in turn and gives it the group). A full queue blocks the consumer rather
@@ -503,28 +497,47 @@ fn offer_to_group_owner(
         let members = consumer.members();
         let owner_key = members.groups.owner(group)?;
         let owner = members.list.iter().find(|member| member.key == owner_key)?.clone();
-        if members.selective.contains(&owner_key) && !routed.message().is_some_and(|message| owner.accepts(message)) {
+        let own_filter = members.selective.contains(&owner_key);
+        // Decoded only for an owner with a filter of its own.
+        if own_filter && !admits(&owner, own_filter, routed.message()) {
             return None; // Its filter refuses this one: another member takes it.
         }
         owner
     };
+    match give(context, consumer, &owner, (routed, seq), redelivered) {
+        Pushed::Done => Some(Offered::Delivered),
+        Pushed::Full => Some(Offered::Blocked(owner.conn.clone())),
+        Pushed::Gone => None,
+    }
+}
+
+/// Gives the stored message `seq` to `member`: in flight first (the
+/// subscriber may acknowledge at once), then counted and noted for the
+/// member's `CAUGHT_UP` when taken, or returned when not.
+fn give(
+    context: &ConsumerContext,
+    consumer: &Consumer,
+    member: &SubRef,
+    (routed, seq): (&Arc<Routed>, u64),
+    redelivered: bool,
+) -> Pushed {
     consumer.cursor.delivered(seq);
     let entry = Entry { routed: routed.clone(), attempts: u32::from(redelivered) };
-    match push_to(&context.stats, &owner, entry) {
+    let pushed = push_to(&context.stats, member, entry);
+    match pushed {
         Pushed::Done => {
             bump(&context.stats.stream_deliveries);
-            consumer.members().given(owner.key, seq);
-            Some(Offered::Delivered)
+            consumer.members().given(member.key, seq);
         }
-        Pushed::Full => {
-            consumer.cursor.returned(seq);
-            Some(Offered::Blocked(owner.conn.clone()))
-        }
-        Pushed::Gone => {
-            consumer.cursor.returned(seq);
-            None
-        }
+        Pushed::Full | Pushed::Gone => consumer.cursor.returned(seq),
     }
+    pushed
+}
+
+/// True unless `member` has a filter of its own (`own_filter`) that the
+/// message (`None`: it did not decode) does not pass.
+fn admits(member: &SubRef, own_filter: bool, message: Option<&sift_core::Message>) -> bool {
+    !own_filter || message.is_some_and(|message| member.accepts(message))
 }
 
 /// Hands one stored message to the next subscriber whose queue has room;
@@ -557,7 +570,9 @@ fn offer(context: &ConsumerContext, consumer: &Arc<Consumer>, record: Record, re
     }
     let routed = Arc::new(routed);
     let steering = sift_proto::routing_properties(&routed.encoded);
-    if let Some(release_ns) = steering.delivery_time_ms.and_then(|time_ms| later_than(time_ms, context.clock.now_ns()))
+    if let Some(release_ns) = steering
+        .delivery_time_ms
+        .and_then(|time_ms| sift_core::message::release_ns_after(time_ms, context.clock.now_ns()))
     {
         consumer.cursor.delay(seq, release_ns);
         return Offered::PassedOver;
@@ -603,29 +618,23 @@ fn offer_in_turn(
                 }
             }
         };
-        if own_filter && !message.is_some_and(|message| member.accepts(message)) {
+        if !admits(&member, own_filter, message) {
             refused += 1;
             continue;
         }
-        // Marked in flight first: the subscriber may acknowledge at once.
-        consumer.cursor.delivered(seq);
-        let entry = Entry { routed: routed.clone(), attempts: u32::from(redelivered) };
-        match push_to(&context.stats, &member, entry) {
+        match give(context, consumer, &member, (routed, seq), redelivered) {
             Pushed::Done => {
-                bump(&context.stats.stream_deliveries);
-                let mut members = consumer.members();
-                members.given(member.key, seq);
-                if let Some(group) = message_group {
-                    if members.groups.assign(group, member.key, context.message_groups_max) {
-                        bump(&context.stats.message_groups_forgotten);
-                    }
+                let forgot = message_group.is_some_and(|group| {
+                    consumer.members().groups.assign(group, member.key, context.message_groups_max)
+                });
+                if forgot {
+                    bump(&context.stats.message_groups_forgotten);
                 }
                 return Offered::Delivered;
             }
             Pushed::Full => blocked_on = blocked_on.or_else(|| Some(member.conn.clone())),
             Pushed::Gone => {}
         }
-        consumer.cursor.returned(seq);
     }
     match blocked_on {
         Some(conn) => Offered::Blocked(conn),

@@ -25,6 +25,7 @@
 
 pub mod entry_codec;
 pub mod log_store;
+pub mod network;
 pub mod replica;
 pub mod state_machine;
 
@@ -32,9 +33,15 @@ pub mod state_machine;
 use std::io::Cursor;
 
 /// A message appended to a replicated stream: the stored body, as a
-/// stream record holds it.
+/// stream record holds it, and the time its record carries (what replay
+/// by time and age retention read).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Append(pub Vec<u8>);
+pub struct Append {
+    /// The message's time, ns since the epoch.
+    pub timestamp_ns: u64,
+    /// The stored message.
+    pub body: bytes::Bytes,
+}
 
 /// What applying an [`Append`] answers: nothing more than that it is
 /// committed (its log id is in the write's response).

@@ -10,17 +10,26 @@
 //! - [`Replica::status`] is what `sift stream info` shows: the leader, the
 //!   term, and for a leader each follower's lag.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
-use openraft::{Config, Raft, RaftNetworkFactory};
-use sift_store::LogConfig;
+use openraft::{BasicNode, Config, Raft, RaftNetworkFactory};
 
 use crate::log_store::{OpenError, SegmentLogStore};
+use crate::network::{CallKind, WireError};
 use crate::state_machine::AppliedState;
 use crate::{Append, TypeConfig};
+
+/// The Raft node id of the broker named `name`: FNV-1a of the name, so
+/// that every broker numbers every other alike without asking. The
+/// membership keeps each id's name beside it ([`BasicNode::addr`]).
+pub fn node_id(name: &str) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    name.bytes().fold(OFFSET_BASIS, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
+}
 
 /// Why a replica did not start.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +72,8 @@ pub struct ReplicaStatus {
     pub committed_seq: u64,
     /// For a leader: each member's replicated sequence, itself included.
     pub replicated_seq: BTreeMap<u64, u64>,
+    /// The members: each one's node id and broker name.
+    pub members: BTreeMap<u64, String>,
 }
 
 /// One broker's replica of a stream.
@@ -73,20 +84,23 @@ pub struct Replica {
 }
 
 impl Replica {
-    /// Starts the replica `id` of the group whose store is `dir`, reaching
+    /// Starts the replica `id` of a group on `store` and `state`, reaching
     /// the other members through `network`.
     pub async fn start<N: RaftNetworkFactory<TypeConfig>>(
         id: u64,
-        dir: &Path,
-        log_config: LogConfig,
+        store: SegmentLogStore,
+        state: AppliedState,
         config: Arc<Config>,
         network: N,
     ) -> Result<Replica, StartError> {
-        let store = SegmentLogStore::open(dir, log_config)?;
-        let raft = Raft::new(id, config, network, store, AppliedState::default())
-            .await
-            .map_err(|error| StartError::Raft(error.to_string()))?;
+        let raft =
+            Raft::new(id, config, network, store, state).await.map_err(|error| StartError::Raft(error.to_string()))?;
         Ok(Replica { id, raft })
+    }
+
+    /// Serves a call of this group that reached this broker: its answer.
+    pub async fn serve(&self, kind: CallKind, request: Bytes) -> Result<Bytes, WireError> {
+        crate::network::serve(&self.raft, kind, request).await
     }
 
     /// The openraft node, for the network's server side.
@@ -94,9 +108,11 @@ impl Replica {
         &self.raft
     }
 
-    /// Makes `members` the group, once: a group that already has members
-    /// keeps them.
-    pub async fn initialize(&self, members: BTreeSet<u64>) -> Result<(), String> {
+    /// Makes the brokers named `members` the group, once: a group that
+    /// already has members keeps them.
+    pub async fn initialize(&self, members: &[String]) -> Result<(), String> {
+        let members: BTreeMap<u64, BasicNode> =
+            members.iter().map(|name| (node_id(name), BasicNode { addr: name.clone() })).collect();
         match self.raft.initialize(members).await {
             Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
             Err(error) => Err(error.to_string()),
@@ -105,8 +121,8 @@ impl Replica {
 
     /// Stores `body` on the group; its stream sequence once a quorum has
     /// it durable.
-    pub async fn append(&self, body: Vec<u8>) -> Result<u64, AppendError> {
-        match self.raft.client_write(Append(body)).await {
+    pub async fn append(&self, timestamp_ns: u64, body: Bytes) -> Result<u64, AppendError> {
+        match self.raft.client_write(Append { timestamp_ns, body }).await {
             Ok(written) => Ok(written.log_id.index + 1),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
                 Err(AppendError::NotLeader { leader: forward.leader_id })
@@ -129,6 +145,12 @@ impl Replica {
             .flatten()
             .map(|(member, matched)| (*member, matched.map_or(0, |log_id| log_id.index + 1)))
             .collect();
+        let members = metrics
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(node_id, node)| (*node_id, node.addr.clone()))
+            .collect();
         ReplicaStatus {
             id: self.id,
             leader: metrics.current_leader,
@@ -136,6 +158,7 @@ impl Replica {
             last_seq: metrics.last_log_index.map_or(0, |index| index + 1),
             committed_seq: metrics.last_applied.map_or(0, |log_id| log_id.index + 1),
             replicated_seq,
+            members,
         }
     }
 

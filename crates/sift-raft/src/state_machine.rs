@@ -26,13 +26,29 @@ struct Inner {
     snapshots_built: u64,
 }
 
+/// Told the stream sequence applied (committed) up to, after each batch.
+pub type AppliedHook = Arc<dyn Fn(u64) + Send + Sync>;
+
 /// A replicated stream's state machine.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct AppliedState {
     inner: Arc<Mutex<Inner>>,
+    on_applied: Option<AppliedHook>,
+}
+
+impl std::fmt::Debug for AppliedState {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("AppliedState").field("inner", &self.inner).finish_non_exhaustive()
+    }
 }
 
 impl AppliedState {
+    /// A state machine that tells `on_applied` how far it applied: the
+    /// broker wakes the stream's consumers with it.
+    pub fn with_hook(on_applied: AppliedHook) -> AppliedState {
+        AppliedState { inner: Arc::default(), on_applied: Some(on_applied) }
+    }
+
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -79,6 +95,11 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
             }
             answers.push(Appended);
         }
+        let applied_seq = inner.applied.last_applied.map_or(0, |log_id| log_id.index + 1);
+        drop(inner);
+        if let Some(on_applied) = &self.on_applied {
+            on_applied(applied_seq);
+        }
         Ok(answers)
     }
 
@@ -100,6 +121,11 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
         let mut inner = self.inner();
         inner.applied = applied;
         inner.current = Some((meta.clone(), data));
+        let applied_seq = inner.applied.last_applied.map_or(0, |log_id| log_id.index + 1);
+        drop(inner);
+        if let Some(on_applied) = &self.on_applied {
+            on_applied(applied_seq);
+        }
         Ok(())
     }
 

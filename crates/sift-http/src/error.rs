@@ -84,7 +84,7 @@ pub(crate) fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         ErrorCode::AuthRequired | ErrorCode::AuthFailed => StatusCode::UNAUTHORIZED,
         ErrorCode::PermissionDenied | ErrorCode::BadSignature => StatusCode::FORBIDDEN,
-        ErrorCode::ShuttingDown | ErrorCode::StorageError => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::ShuttingDown | ErrorCode::StorageError | ErrorCode::NoQuorum => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Internal | ErrorCode::Unknown(_) => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::Malformed
         | ErrorCode::UnsupportedVersion

@@ -358,6 +358,12 @@ impl<'frame> Reader<'frame, '_> {
         Ok(start..self.offset)
     }
 
+    /// A u32-prefixed byte field, copied.
+    pub(crate) fn bytes32(&mut self, field: &str) -> FieldResult<bytes::Bytes> {
+        let range = self.bytes32_range(field)?;
+        Ok(bytes::Bytes::copy_from_slice(&self.body[range]))
+    }
+
     fn utf8(field: &str, bytes: &[u8]) -> FieldResult<String> {
         match std::str::from_utf8(bytes) {
             Ok(text) => Ok(text.to_owned()),

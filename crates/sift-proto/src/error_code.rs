@@ -81,6 +81,10 @@ pub enum ErrorCode {
     /// for a consumer; the publish was not stored. Retry once consumers
     /// have taken some.
     QueueFull,
+    /// A persistent message for a replicated stream was not confirmed: no
+    /// quorum of the stream's replicas could be reached (a partition, or
+    /// brokers down). It may still be stored if the group heals; retry.
+    NoQuorum,
     /// A code this version does not know.
     Unknown(u16),
 }
@@ -122,13 +126,14 @@ impl ErrorCode {
             ErrorCode::TlsRequired => 31,
             ErrorCode::BadSignature => 32,
             ErrorCode::QueueFull => 33,
+            ErrorCode::NoQuorum => 34,
             ErrorCode::Unknown(code) => code,
         }
     }
 
     /// The code for a wire value; unknown values are kept, not rejected.
     pub fn from_code(code: u16) -> ErrorCode {
-        const KNOWN: [ErrorCode; 33] = [
+        const KNOWN: [ErrorCode; 34] = [
             ErrorCode::Malformed,
             ErrorCode::UnsupportedVersion,
             ErrorCode::FrameTooLarge,
@@ -162,6 +167,7 @@ impl ErrorCode {
             ErrorCode::TlsRequired,
             ErrorCode::BadSignature,
             ErrorCode::QueueFull,
+            ErrorCode::NoQuorum,
         ];
         KNOWN.into_iter().find(|known| known.code() == code).unwrap_or(ErrorCode::Unknown(code))
     }
@@ -202,6 +208,7 @@ impl ErrorCode {
             ErrorCode::TlsRequired => "tls_required",
             ErrorCode::BadSignature => "bad_signature",
             ErrorCode::QueueFull => "queue_full",
+            ErrorCode::NoQuorum => "no_quorum",
             ErrorCode::Unknown(_) => "unknown",
         }
     }
@@ -218,7 +225,7 @@ mod tests {
     use super::*;
 
     /// The highest code this version knows.
-    const LAST_KNOWN: u16 = 33;
+    const LAST_KNOWN: u16 = 34;
 
     #[test]
     fn codes_round_trip_and_unknown_codes_survive() {

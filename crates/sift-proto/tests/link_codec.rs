@@ -111,6 +111,18 @@ fn forwarding_strategy() -> impl Strategy<Value = LinkFrame> {
                     pending,
                 })
             }),
+        (
+            ".{0,12}",
+            ".{0,12}",
+            any::<u64>(),
+            ".{0,12}",
+            any::<u8>(),
+            any::<u8>(),
+            prop::collection::vec(any::<u8>(), 0..64)
+        )
+            .prop_map(|(to, from, call_id, stream, kind, flags, body)| {
+                LinkFrame::Raft(RaftFrame { to, from, call_id, stream, kind, flags, body: body.into() })
+            }),
     ]
 }
 
@@ -275,6 +287,18 @@ fn documented_examples_encode_as_written() {
             "00 00 00 10 40 00 01 00 01 00 01 63 00 02 62 31 00 00 00 0a",
         ),
         (LinkFrame::Ack { up_to_link_sequence: 5 }, "00 00 00 09 51 00 00 00 00 00 00 00 05"),
+        (
+            LinkFrame::Raft(RaftFrame {
+                to: "b".into(),
+                from: "a".into(),
+                call_id: 7,
+                stream: "s".into(),
+                kind: 2,
+                flags: raft_flags::REPLY,
+                body: bytes::Bytes::from_static(b"{}"),
+            }),
+            "00 00 00 1a 53 00 01 62 00 01 61 00 00 00 00 00 00 00 07 00 01 73 02 01 00 00 00 02 7b 7d",
+        ),
         (
             LinkFrame::DeliveryReport(DeliveryReportFrame {
                 origin: "o".into(),

@@ -8,7 +8,7 @@
 //! | `term` | `u64` big-endian | the term of the leader that made it |
 //! | `node_id` | `u64` big-endian | that leader |
 //! | `index` | `u64` big-endian | its Raft index (the record's sequence minus one) |
-//! | payload | rest | the appended message; a membership as JSON; nothing for a blank |
+//! | payload | rest | an append's key (`u64` big-endian) and message; a membership as JSON; nothing for a blank |
 //!
 //! The record's own time field holds the appended message's time (0 for
 //! the others), so that replay by time works on a replicated stream as on
@@ -30,6 +30,8 @@ pub type Entry = openraft::Entry<TypeConfig>;
 pub const HEADER_BYTES: usize = 1 + 8 + 8 + 8;
 /// The kind byte of an appended message.
 const KIND_APPEND: u8 = 1;
+/// Bytes before an appended message: the header and its key.
+const APPEND_HEADER_BYTES: usize = HEADER_BYTES + 8;
 
 /// Why a record is not an entry.
 #[derive(Debug, thiserror::Error)]
@@ -50,16 +52,19 @@ pub enum DecodeError {
 
 /// The record of `entry`: its time and its body.
 pub fn encode(entry: &Entry) -> Result<(u64, Bytes), serde_json::Error> {
-    let (kind, timestamp_ns, payload) = match &entry.payload {
-        EntryPayload::Blank => (0u8, 0, Bytes::new()),
-        EntryPayload::Normal(append) => (KIND_APPEND, append.timestamp_ns, append.body.clone()),
-        EntryPayload::Membership(membership) => (2, 0, Bytes::from(serde_json::to_vec(membership)?)),
+    let (kind, timestamp_ns, key, payload) = match &entry.payload {
+        EntryPayload::Blank => (0u8, 0, None, Bytes::new()),
+        EntryPayload::Normal(append) => (KIND_APPEND, append.timestamp_ns, Some(append.key), append.body.clone()),
+        EntryPayload::Membership(membership) => (2, 0, None, Bytes::from(serde_json::to_vec(membership)?)),
     };
-    let mut out = BytesMut::with_capacity(HEADER_BYTES + payload.len());
+    let mut out = BytesMut::with_capacity(APPEND_HEADER_BYTES + payload.len());
     out.put_u8(kind);
     out.put_u64(entry.log_id.leader_id.term);
     out.put_u64(entry.log_id.leader_id.node_id);
     out.put_u64(entry.log_id.index);
+    if let Some(key) = key {
+        out.put_u64(key);
+    }
     out.extend_from_slice(&payload);
     Ok((timestamp_ns, out.freeze()))
 }
@@ -70,7 +75,11 @@ pub fn decode(timestamp_ns: u64, bytes: &Bytes) -> Result<Entry, DecodeError> {
     let payload = bytes.slice(HEADER_BYTES..);
     let payload = match bytes[0] {
         0 => EntryPayload::Blank,
-        KIND_APPEND => EntryPayload::Normal(Append { timestamp_ns, body: payload }),
+        KIND_APPEND if bytes.len() < APPEND_HEADER_BYTES => return Err(DecodeError::Short(bytes.len())),
+        KIND_APPEND => {
+            let key = u64::from_be_bytes(payload[..8].try_into().unwrap_or([0; 8]));
+            EntryPayload::Normal(Append { timestamp_ns, key, body: bytes.slice(APPEND_HEADER_BYTES..) })
+        }
         2 => EntryPayload::Membership(serde_json::from_slice(&payload)?),
         other => return Err(DecodeError::Kind(other)),
     };
@@ -90,7 +99,7 @@ pub fn log_id_of(bytes: &[u8]) -> Result<LogId, DecodeError> {
 /// group's own entries (blank and membership), which are no message.
 pub fn message_of(body: &Bytes) -> Option<Bytes> {
     match body.first() {
-        Some(&KIND_APPEND) if body.len() >= HEADER_BYTES => Some(body.slice(HEADER_BYTES..)),
+        Some(&KIND_APPEND) if body.len() >= APPEND_HEADER_BYTES => Some(body.slice(APPEND_HEADER_BYTES..)),
         _ => None,
     }
 }
@@ -127,7 +136,7 @@ mod tests {
     fn every_kind() -> Vec<Entry> {
         let log_id = LogId::new(CommittedLeaderId::new(3, 2), 41);
         let members: BTreeSet<u64> = [1, 2, 3].into_iter().collect();
-        let append = Append { timestamp_ns: 17, body: Bytes::from_static(b"order 1") };
+        let append = Append { timestamp_ns: 17, key: 99, body: Bytes::from_static(b"order 1") };
         vec![
             Entry { log_id, payload: EntryPayload::Blank },
             Entry { log_id, payload: EntryPayload::Normal(append) },
@@ -148,6 +157,9 @@ mod tests {
         assert!(matches!(decode(0, &short), Err(DecodeError::Short(2))));
         assert!(matches!(decode(0, &Bytes::from(vec![9; HEADER_BYTES])), Err(DecodeError::Kind(9))));
         assert_eq!(message_of(&short), None);
+        let (_, append) = encode(&every_kind()[1]).expect("encodes");
+        assert_eq!(message_of(&append).as_deref(), Some(&b"order 1"[..]));
+        assert!(matches!(decode(0, &append.slice(..HEADER_BYTES + 3)), Err(DecodeError::Short(_))));
     }
 
     #[test]

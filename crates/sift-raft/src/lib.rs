@@ -39,6 +39,12 @@ use std::io::Cursor;
 pub struct Append {
     /// The message's time, ns since the epoch.
     pub timestamp_ns: u64,
+    /// What makes the message the same as another sent again (after a
+    /// lost answer or a failover): a hash of its `Sift-Msg-Id`, or of the
+    /// broker it was published at and the id that broker gave it. A leader
+    /// answers a key it has stored with the sequence stored, and stores
+    /// nothing (see [`state_machine::AppliedState::seq_of_key`]).
+    pub key: u64,
     /// The stored message.
     pub body: bytes::Bytes,
 }
@@ -55,6 +61,21 @@ openraft::declare_raft_types!(
         D = Append,
         R = Appended,
 );
+
+/// FNV-1a over `parts` (with a separator between them): the hash behind
+/// node ids and message keys, the same on every broker and every build.
+pub fn fnv1a(parts: &[&[u8]]) -> u64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET_BASIS;
+    for (position, part) in parts.iter().enumerate() {
+        if position > 0 {
+            hash = (hash ^ 0xff).wrapping_mul(PRIME);
+        }
+        hash = part.iter().fold(hash, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME));
+    }
+    hash
+}
 
 /// A log id of this crate's groups.
 pub type LogId = openraft::LogId<u64>;

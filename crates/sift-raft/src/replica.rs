@@ -10,12 +10,14 @@
 //! - [`Replica::status`] is what `sift stream info` shows: the leader, the
 //!   term, and for a leader each follower's lag.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, Config, Raft, RaftNetworkFactory};
+use tokio::sync::oneshot;
 
 use crate::log_store::{OpenError, SegmentLogStore};
 use crate::network::{CallKind, WireError};
@@ -26,9 +28,7 @@ use crate::{Append, TypeConfig};
 /// that every broker numbers every other alike without asking. The
 /// membership keeps each id's name beside it ([`BasicNode::addr`]).
 pub fn node_id(name: &str) -> u64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    name.bytes().fold(OFFSET_BASIS, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
+    crate::fnv1a(&[name.as_bytes()])
 }
 
 /// Why a replica did not start.
@@ -76,11 +76,18 @@ pub struct ReplicaStatus {
     pub members: BTreeMap<u64, String>,
 }
 
+/// Waiters for the answer of an append in flight, by message key.
+type InFlight = Arc<Mutex<HashMap<u64, Vec<oneshot::Sender<Result<u64, AppendError>>>>>>;
+
 /// One broker's replica of a stream.
 #[derive(Clone)]
 pub struct Replica {
     id: u64,
     raft: Raft<TypeConfig>,
+    state: AppliedState,
+    /// Appends in flight by key: one sent again while the first runs
+    /// waits for the first's answer instead of storing a second copy.
+    in_flight: InFlight,
 }
 
 impl Replica {
@@ -93,9 +100,10 @@ impl Replica {
         config: Arc<Config>,
         network: N,
     ) -> Result<Replica, StartError> {
-        let raft =
-            Raft::new(id, config, network, store, state).await.map_err(|error| StartError::Raft(error.to_string()))?;
-        Ok(Replica { id, raft })
+        let raft = Raft::new(id, config, network, store, state.clone())
+            .await
+            .map_err(|error| StartError::Raft(error.to_string()))?;
+        Ok(Replica { id, raft, state, in_flight: InFlight::default() })
     }
 
     /// Serves a call of this group that reached this broker: its answer.
@@ -119,15 +127,72 @@ impl Replica {
         }
     }
 
-    /// Stores `body` on the group; its stream sequence once a quorum has
-    /// it durable.
-    pub async fn append(&self, timestamp_ns: u64, body: Bytes) -> Result<u64, AppendError> {
-        match self.raft.client_write(Append { timestamp_ns, body }).await {
+    /// Stores `append` on the group; its stream sequence once a quorum
+    /// has it durable. A message whose key the group stored already (sent
+    /// again after a lost answer) gets the sequence it has, and is not
+    /// stored twice. Callers bound the wait: without a quorum it lasts.
+    pub async fn append(&self, append: Append) -> Result<u64, AppendError> {
+        self.caught_up_as_leader().await?;
+        if let Some(seq) = self.state.seq_of_key(append.key) {
+            return Ok(seq);
+        }
+        let key = append.key;
+        if let Some(answer) = self.join_in_flight(key) {
+            return answer.await.unwrap_or_else(|_| Err(AppendError::Failed("the first append went".into())));
+        }
+        let result = match self.raft.client_write(append).await {
             Ok(written) => Ok(written.log_id.index + 1),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
                 Err(AppendError::NotLeader { leader: forward.leader_id })
             }
             Err(error) => Err(AppendError::Failed(error.to_string())),
+        };
+        let waiters = match key {
+            0 => None,
+            _ => self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&key),
+        };
+        for waiter in waiters.into_iter().flatten() {
+            let _ = waiter.send(result.clone());
+        }
+        result
+    }
+
+    /// The answer to wait for when an append of `key` is in flight; else
+    /// `None`, and this append is the one in flight.
+    fn join_in_flight(&self, key: u64) -> Option<oneshot::Receiver<Result<u64, AppendError>>> {
+        if key == 0 {
+            return None;
+        }
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match in_flight.get_mut(&key) {
+            Some(waiters) => {
+                let (sender, answer) = oneshot::channel();
+                waiters.push(sender);
+                Some(answer)
+            }
+            None => {
+                in_flight.insert(key, Vec::new());
+                None
+            }
+        }
+    }
+
+    /// Returns once this replica, if it leads, has applied an entry of its
+    /// own term: then every entry of earlier leaders that it holds is
+    /// applied and its keys known, so a message sent again is found. A
+    /// replica that does not lead returns at once (the write tells it so).
+    async fn caught_up_as_leader(&self) -> Result<(), AppendError> {
+        let id = self.id;
+        let caught_up = |metrics: &openraft::RaftMetrics<u64, BasicNode>| {
+            metrics.current_leader != Some(id)
+                || metrics.last_applied.is_some_and(|applied| applied.leader_id.term == metrics.current_term)
+        };
+        let mut metrics = self.raft.metrics();
+        loop {
+            if caught_up(&metrics.borrow_and_update()) {
+                return Ok(());
+            }
+            metrics.changed().await.map_err(|_| AppendError::Failed("the Raft node stopped".into()))?;
         }
     }
 

@@ -1,7 +1,14 @@
 //! What a replicated stream's group has applied: the last log id and the
 //! membership. The messages themselves are the log, so applying an entry
 //! records only that it was applied; a snapshot is these two, as JSON.
+//!
+//! It also keeps the keys of the last messages applied ([`Append::key`],
+//! at most `keys_max`): a leader answers a message sent again with the
+//! sequence it has, so that a publish retried after a lost answer or a
+//! failover is stored once. Every member applies every entry, so a new
+//! leader has the window as the old one had it.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::Cursor;
 use std::sync::{Arc, Mutex};
 
@@ -9,7 +16,7 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{BasicNode, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StoredMembership};
 
 use crate::entry_codec::Entry;
-use crate::{Appended, LogId, StorageError, TypeConfig};
+use crate::{Append, Appended, LogId, StorageError, TypeConfig};
 
 /// What a snapshot holds.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -24,6 +31,27 @@ struct Inner {
     applied: Applied,
     current: Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>,
     snapshots_built: u64,
+    /// The stream sequence of each recent key, and the keys oldest first.
+    keys: HashMap<u64, u64>,
+    key_order: VecDeque<u64>,
+    keys_max: usize,
+}
+
+impl Inner {
+    /// Remembers that the message `key` is stored at `seq`, forgetting the
+    /// oldest key past `keys_max`.
+    fn remember(&mut self, key: u64, seq: u64) {
+        if key == 0 || self.keys_max == 0 || self.keys.insert(key, seq).is_some() {
+            return;
+        }
+        self.key_order.push_back(key);
+        while self.key_order.len() > self.keys_max {
+            if let Some(oldest) = self.key_order.pop_front() {
+                self.keys.remove(&oldest);
+            }
+        }
+        debug_assert_eq!(self.keys.len(), self.key_order.len(), "each remembered key once in the order");
+    }
 }
 
 /// Told the stream sequence applied (committed) up to, after each batch.
@@ -43,10 +71,17 @@ impl std::fmt::Debug for AppliedState {
 }
 
 impl AppliedState {
-    /// A state machine that tells `on_applied` how far it applied: the
-    /// broker wakes the stream's consumers with it.
-    pub fn with_hook(on_applied: AppliedHook) -> AppliedState {
-        AppliedState { inner: Arc::default(), on_applied: Some(on_applied) }
+    /// A state machine that tells `on_applied` how far it applied (the
+    /// broker wakes the stream's consumers with it) and remembers the keys
+    /// of the last `keys_max` messages.
+    pub fn with_hook(on_applied: AppliedHook, keys_max: usize) -> AppliedState {
+        let inner = Inner { keys_max, ..Inner::default() };
+        AppliedState { inner: Arc::new(Mutex::new(inner)), on_applied: Some(on_applied) }
+    }
+
+    /// The stream sequence of the applied message `key`, while remembered.
+    pub fn seq_of_key(&self, key: u64) -> Option<u64> {
+        self.inner().keys.get(&key).copied()
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -90,8 +125,12 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
         let mut answers = Vec::new();
         for entry in entries {
             inner.applied.last_applied = Some(entry.log_id);
-            if let EntryPayload::Membership(membership) = entry.payload {
-                inner.applied.membership = StoredMembership::new(Some(entry.log_id), membership);
+            match entry.payload {
+                EntryPayload::Membership(membership) => {
+                    inner.applied.membership = StoredMembership::new(Some(entry.log_id), membership);
+                }
+                EntryPayload::Normal(Append { key, .. }) => inner.remember(key, entry.log_id.index + 1),
+                EntryPayload::Blank => {}
             }
             answers.push(Appended);
         }

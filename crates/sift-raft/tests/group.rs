@@ -21,6 +21,8 @@ use sift_store::{FsyncPolicy, LogConfig};
 
 /// The longest a wait for the group may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(20);
+/// Message keys each member remembers.
+const KEYS_MAX: usize = 1_000;
 /// The brokers of these groups.
 const NAMES: [&str; 3] = ["north", "east", "west"];
 
@@ -78,9 +80,9 @@ async fn start_group(root: &TempDir, router: &Router) -> BTreeMap<String, Segmen
         let log_config = LogConfig { fsync: FsyncPolicy::Always, ..LogConfig::default() };
         let store = SegmentLogStore::open(&root.0.join(name), log_config).expect("opens");
         let network = GroupNetwork::new(router.clone(), "orders");
-        let replica = Replica::start(node_id(name), store.clone(), AppliedState::default(), group_config(), network)
-            .await
-            .expect("starts");
+        let state = AppliedState::with_hook(Arc::new(|_| {}), KEYS_MAX);
+        let replica =
+            Replica::start(node_id(name), store.clone(), state, group_config(), network).await.expect("starts");
         router.replicas.lock().expect("unpoisoned").insert(name.to_string(), replica);
         stores.insert(name.to_string(), store);
     }
@@ -106,13 +108,18 @@ async fn append_via_leader(router: &Router, first_try: u64, body: &'static [u8])
     let mut id = first_try;
     for _ in 0..20 {
         let replica = router.by_id(id);
-        match replica.append(1, Bytes::from_static(body)).await {
+        match replica.append(message(sift_raft::fnv1a(&[body]), body)).await {
             Ok(seq) => return seq,
             Err(AppendError::NotLeader { leader: Some(leader) }) => id = leader,
             Err(_) => id = leader_other_than(replica.raft(), None).await,
         }
     }
     panic!("no leader took the append");
+}
+
+/// A message keyed `key`.
+fn message(key: u64, body: &'static [u8]) -> Append {
+    Append { timestamp_ns: 1, key, body: Bytes::from_static(body) }
 }
 
 /// The appended bodies of a store's log, with their indexes, in order.
@@ -180,18 +187,30 @@ async fn a_replica_appends_on_the_leader_names_it_elsewhere_and_reports_the_grou
         .current_leader(leader, "the follower knows its leader")
         .await
         .expect("within the deadline");
-    let refused = follower.append(1, Bytes::from_static(b"to a follower")).await.expect_err("not the leader");
+    let refused = follower.append(message(1, b"to a follower")).await.expect_err("not the leader");
     assert_eq!(refused, AppendError::NotLeader { leader: Some(leader) });
-    let first = router.by_id(leader).append(1, Bytes::from_static(b"one")).await.expect("stored");
-    let second = router.by_id(leader).append(2, Bytes::from_static(b"two")).await.expect("stored");
+    let first = router.by_id(leader).append(message(2, b"one")).await.expect("stored");
+    let second = router.by_id(leader).append(message(3, b"two")).await.expect("stored");
     assert_eq!(second, first + 1, "stream sequences follow one another");
+    // Sent again, one after the other and both at once: stored once.
+    let again = router.by_id(leader).append(message(2, b"one")).await.expect("answered");
+    assert_eq!(again, first, "a key stored already gets its sequence");
+    let leader_replica = router.by_id(leader);
+    let (third, third_again) =
+        tokio::join!(leader_replica.append(message(4, b"three")), leader_replica.append(message(4, b"three")));
+    assert_eq!(third.expect("stored"), third_again.expect("answered"), "one append of a key in flight");
     for name in NAMES {
         let replica = router.replica(name).expect("a replica");
         replica.raft().wait(Some(DEADLINE)).applied_index_at_least(Some(second - 1), "applied").await.expect("applied");
-        assert_eq!(replica.committed_seq(), second);
+    }
+    let third = second + 1;
+    for name in NAMES {
+        let replica = router.replica(name).expect("a replica");
+        replica.raft().wait(Some(DEADLINE)).applied_index_at_least(Some(third - 1), "applied").await.expect("applied");
+        assert_eq!(replica.committed_seq(), third);
     }
     let status = router.by_id(leader).status();
-    assert_eq!((status.id, status.leader, status.committed_seq), (leader, Some(leader), second));
+    assert_eq!((status.id, status.leader, status.committed_seq), (leader, Some(leader), third));
     assert!(status.term >= 1);
     let mut ids: Vec<u64> = NAMES.iter().map(|name| node_id(name)).collect();
     ids.sort();

@@ -44,6 +44,7 @@ ERROR_CODE_NAMES: dict[int, str] = {
     31: "tls_required",
     32: "bad_signature",
     33: "queue_full",
+    34: "no_quorum",
 }
 
 _POSITION = re.compile(r"\bat byte (\d+)")

@@ -92,6 +92,7 @@ impl Reader<'_, '_> {
             FORWARD => LinkFrame::Forward(self.forward()?),
             LINK_ACK => LinkFrame::Ack { up_to_link_sequence: self.u64("up_to_link_sequence")? },
             DELIVERY_REPORT => LinkFrame::DeliveryReport(self.delivery_report()?),
+            RAFT => LinkFrame::Raft(self.raft()?),
             LINK_ERROR => LinkFrame::Error(self.link_error()?),
             unknown => {
                 self.offset = self.body.len();
@@ -205,6 +206,18 @@ impl Reader<'_, '_> {
             pending.push(self.str16("pending label")?);
         }
         Ok(DeliveryReportFrame { origin, origin_sequence, reporter, matched, acked, pending })
+    }
+
+    fn raft(&mut self) -> FieldResult<RaftFrame> {
+        Ok(RaftFrame {
+            to: self.str16("to")?,
+            from: self.str16("from")?,
+            call_id: self.u64("call_id")?,
+            stream: self.str16("stream")?,
+            kind: self.u8("kind")?,
+            flags: self.u8("flags")?,
+            body: self.bytes32("body")?,
+        })
     }
 
     fn link_error(&mut self) -> FieldResult<LinkErrorFrame> {

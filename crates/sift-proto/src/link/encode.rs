@@ -110,6 +110,7 @@ impl LinkFrame {
             LinkFrame::Forward(_) => unreachable!("FORWARD is encoded by encode_forward_ref"),
             LinkFrame::Ack { up_to_link_sequence } => buf.put_u64(*up_to_link_sequence),
             LinkFrame::DeliveryReport(report) => encode_delivery_report(buf, report)?,
+            LinkFrame::Raft(raft) => encode_raft(buf, raft)?,
             LinkFrame::Error(error) => {
                 buf.put_u16(error.code.code());
                 buf.put_u8(u8::from(error.fatal));
@@ -160,6 +161,16 @@ fn encode_interest(buf: &mut BytesMut, interest: &Interest) -> Result<(), Encode
         }
     }
     Ok(())
+}
+
+fn encode_raft(buf: &mut BytesMut, raft: &RaftFrame) -> Result<(), EncodeError> {
+    put_str16(buf, "to", &raft.to)?;
+    put_str16(buf, "from", &raft.from)?;
+    buf.put_u64(raft.call_id);
+    put_str16(buf, "stream", &raft.stream)?;
+    buf.put_u8(raft.kind);
+    buf.put_u8(raft.flags);
+    put_bytes32(buf, "body", &raft.body)
 }
 
 fn encode_delivery_report(buf: &mut BytesMut, report: &DeliveryReportFrame) -> Result<(), EncodeError> {

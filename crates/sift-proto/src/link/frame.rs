@@ -1,5 +1,6 @@
 //! The frames of the broker link protocol and the fields they carry.
 
+use bytes::Bytes;
 use sift_core::Message;
 
 use crate::FilterKind;
@@ -36,6 +37,8 @@ pub mod link_frame_type {
     pub const LINK_ACK: u8 = 0x51;
     /// Towards a message's origin: how its copies fared at one broker.
     pub const DELIVERY_REPORT: u8 = 0x52;
+    /// Towards one broker: a call of a replicated stream's group, or its answer.
+    pub const RAFT: u8 = 0x53;
     /// Either way: something was refused.
     pub const LINK_ERROR: u8 = 0x5F;
 }
@@ -207,6 +210,35 @@ pub struct DeliveryReportFrame {
     pub pending: Vec<String>,
 }
 
+/// `RAFT`: a call between the replicas of a replicated stream (or a
+/// publish forwarded to the stream's leader), or its answer, routed hop by
+/// hop to the broker named `to` as a delivery report is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaftFrame {
+    /// The broker it goes to.
+    pub to: String,
+    /// The broker it comes from, where the answer goes.
+    pub from: String,
+    /// The caller's number for the call, echoed by the answer.
+    pub call_id: u64,
+    /// The replicated stream.
+    pub stream: String,
+    /// What is called (see `docs/PROTOCOL.md` §10).
+    pub kind: u8,
+    /// [`raft_flags`].
+    pub flags: u8,
+    /// The call's or the answer's bytes; for a failed answer, why (UTF-8).
+    pub body: Bytes,
+}
+
+/// Bits of [`RaftFrame::flags`].
+pub mod raft_flags {
+    /// The frame answers a call.
+    pub const REPLY: u8 = 0x01;
+    /// The answer says the call failed; its body says why.
+    pub const FAILED: u8 = 0x02;
+}
+
 /// `LINK_ERROR`: a refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkErrorFrame {
@@ -272,6 +304,8 @@ pub enum LinkFrame {
     },
     /// See [`DeliveryReportFrame`].
     DeliveryReport(DeliveryReportFrame),
+    /// See [`RaftFrame`].
+    Raft(RaftFrame),
     /// See [`LinkErrorFrame`].
     Error(LinkErrorFrame),
 }
@@ -294,6 +328,7 @@ impl LinkFrame {
             LinkFrame::Forward(_) => FORWARD,
             LinkFrame::Ack { .. } => LINK_ACK,
             LinkFrame::DeliveryReport(_) => DELIVERY_REPORT,
+            LinkFrame::Raft(_) => RAFT,
             LinkFrame::Error(_) => LINK_ERROR,
         }
     }
@@ -321,6 +356,7 @@ pub fn link_frame_name(code: u8) -> &'static str {
         FORWARD => "FORWARD",
         LINK_ACK => "LINK_ACK",
         DELIVERY_REPORT => "DELIVERY_REPORT",
+        RAFT => "RAFT",
         LINK_ERROR => "LINK_ERROR",
         _ => "UNKNOWN",
     }

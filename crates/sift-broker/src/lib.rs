@@ -27,6 +27,7 @@ mod network_config;
 pub mod outbox;
 mod pipeline;
 pub mod publish;
+pub mod replication;
 pub mod report;
 pub mod router;
 pub mod scheduler;

@@ -82,9 +82,11 @@ pub(crate) fn validate(config: &Config, message: &Message) -> Result<(), Refusal
 /// Stage 4 for a message whose store nobody waits for (not persistent, or
 /// forwarded: the publisher's confirm came from the broker it was published
 /// at, after its own store): hands the encoded message to every stream.
-pub(crate) fn store_unconfirmed(streams: &[Arc<Stream>], message: &Message, encoded: &Bytes) {
+/// `key` is the replication key of a message published here; a forwarded
+/// one has none, and replicated streams leave it to the group.
+pub(crate) fn store_unconfirmed(streams: &[Arc<Stream>], message: &Message, encoded: &Bytes, key: Option<u64>) {
     for stream in streams {
-        stream.append_unconfirmed(message.timestamp_ns, encoded.clone());
+        stream.append_unconfirmed(message.timestamp_ns, encoded.clone(), key);
     }
 }
 

@@ -300,8 +300,9 @@ impl Publisher {
         request_id: u64,
     ) -> Result<Option<Arc<ConfirmGate>>, ()> {
         let Some(encoded) = encoded else { return Ok(None) };
+        let key = crate::replication::message_key(self.shared.links.name(), message);
         if message.delivery_mode != DeliveryMode::Persistent {
-            pipeline::store_unconfirmed(streams, message, encoded);
+            pipeline::store_unconfirmed(streams, message, encoded, Some(key));
             return Ok(None);
         }
         if let Some((code, text)) =
@@ -313,7 +314,7 @@ impl Publisher {
         }
         let gate = ConfirmGate::new(self.conn.clone(), request_id, streams.len());
         for stream in streams {
-            stream.append_confirmed(message.timestamp_ns, encoded.clone(), gate.clone());
+            stream.append_confirmed(message.timestamp_ns, encoded.clone(), key, gate.clone());
         }
         self.pipeline.counters().persistent_stored += 1;
         Ok(Some(gate))

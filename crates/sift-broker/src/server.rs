@@ -335,6 +335,7 @@ impl RunningBroker {
         }
         tokio::spawn(crate::store::sync_positions(shared.storage.clone(), shared.shutdown_watch()));
         tokio::spawn(crate::scheduler::run(shared.clone()));
+        start_replicas(&shared).await?;
         let accept_task = tokio::spawn(accept_loop(listener, in_process_queue, shared.clone()));
         let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
         Ok(RunningBroker { local_addr, link_addr, shared, in_process, accept_task, link_task })
@@ -455,6 +456,11 @@ impl RunningBroker {
     pub async fn shutdown(self) -> StatsSnapshot {
         self.shared.begin_shutdown();
         let _ = self.accept_task.await;
+        for stream in self.shared.storage.streams() {
+            if let Some(replication) = stream.replication() {
+                replication.stop().await;
+            }
+        }
         let _ = self.link_task.await;
         self.shared.storage.sync_positions();
         self.shared.storage.release();
@@ -467,6 +473,21 @@ impl RunningBroker {
         }
         stats
     }
+}
+
+/// Starts this broker's replica of each replicated stream, its calls
+/// going over the broker links.
+async fn start_replicas(shared: &Arc<BrokerShared>) -> Result<(), BrokerError> {
+    let own_name = shared.links.name().to_string();
+    for stream in shared.storage.streams() {
+        let Some(replication) = stream.replication() else { continue };
+        let transport = crate::replication::LinkTransport::new(shared.raft_calls.clone(), &shared.links);
+        if let Err(why) = replication.start(&own_name, transport).await {
+            let source = Box::new(crate::store::StorageError::Invalid(why));
+            return Err(BrokerError::Storage { data_dir: shared.config.data_dir.clone().into(), source });
+        }
+    }
+    Ok(())
 }
 
 /// Binds the link listener, returning it with the address actually bound.

@@ -44,7 +44,7 @@ pub struct BrokerShared {
     /// Next subscription key.
     pub next_subscription_key: AtomicU64,
     /// Links to other brokers and the cluster's topology.
-    pub links: LinkNetwork,
+    pub links: Arc<LinkNetwork>,
     /// Streams and durable subscriptions.
     pub storage: Arc<Storage>,
     /// Messages held for a later delivery time.
@@ -69,6 +69,8 @@ pub struct BrokerShared {
     pub tls: crate::broker_tls::BrokerTls,
     /// What each limited user holds and sends across its sessions.
     pub usage: crate::usage::Usage,
+    /// Calls between the replicas of replicated streams.
+    pub raft_calls: Arc<crate::replication::RaftCalls>,
 }
 
 impl BrokerShared {
@@ -82,13 +84,20 @@ impl BrokerShared {
     ) -> Arc<BrokerShared> {
         let (shutdown, _) = watch::channel(false);
         let first_id = sift_core::system_now_ns();
+        let stats = Arc::new(Stats::default());
+        let raft_calls = Arc::new(crate::replication::RaftCalls::new(
+            &config.network.name,
+            config.storage.raft_calls_max,
+            stats.clone(),
+        ));
         Arc::new(BrokerShared {
             router: Router::default(),
-            stats: Arc::new(Stats::default()),
+            stats,
+            raft_calls,
             next_message_id: AtomicU64::new(first_id),
             next_subscription_key: AtomicU64::new(1),
             // Link-state sequences start at the start time too (§10.5).
-            links: LinkNetwork::new(&config, first_id),
+            links: Arc::new(LinkNetwork::new(&config, first_id)),
             storage: Arc::new(storage),
             scheduler: crate::scheduler::Scheduler::new(config.limits.scheduled_max),
             deliver_latency: sift_core::LatencyHistogram::default(),

@@ -180,6 +180,26 @@ counters! {
     query_results,
     /// Stored messages archive queries scanned.
     query_scanned,
+    /// Calls this broker sent to replicas of its replicated streams (and publishes forwarded to leaders).
+    raft_calls_sent,
+    /// Of those, calls that got no answer: no path, no answer in time.
+    raft_calls_failed,
+    /// Calls not sent because `storage.raft_calls_max` calls awaited answers.
+    raft_calls_full,
+    /// Calls from other brokers this broker answered.
+    raft_calls_served,
+    /// `RAFT` frames passed on towards another broker.
+    raft_frames_passed_on,
+    /// `RAFT` frames dropped: no path to their broker, or a full link queue.
+    raft_frames_dropped,
+    /// Messages a replicated stream's group stored (committed) for publishers here.
+    replicated_appends,
+    /// Publishes to a replicated stream that this broker forwarded to the stream's leader.
+    replicated_forwarded,
+    /// Persistent publishes to a replicated stream refused with `no_quorum`.
+    replicated_no_quorum,
+    /// Publishes to a replicated stream not confirmed (not persistent) that were dropped: `storage.raft_calls_max` appends were under way.
+    replicated_unconfirmed_dropped,
 }
 
 /// Adds one to a counter.

@@ -70,11 +70,14 @@ const LAYERS: &[(&str, u8)] = &[
     ("link/topology", 3),
     ("link/groups", 3),
     ("link/routes", 3),
+    ("link/raft_route", 3),
+    ("replication", 3),
     // 4. core and engine
     ("shared", 4),
     ("publish", 4),
     ("scheduler", 4),
     ("link", 4),
+    ("replication/serve", 4),
     // 5. sessions
     ("session", 5),
     // 6. adapters

@@ -15,6 +15,8 @@ pub mod workload;
 
 pub use clock::{system_now_ns, Clock, ClockEstimate, ClockFilter, ClockSample, ManualClock, TimeExchange};
 pub use histogram::{HistogramSnapshot, LatencyHistogram};
-pub use message::{DeliveryMode, Message, MessageError, Priority, Value, DELIVERY_TIME_PROPERTY, GROUP_PROPERTY};
+pub use message::{
+    DeliveryMode, Message, MessageError, Priority, Value, DELIVERY_TIME_PROPERTY, GROUP_PROPERTY, MSG_ID_PROPERTY,
+};
 pub use topic::{TopicError, TopicFilter, TopicName};
 pub use trie::{MatchCache, MatchResult, SubjectTrie};

@@ -29,6 +29,13 @@ pub const GROUP_PROPERTY: &str = "JMSXGroupID";
 /// (`docs/PROTOCOL.md` §6.12).
 pub const DELIVERY_TIME_PROPERTY: &str = "JMSDeliveryTime";
 
+/// The property that names a message for duplicate detection on a
+/// replicated stream (as NATS JetStream's `Nats-Msg-Id`): a publisher that
+/// sends a message again after a lost confirm gives it the same value, and
+/// the stream stores it once while it remembers the id
+/// (`storage.replicated_keys_max` messages; docs/STORAGE.md).
+pub const MSG_ID_PROPERTY: &str = "Sift-Msg-Id";
+
 /// A delivery time (`time_ms`, milliseconds since the epoch) as
 /// nanoseconds, when it is later than `now_ns`: when a message is held
 /// back. Times at or before the epoch hold nothing back.

@@ -23,6 +23,9 @@
 // large; the helpers here return it as the traits will, not boxed.
 #![allow(clippy::result_large_err)]
 
+/// The openraft this crate is built on, for the broker's types.
+pub use openraft;
+
 pub mod entry_codec;
 pub mod log_store;
 pub mod network;

@@ -63,7 +63,7 @@ impl RemoteDelivery {
         if !targets.is_empty() || !streams.is_empty() {
             match self.pipeline.encode(message) {
                 Ok(encoded) => {
-                    pipeline::store_unconfirmed(&streams, message, &encoded);
+                    pipeline::store_unconfirmed(&streams, message, &encoded, None);
                     // Accepted by another broker: counted, never refused here.
                     if let Some(depth) = shared.storage.queue_depth(&message.topic, &streams) {
                         depth.add();

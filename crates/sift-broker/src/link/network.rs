@@ -351,6 +351,11 @@ impl LinkNetwork {
     /// interested party like a subscription: the network sends this broker
     /// the messages on its topics, wherever they are published.
     pub(crate) fn stream_interest(&self, stream: &crate::store::stream::Stream, added: bool, stats: &Stats) {
+        // A replicated stream's group stores the messages published at its
+        // brokers itself: copies forwarded to them would not be stored.
+        if stream.replication().is_some() {
+            return;
+        }
         for topic in stream.topic_filters() {
             self.stream_topic_interest(topic, added, stats);
         }

@@ -250,6 +250,7 @@ impl Session {
                 self.shared.links.acked(&self.peer, up_to_link_sequence, &self.shared.stats);
             }
             LinkFrame::DeliveryReport(report) => self.shared.links.receive_report(report, &self.shared.stats),
+            LinkFrame::Raft(frame) => crate::replication::serve::receive(&self.shared, frame),
         }
         Ok(())
     }

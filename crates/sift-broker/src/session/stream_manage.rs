@@ -126,7 +126,7 @@ fn name_of(op: ManageOp, request: &Value) -> Result<&str, Refusal> {
 pub fn durable_json(consumer: &Consumer) -> Value {
     let position = consumer.cursor.position();
     let done_above: u64 = position.done_above.iter().map(|(first, last)| last - first + 1).sum();
-    let last_seq = consumer.stream.log.last_seq();
+    let last_seq = consumer.stream.readable_seq();
     let pending = last_seq.saturating_sub(position.ack_floor).saturating_sub(done_above);
     let (definition, stored_floor) = match &consumer.durable {
         Some(record) => (Some(&record.definition), record.stored_floor()),

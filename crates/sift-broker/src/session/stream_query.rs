@@ -141,9 +141,9 @@ async fn run(shared: Arc<BrokerShared>, conn: Arc<ConnShared>, plan: QueryPlan) 
         Ok(first) => first,
         Err(error) => return fail(&shared, &conn, plan.request_id, &error.to_string()),
     };
-    let last = log.last_seq();
+    let last = plan.stream.readable_seq();
     let config = &shared.config.storage;
-    let mut reader = log.reader();
+    let mut reader = plan.stream.reader();
     let mut records = Vec::new();
     let mut out = BytesMut::new();
     let mut tally = Tally::default();
@@ -152,7 +152,7 @@ async fn run(shared: Arc<BrokerShared>, conn: Arc<ConnShared>, plan: QueryPlan) 
             return;
         }
         records.clear();
-        let outcome = match reader.read(next, config.read_batch_records, config.read_batch_bytes, &mut records) {
+        let outcome = match reader.read(next, last, config.read_batch_records, config.read_batch_bytes, &mut records) {
             Ok(outcome) => outcome,
             Err(error) => return fail(&shared, &conn, plan.request_id, &error.to_string()),
         };
@@ -160,7 +160,7 @@ async fn run(shared: Arc<BrokerShared>, conn: Arc<ConnShared>, plan: QueryPlan) 
             let gap_last = (gap.first_seq + gap.count).saturating_sub(1).min(last);
             tally.missed += (gap_last + 1).saturating_sub(gap.first_seq.max(next));
         }
-        if records.is_empty() && outcome.gaps.is_empty() {
+        if outcome.is_empty(&records) {
             break;
         }
         for record in records.drain(..).take_while(|record| record.seq <= last) {

@@ -21,13 +21,14 @@ use std::time::Duration;
 use sift_core::TopicFilter;
 use sift_filter::ContentFilter;
 use sift_proto::{Frame, GapReason};
-use sift_store::{Gap, LogReader, Record};
+use sift_store::{Gap, Record};
 use tokio::sync::watch;
 
 use super::cursor::Cursor;
 use super::durable::DurableRecord;
 use super::queue_depth::QueueDepth;
 use super::stream::Stream;
+use super::stream_reader::StreamReader;
 use crate::conn::ConnShared;
 use crate::delivery::{push_to, Pushed};
 use crate::outbox::{topic_of_encoding, Entry, Routed, StreamPosition};
@@ -327,7 +328,7 @@ pub struct ConsumerContext {
 
 /// Runs `consumer` until it has no subscriber left or the broker stops.
 pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
-    let mut reader = consumer.stream.log.reader();
+    let mut reader = consumer.stream.reader();
     let mut records = Vec::new();
     let mut shutdown = context.shutdown.clone();
     loop {
@@ -378,7 +379,7 @@ pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
 fn one_pass(
     context: &ConsumerContext,
     consumer: &Arc<Consumer>,
-    reader: &mut LogReader,
+    reader: &mut StreamReader,
     records: &mut Vec<Record>,
 ) -> Pass {
     if let Some(pass) = serve_returned(context, consumer, reader, records) {
@@ -390,11 +391,12 @@ fn one_pass(
         // Parked messages wait for a subscriber whose filter passes them,
         // delayed ones for their time; past the bound the consumer reads no
         // further until one comes (everything it could give has been given).
-        if from > consumer.stream.log.last_seq() || consumer.cursor.held_back_count() >= context.parked_max {
+        let until = consumer.stream.readable_seq();
+        if from > until || consumer.cursor.held_back_count() >= context.parked_max {
             return Pass::CaughtUp;
         }
         records.clear();
-        let outcome = match reader.read(from, context.read_batch_records, context.read_batch_bytes, records) {
+        let outcome = match reader.read(from, until, context.read_batch_records, context.read_batch_bytes, records) {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::warn!(stream = %consumer.stream.name(), %error, "cannot read the stream; a consumer waits");
@@ -406,7 +408,11 @@ fn one_pass(
                 return Pass::NoMembers;
             }
         }
-        if outcome.gaps.is_empty() && records.is_empty() {
+        // A replicated stream's own entries are no message: done at once.
+        for seq in &outcome.skipped {
+            consumer.cursor.done_range(*seq, *seq);
+        }
+        if outcome.is_empty(records) {
             return Pass::CaughtUp;
         }
         for record in records.drain(..) {
@@ -429,12 +435,12 @@ fn one_pass(
 fn serve_returned(
     context: &ConsumerContext,
     consumer: &Arc<Consumer>,
-    reader: &mut LogReader,
+    reader: &mut StreamReader,
     records: &mut Vec<Record>,
 ) -> Option<Pass> {
     while let Some(seq) = consumer.cursor.first_returned() {
         records.clear();
-        let outcome = match reader.read(seq, 1, 0, records) {
+        let outcome = match reader.read(seq, seq, 1, 0, records) {
             Ok(outcome) => outcome,
             Err(error) => {
                 tracing::warn!(stream = %consumer.stream.name(), seq, %error, "cannot read a message to deliver again");

@@ -59,18 +59,22 @@ impl ConfirmGate {
 
     /// The append to `stream` completed.
     pub fn stored(&self, stream: &str, result: Result<u64, StoreError>) {
+        let result = result.map_err(|error| {
+            let code = if error.is_full() { ErrorCode::StorageFull } else { ErrorCode::StorageError };
+            (code, format!("persistent message not stored in stream {stream}: {error}"))
+        });
+        self.settled(stream, result);
+    }
+
+    /// The append to `stream` completed: stored at a sequence, or refused
+    /// with a code and why (a replicated stream's group without quorum).
+    pub fn settled(&self, stream: &str, result: Result<u64, (ErrorCode, String)>) {
         let mut state = self.lock();
         debug_assert!(state.stores_pending > 0, "more completions than stores");
         state.stores_pending = state.stores_pending.saturating_sub(1);
         let outcome = match result {
             Ok(seq) => StoreOutcome::Stored { stream: stream.to_string(), seq },
-            Err(error) => {
-                let code = if error.is_full() { ErrorCode::StorageFull } else { ErrorCode::StorageError };
-                StoreOutcome::Failed {
-                    code,
-                    message: format!("persistent message not stored in stream {stream}: {error}"),
-                }
-            }
+            Err((code, message)) => StoreOutcome::Failed { code, message },
         };
         // The first failure wins over any success: the publish is refused.
         match (&state.outcome, &outcome) {

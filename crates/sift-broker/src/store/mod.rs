@@ -24,6 +24,7 @@ mod ranges;
 pub mod registry;
 pub mod settings;
 pub mod stream;
+pub mod stream_reader;
 
 pub use lock::{DataDirLock, LockError, LockState};
 pub use registry::Storage;

@@ -103,10 +103,11 @@ pub struct DurableRequest<'a> {
 /// The first sequence a consumer starting at `start` reads.
 pub fn start_seq(stream: &Stream, start: &StartPosition) -> Result<u64, sift_store::StoreError> {
     let log = &stream.log;
+    let last_seq = stream.readable_seq();
     Ok(match start {
-        StartPosition::New => log.last_seq() + 1,
+        StartPosition::New => last_seq + 1,
         StartPosition::First => log.first_seq(),
-        StartPosition::Last(count) => (log.last_seq() + 1).saturating_sub(*count).max(log.first_seq()),
+        StartPosition::Last(count) => (last_seq + 1).saturating_sub(*count).max(log.first_seq()),
         StartPosition::Seq(seq) => (*seq).max(1),
         StartPosition::Time(timestamp_ns) => log.seq_at_or_after_time(*timestamp_ns)?,
     })
@@ -438,6 +439,8 @@ impl Storage {
                     max_bytes: 0,
                     max_msgs: 0,
                     fsync: String::new(),
+                    replicas: 1,
+                    members: Vec::new(),
                 };
                 match self.add_stream(definition) {
                     Ok(created) => (created, true),
@@ -599,14 +602,16 @@ fn check_resume(existing: &Consumer, request: &DurableRequest<'_>) -> Result<(),
 /// acknowledged: read from its floor to the end of its stream (once, when
 /// the broker starts).
 fn waiting_in_queue(consumer: &Consumer, config: &StorageConfig) -> u64 {
-    let mut reader = consumer.stream.log.reader();
+    let mut reader = consumer.stream.reader();
     let mut records = Vec::new();
     let mut next = consumer.cursor.ack_floor() + 1;
     let mut waiting = 0;
-    while next <= consumer.stream.log.last_seq() {
+    let until = consumer.stream.readable_seq();
+    while next <= until {
         records.clear();
         // Unreadable: what was counted stands; the consumer reports the gap.
-        let Ok(outcome) = reader.read(next, config.read_batch_records, config.read_batch_bytes, &mut records) else {
+        let Ok(outcome) = reader.read(next, until, config.read_batch_records, config.read_batch_bytes, &mut records)
+        else {
             break;
         };
         for record in &records {

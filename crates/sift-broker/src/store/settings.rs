@@ -42,6 +42,25 @@ pub struct StreamDefinition {
     /// `always`, `every:MS` or `os`; empty = `storage.fsync_default`.
     #[serde(default)]
     pub fsync: String,
+    /// Brokers that keep the stream: 1 (this broker alone) or an odd
+    /// number up to [`REPLICAS_MAX`], a Raft group of that many replicas.
+    #[serde(default = "one_replica", skip_serializing_if = "is_one_replica")]
+    pub replicas: u32,
+    /// The brokers of a replicated stream's group, by network name; as
+    /// many as `replicas`, and the same list on each of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+}
+
+/// Most replicas a stream may have.
+pub const REPLICAS_MAX: u32 = 7;
+
+fn one_replica() -> u32 {
+    1
+}
+
+fn is_one_replica(replicas: &u32) -> bool {
+    *replicas == 1
 }
 
 /// Checks a stream or durable subscription name, which becomes a directory name.
@@ -70,7 +89,54 @@ impl StreamDefinition {
             max_bytes: config.default_max_bytes,
             max_msgs: config.default_max_msgs,
             fsync: String::new(),
+            replicas: 1,
+            members: Vec::new(),
         }
+    }
+
+    /// True when the stream is kept by a Raft group of brokers.
+    pub fn is_replicated(&self) -> bool {
+        self.replicas > 1
+    }
+
+    /// Checks what a replicated stream needs: an odd number of replicas,
+    /// as many distinct members, `always` as its policy (a confirm means
+    /// on disk at a quorum), and no retention (not yet applied through the
+    /// group's log).
+    fn check_replication(&self, fsync: FsyncPolicy) -> Result<(), String> {
+        let name = &self.name;
+        if self.replicas == 0 || self.replicas > REPLICAS_MAX || (self.replicas > 1 && self.replicas.is_multiple_of(2))
+        {
+            return Err(format!(
+                "stream {name}: replicas = {} must be 1 or an odd number up to {REPLICAS_MAX}",
+                self.replicas
+            ));
+        }
+        if !self.is_replicated() {
+            return match self.members.is_empty() {
+                true => Ok(()),
+                false => Err(format!("stream {name}: members are for a replicated stream (replicas > 1)")),
+            };
+        }
+        if self.name == DEFAULT_STREAM {
+            return Err("the default stream is this broker's own; it cannot be replicated".into());
+        }
+        let distinct: std::collections::BTreeSet<&String> = self.members.iter().collect();
+        if distinct.len() != self.members.len() || self.members.len() != self.replicas as usize {
+            return Err(format!(
+                "stream {name}: replicas = {} needs as many distinct broker names in members, not {:?}",
+                self.replicas, self.members
+            ));
+        }
+        if fsync != FsyncPolicy::Always {
+            return Err(format!("stream {name}: a replicated stream confirms once a quorum has a message on disk; its fsync must be always, not {fsync}"));
+        }
+        if self.max_age_ms != 0 || self.max_bytes != 0 || self.max_msgs != 0 {
+            return Err(format!(
+                "stream {name}: retention (max_age_ms, max_bytes, max_msgs) is not offered on a replicated stream yet"
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the definition and parses its topic filters and policy.
@@ -93,9 +159,14 @@ impl StreamDefinition {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let fsync_text = if self.fsync.is_empty() { config.fsync_default.as_str() } else { self.fsync.as_str() };
+        let fsync_text = match (self.is_replicated(), self.fsync.is_empty()) {
+            (true, true) => "always",
+            _ => fsync_text,
+        };
         let fsync = fsync_text
             .parse::<FsyncPolicy>()
             .map_err(|error| format!("stream {}: fsync {fsync_text:?}: {error}", self.name))?;
+        self.check_replication(fsync)?;
         Ok((topics, fsync))
     }
 }
@@ -185,6 +256,24 @@ pub struct StorageConfig {
     /// Messages one queue may hold waiting for a consumer; a publish past
     /// it is refused (`queue_full`) and not stored.
     pub queue_max_msgs: u64,
+    /// Interval of a replicated stream's leader's heartbeats.
+    pub raft_heartbeat_ms: u64,
+    /// A follower that hears no leader for a random time between this and
+    /// `raft_election_ms_max` starts an election.
+    pub raft_election_ms_min: u64,
+    /// See `raft_election_ms_min`.
+    pub raft_election_ms_max: u64,
+    /// Longest a persistent publish to a replicated stream waits for a
+    /// quorum (through elections and forwarding to the leader) before it
+    /// is refused with `no_quorum`.
+    pub replicated_append_ms_max: u64,
+    /// Keys of the last messages each replicated stream remembers, so that
+    /// a publish sent again is stored once.
+    pub replicated_keys_max: usize,
+    /// Calls between replicas (and publishes forwarded to leaders) this
+    /// broker waits for the answer of at once; past it a call fails at
+    /// once (counted) and is tried again by its caller.
+    pub raft_calls_max: usize,
 }
 
 impl Default for StorageConfig {
@@ -207,6 +296,12 @@ impl Default for StorageConfig {
             message_groups_max: 65_536,
             parked_max: 10_000,
             queue_max_msgs: 1_000_000,
+            raft_heartbeat_ms: 100,
+            raft_election_ms_min: 600,
+            raft_election_ms_max: 1_200,
+            replicated_append_ms_max: 10_000,
+            replicated_keys_max: 100_000,
+            raft_calls_max: 16_384,
         }
     }
 }
@@ -229,10 +324,21 @@ impl StorageConfig {
             ("storage.message_groups_max", self.message_groups_max as u64),
             ("storage.parked_max", self.parked_max as u64),
             ("storage.queue_max_msgs", self.queue_max_msgs),
+            ("storage.raft_heartbeat_ms", self.raft_heartbeat_ms),
+            ("storage.replicated_append_ms_max", self.replicated_append_ms_max),
+            ("storage.raft_calls_max", self.raft_calls_max as u64),
         ];
-        match positive.iter().find(|(_, value)| *value == 0) {
-            Some((name, _)) => Err(format!("{name} must be greater than 0")),
-            None => Ok(()),
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(format!("{name} must be greater than 0"));
         }
+        if !(self.raft_heartbeat_ms < self.raft_election_ms_min
+            && self.raft_election_ms_min < self.raft_election_ms_max)
+        {
+            return Err(format!(
+                "storage.raft_heartbeat_ms ({}) < raft_election_ms_min ({}) < raft_election_ms_max ({}) must hold",
+                self.raft_heartbeat_ms, self.raft_election_ms_min, self.raft_election_ms_max
+            ));
+        }
+        Ok(())
     }
 }

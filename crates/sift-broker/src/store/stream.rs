@@ -3,6 +3,9 @@
 //! The definition (name, topics, retention, fsync policy) is kept beside the
 //! segments as `stream.json`, written atomically, so that a stream added at
 //! run time comes back after a restart. The log itself is `sift-store`'s.
+//! A replicated stream's log is also its Raft group's log
+//! ([`crate::replication`]): messages reach it through the group, and its
+//! readers stop at the committed sequence.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +20,8 @@ use tokio::sync::Notify;
 
 use super::gate::ConfirmGate;
 use super::settings::{StorageConfig, StreamDefinition};
+use super::stream_reader::StreamReader;
+use crate::replication::{Replication, ReplicationSettings};
 
 /// One open stream.
 #[derive(Debug)]
@@ -33,8 +38,10 @@ pub struct Stream {
     dir: PathBuf,
     /// Its policy, parsed.
     pub fsync: FsyncPolicy,
-    /// The message log.
-    pub log: Log,
+    /// The message log (a replicated stream's Raft log).
+    pub log: Arc<Log>,
+    /// This broker's part in the stream's group, when replicated.
+    replication: Option<Arc<Replication>>,
     /// Notified each time the appender made more messages readable.
     pub appended: Arc<Notify>,
     /// How the last persistent append fared.
@@ -90,6 +97,14 @@ impl Stream {
         };
         let (log, recovery) = Log::open(dir, log_config, Box::new(move |_| hook_target.notify_waiters()))
             .map_err(|source| super::StorageError::Open { stream: definition.name.clone(), source })?;
+        let log = Arc::new(log);
+        let replication = match definition.is_replicated() {
+            true => {
+                let settings = ReplicationSettings::of(config).map_err(super::StorageError::Invalid)?;
+                Some(Arc::new(Replication::new(&definition, dir, log.clone(), appended.clone(), settings)))
+            }
+            false => None,
+        };
         let stream = Stream {
             definition,
             topics,
@@ -97,6 +112,7 @@ impl Stream {
             dir: dir.to_path_buf(),
             fsync,
             log,
+            replication,
             appended,
             health: Arc::default(),
         };
@@ -106,6 +122,26 @@ impl Stream {
     /// The stream's name.
     pub fn name(&self) -> &str {
         &self.definition.name
+    }
+
+    /// This broker's part in the stream's group, when replicated.
+    pub fn replication(&self) -> Option<&Arc<Replication>> {
+        self.replication.as_ref()
+    }
+
+    /// The last sequence readers may read: the log's last, or for a
+    /// replicated stream the committed one (an entry past it may still be
+    /// overruled by a new leader).
+    pub fn readable_seq(&self) -> u64 {
+        match &self.replication {
+            Some(replication) => replication.committed_seq().min(self.log.last_seq()),
+            None => self.log.last_seq(),
+        }
+    }
+
+    /// A reader of the stream's messages (see [`StreamReader`]).
+    pub fn reader(&self) -> StreamReader {
+        StreamReader::new(self.log.reader(), self.replication.is_some())
     }
 
     /// True when one of the stream's topic filters matches `topic`.
@@ -167,15 +203,28 @@ impl Stream {
     }
 
     /// Stores a message whose publisher waits for nothing. A full append
-    /// queue drops it, counted by the log.
-    pub fn append_unconfirmed(&self, timestamp_ns: u64, encoded: Bytes) {
+    /// queue drops it, counted by the log. A replicated stream stores only
+    /// messages published at this broker, keyed by `key`: a copy forwarded
+    /// by another broker was stored by the group already.
+    pub fn append_unconfirmed(&self, timestamp_ns: u64, encoded: Bytes, key: Option<u64>) {
+        if let Some(replication) = &self.replication {
+            if let Some(key) = key {
+                replication.append_in_background(sift_raft::Append { timestamp_ns, key, body: encoded });
+            }
+            return;
+        }
         if let Err(error) = self.log.append(timestamp_ns, encoded, None) {
             tracing::debug!(stream = %self.name(), %error, "message not stored");
         }
     }
 
-    /// Stores a persistent message; `gate` hears the outcome.
-    pub fn append_confirmed(&self, timestamp_ns: u64, encoded: Bytes, gate: Arc<ConfirmGate>) {
+    /// Stores a persistent message; `gate` hears the outcome. `key` tells
+    /// a replicated stream's group the message apart from one sent again.
+    pub fn append_confirmed(&self, timestamp_ns: u64, encoded: Bytes, key: u64, gate: Arc<ConfirmGate>) {
+        if let Some(replication) = &self.replication {
+            let append = sift_raft::Append { timestamp_ns, key, body: encoded };
+            return replication.append_for(append, gate);
+        }
         let name = self.name().to_string();
         let health = self.health.clone();
         let completion_gate = gate.clone();
@@ -210,6 +259,8 @@ impl Stream {
             "fsyncs": stats.fsyncs,
             "write_errors": stats.write_errors,
             "writable": self.is_writable(),
+            "replicas": self.definition.replicas,
+            "replication": self.replication.as_ref().map(|replication| replication.info_json()),
         })
     }
 }

@@ -21,6 +21,7 @@ mod persist;
 mod policies;
 mod regressions;
 mod reliability;
+mod replicated;
 mod routing;
 mod tds;
 mod time;

@@ -65,6 +65,8 @@ fn stream(name: &str, topics: &[&str]) -> StreamDefinition {
         max_bytes: 0,
         max_msgs: 0,
         fsync: String::new(),
+        replicas: 1,
+        members: Vec::new(),
     }
 }
 

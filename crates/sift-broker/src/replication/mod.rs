@@ -1,0 +1,277 @@
+//! Replicated streams: a stream kept by a Raft group of brokers, so that a
+//! confirmed persistent message survives the loss of its broker.
+//!
+//! openraft (`sift-raft`) does the consensus; the stream's own segment log
+//! is the group's Raft log, so a message is written once on each replica,
+//! by the same appender and group commit as any stream's. The path of a
+//! persistent publish to a replicated stream:
+//!
+//! 1. the publishing broker's pipeline hands it to [`Replication`] (instead
+//!    of appending it to a log of its own);
+//! 2. [`Replication::append_anywhere`] appends it on the replica here when
+//!    it leads, else forwards it to the leader over the broker links
+//!    ([`forward`], [`calls`]);
+//! 3. the leader's openraft appends it to its log (returning at once; the
+//!    appender's next fsync covers every append queued meanwhile) and
+//!    replicates it to the followers, which do the same;
+//! 4. once a quorum has it on disk it is committed and applied; the
+//!    publisher's confirm carries its stream sequence (its Raft index + 1);
+//! 5. each replica's consumers read their own log up to the committed
+//!    sequence ([`crate::store::stream_reader`]), so a durable subscriber
+//!    on any replica gets the same messages in the same order.
+//!
+//! Each broker's node id is a hash of its network name; the group's
+//! membership keeps each id's name, which is where its calls go.
+
+pub mod calls;
+pub mod forward;
+pub mod serve;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sift_proto::ErrorCode;
+use sift_raft::log_store::SegmentLogStore;
+use sift_raft::network::GroupNetwork;
+use sift_raft::replica::{node_id, Replica};
+use sift_raft::state_machine::AppliedState;
+use sift_store::Log;
+use tokio::sync::Notify;
+
+pub use calls::{LinkTransport, RaftCalls, PUBLISH_KIND};
+
+use crate::store::gate::ConfirmGate;
+use crate::store::settings::{StorageConfig, StreamDefinition};
+
+/// The key that tells a message apart from one sent again: its
+/// `Sift-Msg-Id` when the publisher gave one (so that the publisher's own
+/// retry is stored once), else the broker it was published at and the id
+/// that broker gave it (so that this broker's retries are).
+pub fn message_key(own_name: &str, message: &sift_core::Message) -> u64 {
+    match message.property(sift_core::MSG_ID_PROPERTY) {
+        Some(id) => sift_raft::fnv1a(&[b"msg-id", id.to_string().as_bytes()]),
+        None => sift_raft::fnv1a(&[b"origin", own_name.as_bytes(), &message.id.to_be_bytes()]),
+    }
+    .max(1)
+}
+
+/// The settings a replicated stream runs with, from `[storage]`.
+#[derive(Debug, Clone)]
+pub struct ReplicationSettings {
+    /// `storage.replicated_append_ms_max`.
+    pub append_wait: Duration,
+    /// `storage.raft_election_ms_max`: how long to wait for a new leader
+    /// before trying the old one again.
+    pub election_wait: Duration,
+    /// `storage.replicated_keys_max`.
+    pub keys_max: usize,
+    /// `storage.raft_calls_max`: appends nobody waits for under way at once.
+    pub background_max: usize,
+    /// The Raft timers.
+    pub raft: Arc<sift_raft::openraft::Config>,
+}
+
+impl ReplicationSettings {
+    /// The settings of `config` (validated: the timers are in order).
+    pub fn of(config: &StorageConfig) -> Result<ReplicationSettings, String> {
+        let raft = sift_raft::openraft::Config {
+            cluster_name: "sift".into(),
+            heartbeat_interval: config.raft_heartbeat_ms,
+            election_timeout_min: config.raft_election_ms_min,
+            election_timeout_max: config.raft_election_ms_max,
+            // Logs are not purged yet: no snapshot is ever needed but the
+            // (tiny) one a new member may be sent.
+            snapshot_policy: sift_raft::openraft::SnapshotPolicy::Never,
+            ..sift_raft::openraft::Config::default()
+        };
+        let raft = raft.validate().map_err(|error| format!("storage raft timers: {error}"))?;
+        Ok(ReplicationSettings {
+            append_wait: Duration::from_millis(config.replicated_append_ms_max),
+            election_wait: Duration::from_millis(config.raft_election_ms_max),
+            keys_max: config.replicated_keys_max,
+            background_max: config.raft_calls_max,
+            raft: Arc::new(raft),
+        })
+    }
+}
+
+/// A started replica and the transport its publishes are forwarded on.
+pub(crate) struct Started {
+    pub(crate) replica: Replica,
+    pub(crate) transport: LinkTransport,
+}
+
+/// This broker's part in a replicated stream.
+pub struct Replication {
+    stream: String,
+    members: Vec<String>,
+    dir: PathBuf,
+    log: Arc<Log>,
+    /// Woken when more is committed (the stream's consumers wait on it).
+    appended: Arc<Notify>,
+    committed_seq: Arc<AtomicU64>,
+    started: OnceLock<Started>,
+    settings: ReplicationSettings,
+    /// Appends under way that no publisher waits for, against
+    /// `settings.background_max`.
+    background: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Replication {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Replication")
+            .field("stream", &self.stream)
+            .field("members", &self.members)
+            .field("committed_seq", &self.committed_seq())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Replication {
+    /// The replication of the stream `definition` whose log is `log` in
+    /// `dir`; its replica starts with [`Replication::start`].
+    pub fn new(
+        definition: &StreamDefinition,
+        dir: &Path,
+        log: Arc<Log>,
+        appended: Arc<Notify>,
+        settings: ReplicationSettings,
+    ) -> Replication {
+        Replication {
+            stream: definition.name.clone(),
+            members: definition.members.clone(),
+            dir: dir.to_path_buf(),
+            log,
+            appended,
+            committed_seq: Arc::default(),
+            started: OnceLock::new(),
+            settings,
+            background: Arc::default(),
+        }
+    }
+
+    /// Stores a persistent message on the group; `gate` hears the outcome.
+    pub(crate) fn append_for(self: &Arc<Self>, append: sift_raft::Append, gate: Arc<ConfirmGate>) {
+        let replication = self.clone();
+        tokio::spawn(async move {
+            let result = replication.append_anywhere(append).await;
+            gate.settled(&replication.stream, result);
+        });
+    }
+
+    /// Stores a message nobody waits for on the group; dropped (counted)
+    /// while `storage.raft_calls_max` such appends are under way.
+    pub(crate) fn append_in_background(self: &Arc<Self>, append: sift_raft::Append) {
+        if self.background.fetch_add(1, Ordering::AcqRel) >= self.settings.background_max {
+            self.background.fetch_sub(1, Ordering::AcqRel);
+            if let Some(started) = self.started.get() {
+                crate::stats::bump(&started.transport.stats().replicated_unconfirmed_dropped);
+            }
+            return;
+        }
+        let replication = self.clone();
+        tokio::spawn(async move {
+            if let Err((_, why)) = replication.append_anywhere(append).await {
+                tracing::debug!(stream = %replication.stream, %why, "message not stored");
+            }
+            replication.background.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+
+    /// The brokers of the group.
+    pub fn members(&self) -> &[String] {
+        &self.members
+    }
+
+    /// The committed sequence: how far this replica's consumers read.
+    pub fn committed_seq(&self) -> u64 {
+        self.committed_seq.load(Ordering::Acquire)
+    }
+
+    /// The replica, once started.
+    pub fn replica(&self) -> Option<&Replica> {
+        self.started.get().map(|started| &started.replica)
+    }
+
+    pub(crate) fn started_or_refusal(&self) -> Result<&Started, forward::AppendRefusal> {
+        self.started.get().ok_or_else(|| {
+            (ErrorCode::NoQuorum, format!("stream {}: this broker's replica is starting; retry", self.stream))
+        })
+    }
+
+    /// Starts the replica of the broker named `own_name`, its calls going
+    /// over `transport`; a group that has no log yet is made of the
+    /// configured members (each member does so alike, which Raft allows).
+    pub async fn start(&self, own_name: &str, transport: LinkTransport) -> Result<(), String> {
+        if self.started.get().is_some() {
+            return Ok(());
+        }
+        if !self.members.iter().any(|member| member == own_name) {
+            return Err(format!(
+                "stream {}: broker {own_name} is not among its members {:?}",
+                self.stream, self.members
+            ));
+        }
+        let store = SegmentLogStore::on_log(self.log.clone(), &self.dir).map_err(|error| error.to_string())?;
+        let fresh = self.log.last_seq() == 0 && !self.dir.join(sift_raft::log_store::META_FILE).exists();
+        let committed = self.committed_seq.clone();
+        let appended = self.appended.clone();
+        let on_applied = Arc::new(move |applied_seq: u64| {
+            committed.fetch_max(applied_seq, Ordering::AcqRel);
+            appended.notify_waiters();
+        });
+        let state = AppliedState::with_hook(on_applied, self.settings.keys_max);
+        let network = GroupNetwork::new(transport.clone(), &self.stream);
+        let replica = Replica::start(node_id(own_name), store, state, self.settings.raft.clone(), network)
+            .await
+            .map_err(|error| format!("stream {}: {error}", self.stream))?;
+        if fresh {
+            replica.initialize(&self.members).await.map_err(|error| format!("stream {}: {error}", self.stream))?;
+        }
+        let _ = self.started.set(Started { replica, transport });
+        Ok(())
+    }
+
+    /// Stops the replica.
+    pub async fn stop(&self) {
+        if let Some(started) = self.started.get() {
+            let _ = started.replica.shutdown().await;
+        }
+    }
+
+    /// The group as `sift stream info` shows it: leader, term, and each
+    /// member's replicated sequence and lag (as the leader knows them).
+    pub fn info_json(&self) -> Value {
+        let Some(started) = self.started.get() else {
+            return json!({ "members": self.members, "state": "starting" });
+        };
+        let status = started.replica.status();
+        let name_of = |id: u64| status.members.get(&id).cloned().unwrap_or_else(|| id.to_string());
+        let replicas: Vec<Value> = status
+            .members
+            .iter()
+            .map(|(id, name)| {
+                let replicated_seq = status.replicated_seq.get(id).copied();
+                json!({
+                    "broker": name,
+                    "role": if status.leader == Some(*id) { "leader" } else { "follower" },
+                    "replicated_seq": replicated_seq,
+                    "lag": replicated_seq.map(|seq| status.last_seq.saturating_sub(seq)),
+                })
+            })
+            .collect();
+        json!({
+            "members": self.members,
+            "leader": status.leader.map(name_of),
+            "term": status.term,
+            "this_broker": name_of(status.id),
+            "last_seq": status.last_seq,
+            "committed_seq": status.committed_seq,
+            "replicas": replicas,
+        })
+    }
+}

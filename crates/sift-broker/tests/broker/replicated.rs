@@ -1,0 +1,169 @@
+//! Replicated streams on three brokers in one process, each linked to the
+//! two others: a persistent publish at any of them is confirmed once a
+//! quorum stored it, every replica serves the same messages in the same
+//! order, the group goes on when its leader goes, and a broker left alone
+//! refuses persistent publishes with `no_quorum` instead of confirming
+//! them.
+
+use serde_json::{json, Value};
+use sift_broker::config::RoutingMode;
+use sift_broker::{RunningBroker, StreamDefinition};
+use sift_client::{Client, ClientError, ManageOp, PublishOptions, StartPosition, SubscribeOptions};
+use sift_core::{DeliveryMode, Message, Value as PropertyValue};
+use sift_proto::ErrorCode;
+
+use crate::common::*;
+use crate::network_support::*;
+
+/// The brokers of the group.
+const MEMBERS: [&str; 3] = ["ra", "rb", "rc"];
+
+fn replicated_stream() -> StreamDefinition {
+    StreamDefinition {
+        name: "orders".into(),
+        topics: vec!["orders.>".into()],
+        max_age_ms: 0,
+        max_bytes: 0,
+        max_msgs: 0,
+        fsync: String::new(),
+        replicas: 3,
+        members: names(&MEMBERS),
+    }
+}
+
+/// A member of the group, dialling `dials`, with short Raft timers.
+async fn member(name: &str, dials: &[std::net::SocketAddr]) -> RunningBroker {
+    linked_broker_with(name, CLUSTER, None, dials, RoutingMode::Interest, |config| {
+        config.streams.push(replicated_stream());
+        config.storage.raft_heartbeat_ms = 50;
+        config.storage.raft_election_ms_min = 300;
+        config.storage.raft_election_ms_max = 600;
+        config.storage.replicated_append_ms_max = 3_000;
+    })
+    .await
+}
+
+/// The three members, each linked to the others.
+async fn group() -> Vec<RunningBroker> {
+    let first = member(MEMBERS[0], &[]).await;
+    let second = member(MEMBERS[1], &[link_addr(&first)]).await;
+    let third = member(MEMBERS[2], &[link_addr(&first), link_addr(&second)]).await;
+    converged(&[&first, &second, &third], &MEMBERS).await;
+    vec![first, second, third]
+}
+
+fn persistent(payload: &str) -> Message {
+    let mut message = message("orders.new", payload);
+    message.delivery_mode = DeliveryMode::Persistent;
+    message
+}
+
+async fn stream_info(client: &Client) -> Value {
+    client.manage(ManageOp::StreamInfo, json!({ "name": "orders" })).await.expect("stream info")
+}
+
+/// Publishes `payload` persistently; its stream sequence once confirmed.
+async fn publish(client: &Client, payload: &str) -> u64 {
+    let confirm = client.publish_confirmed(persistent(payload), PublishOptions::default()).await.expect("confirmed");
+    assert_eq!(confirm.stream, "orders", "{confirm:?}");
+    assert_ne!(confirm.stream_seq, 0, "{confirm:?}");
+    confirm.stream_seq
+}
+
+/// The first `count` messages of the stream as one broker serves them.
+async fn replay(broker: &RunningBroker, count: usize) -> Vec<(u64, String)> {
+    let client = client(broker, "reader").await;
+    let options = SubscribeOptions::new("orders.>").replay("orders", StartPosition::First);
+    let mut subscription = client.subscribe(options).await.expect("subscribed");
+    let mut messages = Vec::new();
+    for _ in 0..count {
+        let delivery = next(&mut subscription).await;
+        messages.push((delivery.stream_seq, text(&delivery)));
+    }
+    messages
+}
+
+/// The leader every member agrees on, once they do.
+async fn agreed_leader(clients: &[&Client]) -> String {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let mut leaders = Vec::new();
+        for client in clients {
+            leaders.push(stream_info(client).await["replication"]["leader"].as_str().map(str::to_string));
+        }
+        if let Some(Some(leader)) = leaders.first().cloned() {
+            if leaders.iter().all(|known| known.as_deref() == Some(leader.as_str())) {
+                return leader;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the members agree on a leader: {leaders:?}");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_at_any_replica_is_confirmed_and_every_replica_serves_the_same_log() {
+    let brokers = group().await;
+    let clients = [client(&brokers[0], "pa").await, client(&brokers[1], "pb").await, client(&brokers[2], "pc").await];
+    let mut seqs = Vec::new();
+    for round in 0..3 {
+        for (index, client) in clients.iter().enumerate() {
+            seqs.push(publish(client, &format!("m{round}-{index}")).await);
+        }
+    }
+    let mut sorted = seqs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 9, "each publish its own sequence: {seqs:?}");
+    let expected = replay(&brokers[0], 9).await;
+    assert_eq!(expected.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), sorted, "the log holds what was confirmed");
+    for broker in &brokers[1..] {
+        assert_eq!(replay(broker, 9).await, expected, "every replica serves the same messages in the same order");
+    }
+    let leader = agreed_leader(&[&clients[0], &clients[1], &clients[2]]).await;
+    let info = stream_info(&clients[0]).await;
+    assert!(MEMBERS.contains(&leader.as_str()), "{info}");
+    assert!(info["replication"]["term"].as_u64() >= Some(1), "{info}");
+    assert_eq!(info["replicas"], 3, "{info}");
+    shutdown_all(brokers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_goes_on_when_its_leader_goes_and_a_broker_alone_refuses_without_quorum() {
+    let mut brokers = group().await;
+    let clients = [client(&brokers[0], "pa").await, client(&brokers[1], "pb").await, client(&brokers[2], "pc").await];
+    let before = publish(&clients[0], "before").await;
+    let leader = agreed_leader(&[&clients[0], &clients[1], &clients[2]]).await;
+    let leader_index = MEMBERS.iter().position(|name| *name == leader).expect("a member leads");
+    drop(clients);
+    brokers.remove(leader_index).shutdown().await;
+
+    // The two left elect one of them; a publish at either is confirmed.
+    let survivors = [client(&brokers[0], "sa").await, client(&brokers[1], "sb").await];
+    let after = publish(&survivors[1], "after").await;
+    assert!(after > before, "{before} then {after}");
+    let served = replay(&brokers[0], 2).await;
+    assert_eq!(served.iter().map(|(_, text)| text.as_str()).collect::<Vec<_>>(), ["before", "after"]);
+
+    // A message sent again with the same Sift-Msg-Id is stored once.
+    let mut keyed = persistent("keyed");
+    keyed.properties.push((sift_core::MSG_ID_PROPERTY.to_string(), PropertyValue::Str("order-1".into())));
+    let first = survivors[0].publish_confirmed(keyed.clone(), PublishOptions::default()).await.expect("confirmed");
+    let again = survivors[1].publish_confirmed(keyed, PublishOptions::default()).await.expect("confirmed");
+    assert_eq!(first.stream_seq, again.stream_seq, "a message sent again gets the sequence it has");
+
+    // One broker alone has no quorum: refused, not confirmed.
+    drop(survivors);
+    let alone = brokers.pop().expect("a broker");
+    brokers.pop().expect("a broker").shutdown().await;
+    let lonely = client(&alone, "alone").await;
+    let refused = lonely.publish_confirmed(persistent("alone"), PublishOptions::default()).await;
+    match refused {
+        Err(ClientError::Refused { code, message, .. }) => {
+            assert_eq!(code, ErrorCode::NoQuorum, "{message}");
+            assert!(message.contains("orders"), "{message}");
+        }
+        other => panic!("a publish without quorum is refused, not {other:?}"),
+    }
+    alone.shutdown().await;
+}

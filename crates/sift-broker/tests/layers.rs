@@ -78,6 +78,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("scheduler", 4),
     ("link", 4),
     ("replication/serve", 4),
+    ("replication/place", 4),
     // 5. sessions
     ("session", 5),
     // 6. adapters

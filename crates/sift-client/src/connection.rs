@@ -89,6 +89,19 @@ struct Inner {
     /// True while connected: watched by applications that report a lost
     /// and a regained broker ([`Client::connection_changes`]).
     connected_watch: tokio::sync::watch::Sender<bool>,
+    /// The prefix of the `Sift-Msg-Id`s this client gives
+    /// ([`ClientOptions::msg_ids`]): random, so that no two clients share it.
+    msg_id_prefix: String,
+}
+
+/// A random prefix for a client's message ids: the process's random hash
+/// keys (a fresh pair per call), the time and the process id, mixed.
+fn random_msg_id_prefix() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(sift_core::system_now_ns());
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
 }
 
 /// A connection to a Sift broker. Cheap to clone; clones share the connection.
@@ -141,6 +154,7 @@ impl Client {
             space: Notify::new(),
             window,
             connected_watch: tokio::sync::watch::Sender::new(false),
+            msg_id_prefix: random_msg_id_prefix(),
         });
         let client = Client { inner };
         {
@@ -373,6 +387,16 @@ impl Client {
         Ok(())
     }
 
+    /// Gives a persistent message without a `Sift-Msg-Id` one of this
+    /// client's, when [`ClientOptions::msg_ids`] asks for it.
+    fn stamp_msg_id(&self, message: &mut Message) {
+        let wanted = self.inner.options.msg_ids && message.delivery_mode == sift_core::DeliveryMode::Persistent;
+        if wanted && message.property(sift_core::MSG_ID_PROPERTY).is_none() {
+            let id = format!("{}-{}", self.inner.msg_id_prefix, message.sequence);
+            message.properties.push((sift_core::MSG_ID_PROPERTY.to_string(), sift_core::Value::Str(id.into())));
+        }
+    }
+
     /// Publishes and waits for the broker's confirm: the matched count, "no
     /// subscribers", or with `await_delivered` the acknowledgement outcome.
     /// Reliable publishes are resent after a reconnect until confirmed.
@@ -407,6 +431,7 @@ impl Client {
         }
         state.next_sequence += 1;
         message.sequence = state.next_sequence;
+        self.stamp_msg_id(&mut message);
         let request_id = state.next_request_id;
         state.next_request_id += 1;
         let resend = message.delivery_mode.needs_ack() || options.await_delivered;

@@ -40,6 +40,12 @@ pub struct ClientOptions {
     /// TLS to the broker (`--tls-ca`, and `--tls-cert`/`--tls-key` for a
     /// client certificate); `None` speaks plain text.
     pub tls: Option<sift_tls::ClientTls>,
+    /// Give each persistent publish that has none a `Sift-Msg-Id` of this
+    /// client's (its own random prefix and a count), kept when the publish
+    /// is sent again after a reconnect: a replicated stream then stores a
+    /// publish once even when the client resends it to another broker of
+    /// the group after a failover (docs/STORAGE.md, "Replicated streams").
+    pub msg_ids: bool,
 }
 
 /// A user name and password, or a bearer token, to sign in with.
@@ -123,6 +129,7 @@ impl Default for ClientOptions {
             publisher_time: false,
             credentials: None,
             tls: None,
+            msg_ids: false,
         }
     }
 }

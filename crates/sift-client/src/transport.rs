@@ -32,7 +32,9 @@ pub type LocalOpener = Arc<dyn Fn() -> std::io::Result<LocalLink> + Send + Sync>
 /// Where a client connects.
 #[derive(Clone)]
 pub enum Endpoint {
-    /// A broker's `host:port`.
+    /// A broker's `host:port`, or several brokers' separated by commas
+    /// (the brokers of a replicated stream's group): each connect and
+    /// reconnect takes the first of them that accepts.
     Tcp(String),
     /// A broker in this process, through the pipes the function opens.
     InProcess(PipeOpener),
@@ -57,6 +59,19 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// Connects to the first of the comma-separated `addresses` that accepts;
+/// the last one's error when none does.
+async fn connect_any(addresses: &str) -> std::io::Result<(&str, TcpStream)> {
+    let mut last_error = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no broker address given");
+    for address in addresses.split(',').map(str::trim).filter(|address| !address.is_empty()) {
+        match TcpStream::connect(address).await {
+            Ok(stream) => return Ok((address, stream)),
+            Err(error) => last_error = std::io::Error::new(error.kind(), format!("{address}: {error}")),
+        }
+    }
+    Err(last_error)
+}
+
 /// An open connection: a byte stream's halves, or a local session's
 /// frame channels.
 pub(crate) enum Link {
@@ -68,8 +83,8 @@ pub(crate) enum Link {
 /// socket only: pipes and local sessions stay in the process).
 pub(crate) async fn connect(endpoint: &Endpoint, tls: Option<&ClientTls>) -> std::io::Result<Link> {
     match endpoint {
-        Endpoint::Tcp(address) => {
-            let stream = TcpStream::connect(address).await?;
+        Endpoint::Tcp(addresses) => {
+            let (address, stream) = connect_any(addresses).await?;
             // Acks and confirms are small; the writer batches on its own.
             let _ = stream.set_nodelay(true);
             let stream = match tls {

@@ -92,9 +92,17 @@ struct StreamAddArgs {
     #[arg(long)]
     max_msgs: Option<u64>,
     /// When stored messages reach the disk: always, every:MS or os
-    /// [default: the broker's storage.fsync_default].
+    /// [default: the broker's storage.fsync_default; always when replicated].
     #[arg(long)]
     fsync: Option<String>,
+    /// Brokers that keep the stream: 1, or an odd number that makes it a
+    /// replicated stream (a Raft group of that many brokers).
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
+    /// The brokers of a replicated stream, by network name, comma-separated
+    /// [default: the broker asked and the brokers nearest to it].
+    #[arg(long, value_delimiter = ',')]
+    members: Vec<String>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -160,6 +168,8 @@ pub async fn run_stream(args: StreamArgs) -> Result<(), CliError> {
                 "max_bytes": max_bytes.unwrap_or(0),
                 "max_msgs": add.max_msgs.unwrap_or(0),
                 "fsync": add.fsync.unwrap_or_default(),
+                "replicas": add.replicas,
+                "members": add.members,
             });
             let reply = manage(&add.server, ManageOp::StreamAdd, body).await?;
             print(&add.server, &reply, stream_line(&reply))

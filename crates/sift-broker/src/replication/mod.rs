@@ -25,6 +25,7 @@
 
 pub mod calls;
 pub mod forward;
+pub mod place;
 pub mod serve;
 
 use std::path::{Path, PathBuf};

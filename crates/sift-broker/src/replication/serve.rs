@@ -12,6 +12,7 @@ use sift_proto::link::{raft_flags, RaftFrame};
 use sift_raft::network::CallKind;
 
 use super::calls::PUBLISH_KIND;
+use super::place::PLACE_KIND;
 use crate::shared::BrokerShared;
 use crate::stats::bump;
 
@@ -46,6 +47,9 @@ pub(crate) fn receive(shared: &Arc<BrokerShared>, frame: RaftFrame) {
 /// publish.
 async fn serve(shared: &Arc<BrokerShared>, frame: &RaftFrame) -> Answer {
     let own = shared.links.name();
+    if frame.kind == PLACE_KIND {
+        return super::place::serve_place(shared, &frame.body).await;
+    }
     let stream =
         shared.storage.stream(&frame.stream).ok_or_else(|| format!("broker {own} has no stream {}", frame.stream))?;
     let replication =

@@ -20,21 +20,71 @@ impl Session {
         if !self.may_manage(request_id, op, body) {
             return;
         }
-        let may_read = |stream: &str| self.may_read_quietly(stream);
-        match reply(&self.shared, op, body, &may_read) {
-            Ok(document) => {
-                let json = document.to_string();
-                let limit = self.shared.config.limits.max_frame_bytes as usize;
-                if json.len() + REPLY_OVERHEAD_BYTES > limit {
-                    let message =
-                        format!("the {} reply is {} bytes, more than max_frame_bytes = {limit}", op.name(), json.len());
-                    self.refuse(ErrorCode::Internal, request_id, message);
-                    return;
-                }
-                self.conn.send_control(&Frame::AdminReply { request_id, json });
-            }
-            Err((code, message)) => self.refuse(code, request_id, message),
+        if let Some(change) = replicated_change(&self.shared, op, body) {
+            // Placing a replicated stream, or stopping its replica, waits
+            // for other brokers and for the replica: the reply comes later.
+            let (shared, conn) = (self.shared.clone(), self.conn.clone());
+            tokio::spawn(async move {
+                let outcome = match change {
+                    ReplicatedChange::Add(definition) => {
+                        crate::replication::place::add_replicated(&shared, definition).await
+                    }
+                    ReplicatedChange::Remove(name) => crate::replication::place::remove_here(&shared, &name).await,
+                };
+                send_reply(&shared, &conn, request_id, op, outcome);
+            });
+            return;
         }
+        let may_read = |stream: &str| self.may_read_quietly(stream);
+        let outcome = reply(&self.shared, op, body, &may_read);
+        send_reply(&self.shared, &self.conn, request_id, op, outcome);
+    }
+}
+
+/// A change to a replicated stream, answered once it is done.
+enum ReplicatedChange {
+    Add(StreamDefinition),
+    Remove(String),
+}
+
+/// The change `op` makes to a replicated stream, if it makes one.
+fn replicated_change(shared: &BrokerShared, op: ManageOp, body: &str) -> Option<ReplicatedChange> {
+    let request: Value = serde_json::from_str(body).ok()?;
+    match op {
+        ManageOp::StreamAdd => {
+            let definition: StreamDefinition = serde_json::from_value(request).ok()?;
+            definition.is_replicated().then_some(ReplicatedChange::Add(definition))
+        }
+        ManageOp::StreamRm => {
+            let name = request.get("name")?.as_str()?;
+            shared.storage.stream(name)?.replication()?;
+            Some(ReplicatedChange::Remove(name.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Sends the reply to a `MANAGE`: its JSON, or the refusal.
+fn send_reply(
+    shared: &BrokerShared,
+    conn: &crate::conn::ConnShared,
+    request_id: u64,
+    op: ManageOp,
+    outcome: Result<Value, Refusal>,
+) {
+    let refuse = |code, message| crate::conn::send_refusal(&shared.stats, conn, code, request_id, message);
+    match outcome {
+        Ok(document) => {
+            let json = document.to_string();
+            let limit = shared.config.limits.max_frame_bytes as usize;
+            if json.len() + REPLY_OVERHEAD_BYTES > limit {
+                let message =
+                    format!("the {} reply is {} bytes, more than max_frame_bytes = {limit}", op.name(), json.len());
+                return refuse(ErrorCode::Internal, message);
+            }
+            conn.send_control(&Frame::AdminReply { request_id, json });
+        }
+        Err((code, message)) => refuse(code, message),
     }
 }
 

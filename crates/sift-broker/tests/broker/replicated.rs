@@ -167,3 +167,37 @@ async fn the_group_goes_on_when_its_leader_goes_and_a_broker_alone_refuses_witho
     }
     alone.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_add_with_replicas_places_the_stream_on_the_nearest_brokers() {
+    let plain = |name: &'static str, dials: Vec<std::net::SocketAddr>| async move {
+        linked_broker_with(name, CLUSTER, None, &dials, RoutingMode::Interest, |config| {
+            config.storage.raft_heartbeat_ms = 50;
+            config.storage.raft_election_ms_min = 300;
+            config.storage.raft_election_ms_max = 600;
+        })
+        .await
+    };
+    let first = plain(MEMBERS[0], vec![]).await;
+    let second = plain(MEMBERS[1], vec![link_addr(&first)]).await;
+    let third = plain(MEMBERS[2], vec![link_addr(&first), link_addr(&second)]).await;
+    converged(&[&first, &second, &third], &MEMBERS).await;
+    let admin = client(&second, "admin").await;
+    let too_many = json!({ "name": "orders", "topics": ["orders.>"], "replicas": 5 });
+    match admin.manage(ManageOp::StreamAdd, too_many).await {
+        Err(ClientError::Refused { code, message }) => assert_eq!(code, ErrorCode::InvalidField, "{message}"),
+        other => panic!("five replicas on three brokers are refused, not {other:?}"),
+    }
+    let request = json!({ "name": "orders", "topics": ["orders.>"], "replicas": 3 });
+    let info = admin.manage(ManageOp::StreamAdd, request.clone()).await.expect("placed");
+    assert_eq!(info["replication"]["members"].as_array().map(Vec::len), Some(3), "{info}");
+    // Placing again changes nothing.
+    admin.manage(ManageOp::StreamAdd, request).await.expect("placed again");
+    let publisher = client(&third, "publisher").await;
+    let seq = publish(&publisher, "placed").await;
+    let served = replay(&first, 1).await;
+    assert_eq!(served, [(seq, "placed".to_string())]);
+    let removed = admin.manage(ManageOp::StreamRm, json!({ "name": "orders" })).await.expect("removed here");
+    assert_eq!(removed["removed"], "orders");
+    shutdown_all(vec![first, second, third]).await;
+}

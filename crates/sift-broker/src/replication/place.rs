@@ -1,0 +1,129 @@
+//! Placing a replicated stream on brokers of the network (`sift stream add
+//! NAME --topic T --replicas 3`), and removing this broker's replica.
+//!
+//! The broker that takes the request chooses the members when the request
+//! names none: itself first, then the brokers it reaches in the fewest
+//! hops (by name among equals). It sends each other member a `RAFT` call
+//! of kind [`PLACE_KIND`] carrying the definition (with the members); each
+//! adds the stream, stores its definition and starts its replica, and the
+//! group forms as it would from the configuration. Placing is idempotent:
+//! a member that has the stream with the same definition answers yes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use sift_proto::ErrorCode;
+
+use super::LinkTransport;
+use crate::shared::BrokerShared;
+use crate::store::registry::Refusal;
+use crate::store::settings::StreamDefinition;
+use crate::store::stream::Stream;
+
+/// The kind of a `RAFT` call that places a replicated stream on a broker.
+pub const PLACE_KIND: u8 = 17;
+/// How long a member has to answer a placement.
+const PLACE_WAIT: Duration = Duration::from_secs(10);
+
+/// Adds the replicated stream `definition` to its members (chosen here
+/// when it names none); the stream's info as this broker sees it, or the
+/// placement when this broker is not a member.
+pub(crate) async fn add_replicated(
+    shared: &Arc<BrokerShared>,
+    mut definition: StreamDefinition,
+) -> Result<Value, Refusal> {
+    let own = shared.links.name().to_string();
+    if definition.members.is_empty() {
+        definition.members = choose_members(shared, &own, definition.replicas as usize)?;
+    }
+    definition.parse(shared.storage.config()).map_err(|error| (ErrorCode::InvalidField, error))?;
+    let body = Bytes::from(serde_json::to_vec(&definition).map_err(|error| (ErrorCode::Internal, error.to_string()))?);
+    let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
+    let mut failures = Vec::new();
+    let mut local = None;
+    for member in &definition.members {
+        if *member == own {
+            match add_here(shared, definition.clone()).await {
+                Ok(stream) => local = Some(stream),
+                Err((_, why)) => failures.push(format!("{member}: {why}")),
+            }
+            continue;
+        }
+        if let Err(failure) = transport.call(member, &definition.name, PLACE_KIND, body.clone(), PLACE_WAIT).await {
+            failures.push(format!("{member}: {failure}"));
+        }
+    }
+    if !failures.is_empty() {
+        let message = format!(
+            "stream {} was not placed on every member of {:?} ({}); `sift stream add` again once they are reachable",
+            definition.name,
+            definition.members,
+            failures.join("; ")
+        );
+        return Err((ErrorCode::StorageError, message));
+    }
+    Ok(match local {
+        Some(stream) => stream.info_json(),
+        None => json!({ "name": definition.name, "replicas": definition.replicas, "members": definition.members }),
+    })
+}
+
+/// This broker and the reachable brokers nearest to it, `count` in all.
+fn choose_members(shared: &BrokerShared, own: &str, count: usize) -> Result<Vec<String>, Refusal> {
+    let mut others: Vec<(u32, String)> = shared
+        .links
+        .reachable_brokers()
+        .into_iter()
+        .filter(|name| name != own)
+        .map(|name| (shared.links.shortest_path_hops(&name).unwrap_or(u32::MAX), name))
+        .collect();
+    others.sort();
+    if others.len() + 1 < count {
+        let message = format!(
+            "replicas = {count} needs {count} brokers; this broker reaches {} ({:?})",
+            others.len() + 1,
+            others.iter().map(|(_, name)| name).collect::<Vec<_>>()
+        );
+        return Err((ErrorCode::InvalidField, message));
+    }
+    Ok(std::iter::once(own.to_string()).chain(others.into_iter().map(|(_, name)| name).take(count - 1)).collect())
+}
+
+/// Adds the replicated stream here and starts its replica; the stream
+/// this broker has already when its definition is the same.
+pub(crate) async fn add_here(shared: &Arc<BrokerShared>, definition: StreamDefinition) -> Result<Arc<Stream>, Refusal> {
+    let stream = match shared.storage.stream(&definition.name) {
+        Some(existing) if existing.definition == definition => existing,
+        Some(_) => {
+            let message = format!("stream {} exists here with another definition", definition.name);
+            return Err((ErrorCode::StreamExists, message));
+        }
+        None => shared.storage.add_stream(definition)?,
+    };
+    let Some(replication) = stream.replication() else {
+        return Err((ErrorCode::InvalidField, format!("stream {} is not replicated", stream.name())));
+    };
+    let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
+    replication.start(shared.links.name(), transport).await.map_err(|why| (ErrorCode::StorageError, why))?;
+    Ok(stream)
+}
+
+/// Serves a placement call: the definition's stream added here.
+pub(crate) async fn serve_place(shared: &Arc<BrokerShared>, body: &[u8]) -> Result<Bytes, String> {
+    let definition: StreamDefinition =
+        serde_json::from_slice(body).map_err(|error| format!("a placement that does not parse: {error}"))?;
+    add_here(shared, definition).await.map(|_| Bytes::from_static(b"placed")).map_err(|(_, why)| why)
+}
+
+/// Stops this broker's replica of `name` and removes its files (the other
+/// members keep theirs).
+pub(crate) async fn remove_here(shared: &Arc<BrokerShared>, name: &str) -> Result<Value, Refusal> {
+    if let Some(replication) = shared.storage.stream(name).as_ref().and_then(|stream| stream.replication().cloned()) {
+        replication.stop().await;
+    }
+    let stream = shared.storage.remove_stream(name)?;
+    shared.links.stream_interest(&stream, false, &shared.stats);
+    Ok(json!({ "removed": name }))
+}

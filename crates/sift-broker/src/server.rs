@@ -482,7 +482,8 @@ async fn start_replicas(shared: &Arc<BrokerShared>) -> Result<(), BrokerError> {
     for stream in shared.storage.streams() {
         let Some(replication) = stream.replication() else { continue };
         let transport = crate::replication::LinkTransport::new(shared.raft_calls.clone(), &shared.links);
-        if let Err(why) = replication.start(&own_name, transport).await {
+        let sink = crate::replication::storage_sink(&shared.storage);
+        if let Err(why) = replication.start(&own_name, transport, sink).await {
             let source = Box::new(crate::store::StorageError::Invalid(why));
             return Err(BrokerError::Storage { data_dir: shared.config.data_dir.clone().into(), source });
         }

@@ -4,11 +4,11 @@
 //!
 //! | Field | Type | Meaning |
 //! |---|---|---|
-//! | `kind` | `u8` | 0 blank, 1 an [`crate::Append`], 2 a membership |
+//! | `kind` | `u8` | 0 blank, 1 a message ([`crate::Append`]), 2 a membership, 3 a state change ([`crate::StreamEntry::State`]) |
 //! | `term` | `u64` big-endian | the term of the leader that made it |
 //! | `node_id` | `u64` big-endian | that leader |
 //! | `index` | `u64` big-endian | its Raft index (the record's sequence minus one) |
-//! | payload | rest | an append's key (`u64` big-endian) and message; a membership as JSON; nothing for a blank |
+//! | payload | rest | a message's key (`u64` big-endian) and the message; a membership as JSON; a state change's bytes; nothing for a blank |
 //!
 //! The record's own time field holds the appended message's time (0 for
 //! the others), so that replay by time works on a replicated stream as on
@@ -21,7 +21,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use openraft::{CommittedLeaderId, EntryPayload};
 
-use crate::{Append, LogId, TypeConfig};
+use crate::{Append, LogId, StreamEntry, TypeConfig};
 
 /// An entry of this crate's groups.
 pub type Entry = openraft::Entry<TypeConfig>;
@@ -30,6 +30,8 @@ pub type Entry = openraft::Entry<TypeConfig>;
 pub const HEADER_BYTES: usize = 1 + 8 + 8 + 8;
 /// The kind byte of an appended message.
 const KIND_APPEND: u8 = 1;
+/// The kind byte of a state change.
+const KIND_STATE: u8 = 3;
 /// Bytes before an appended message: the header and its key.
 const APPEND_HEADER_BYTES: usize = HEADER_BYTES + 8;
 
@@ -54,7 +56,10 @@ pub enum DecodeError {
 pub fn encode(entry: &Entry) -> Result<(u64, Bytes), serde_json::Error> {
     let (kind, timestamp_ns, key, payload) = match &entry.payload {
         EntryPayload::Blank => (0u8, 0, None, Bytes::new()),
-        EntryPayload::Normal(append) => (KIND_APPEND, append.timestamp_ns, Some(append.key), append.body.clone()),
+        EntryPayload::Normal(StreamEntry::Message(append)) => {
+            (KIND_APPEND, append.timestamp_ns, Some(append.key), append.body.clone())
+        }
+        EntryPayload::Normal(StreamEntry::State(state)) => (KIND_STATE, 0, None, state.clone()),
         EntryPayload::Membership(membership) => (2, 0, None, Bytes::from(serde_json::to_vec(membership)?)),
     };
     let mut out = BytesMut::with_capacity(APPEND_HEADER_BYTES + payload.len());
@@ -78,8 +83,10 @@ pub fn decode(timestamp_ns: u64, bytes: &Bytes) -> Result<Entry, DecodeError> {
         KIND_APPEND if bytes.len() < APPEND_HEADER_BYTES => return Err(DecodeError::Short(bytes.len())),
         KIND_APPEND => {
             let key = u64::from_be_bytes(payload[..8].try_into().unwrap_or([0; 8]));
-            EntryPayload::Normal(Append { timestamp_ns, key, body: bytes.slice(APPEND_HEADER_BYTES..) })
+            let body = bytes.slice(APPEND_HEADER_BYTES..);
+            EntryPayload::Normal(StreamEntry::Message(Append { timestamp_ns, key, body }))
         }
+        KIND_STATE => EntryPayload::Normal(StreamEntry::State(payload)),
         2 => EntryPayload::Membership(serde_json::from_slice(&payload)?),
         other => return Err(DecodeError::Kind(other)),
     };
@@ -139,7 +146,8 @@ mod tests {
         let append = Append { timestamp_ns: 17, key: 99, body: Bytes::from_static(b"order 1") };
         vec![
             Entry { log_id, payload: EntryPayload::Blank },
-            Entry { log_id, payload: EntryPayload::Normal(append) },
+            Entry { log_id, payload: EntryPayload::Normal(StreamEntry::Message(append)) },
+            Entry { log_id, payload: EntryPayload::Normal(StreamEntry::State(Bytes::from_static(b"{}"))) },
             Entry { log_id, payload: EntryPayload::Membership(Membership::new(vec![members], None)) },
         ]
     }
@@ -150,7 +158,7 @@ mod tests {
             let (timestamp_ns, bytes) = encode(&entry).expect("encodes");
             assert_eq!(log_id_of(&bytes).expect("a log id"), entry.log_id);
             assert_eq!(decode(timestamp_ns, &bytes).expect("decodes"), entry);
-            let is_message = matches!(entry.payload, EntryPayload::Normal(_));
+            let is_message = matches!(entry.payload, EntryPayload::Normal(StreamEntry::Message(_)));
             assert_eq!(message_of(&bytes).is_some(), is_message);
         }
         let short = Bytes::from_static(&[1, 2]);
@@ -175,7 +183,7 @@ mod tests {
         }
         assert!(reading.is_empty());
         let mut cut = whole.slice(..whole.len() - 1);
-        let results: Vec<_> = (0..3).map(|_| take_wire(&mut cut)).collect();
-        assert!(matches!(results[2], Err(DecodeError::Truncated(_))));
+        let results: Vec<_> = (0..4).map(|_| take_wire(&mut cut)).collect();
+        assert!(matches!(results[3], Err(DecodeError::Truncated(_))));
     }
 }

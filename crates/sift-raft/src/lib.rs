@@ -52,7 +52,24 @@ pub struct Append {
     pub body: bytes::Bytes,
 }
 
-/// What applying an [`Append`] answers: nothing more than that it is
+/// What a replicated stream's group appends: a message, or a change to
+/// the stream's own state that every replica applies (the broker's: a
+/// durable subscription made, its position, its removal), opaque here.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum StreamEntry {
+    /// A stored message.
+    Message(Append),
+    /// A change to the stream's state, as the broker encodes it.
+    State(bytes::Bytes),
+}
+
+impl Default for StreamEntry {
+    fn default() -> Self {
+        StreamEntry::State(bytes::Bytes::new())
+    }
+}
+
+/// What applying a [`StreamEntry`] answers: nothing more than that it is
 /// committed (its log id is in the write's response).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Appended;
@@ -61,7 +78,7 @@ openraft::declare_raft_types!(
     /// The openraft types of a replicated stream: brokers are numbered
     /// `u64`s, entries carry [`Append`]s.
     pub TypeConfig:
-        D = Append,
+        D = StreamEntry,
         R = Appended,
 );
 

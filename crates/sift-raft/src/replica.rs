@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use crate::log_store::{OpenError, SegmentLogStore};
 use crate::network::{CallKind, WireError};
 use crate::state_machine::AppliedState;
-use crate::{Append, TypeConfig};
+use crate::{Append, StreamEntry, TypeConfig};
 
 /// The Raft node id of the broker named `name`: FNV-1a of the name, so
 /// that every broker numbers every other alike without asking. The
@@ -140,13 +140,7 @@ impl Replica {
         if let Some(answer) = self.join_in_flight(key) {
             return answer.await.unwrap_or_else(|_| Err(AppendError::Failed("the first append went".into())));
         }
-        let result = match self.raft.client_write(append).await {
-            Ok(written) => Ok(written.log_id.index + 1),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-                Err(AppendError::NotLeader { leader: forward.leader_id })
-            }
-            Err(error) => Err(AppendError::Failed(error.to_string())),
-        };
+        let result = self.write(StreamEntry::Message(append)).await;
         let waiters = match key {
             0 => None,
             _ => self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&key),
@@ -155,6 +149,22 @@ impl Replica {
             let _ = waiter.send(result.clone());
         }
         result
+    }
+
+    /// Stores a change to the stream's state on the group; its sequence
+    /// once a quorum has it. Callers bound the wait, as for `append`.
+    pub async fn append_state(&self, state: Bytes) -> Result<u64, AppendError> {
+        self.write(StreamEntry::State(state)).await
+    }
+
+    async fn write(&self, entry: StreamEntry) -> Result<u64, AppendError> {
+        match self.raft.client_write(entry).await {
+            Ok(written) => Ok(written.log_id.index + 1),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                Err(AppendError::NotLeader { leader: forward.leader_id })
+            }
+            Err(error) => Err(AppendError::Failed(error.to_string())),
+        }
     }
 
     /// The answer to wait for when an append of `key` is in flight; else

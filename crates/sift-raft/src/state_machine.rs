@@ -16,7 +16,7 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{BasicNode, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StoredMembership};
 
 use crate::entry_codec::Entry;
-use crate::{Append, Appended, LogId, StorageError, TypeConfig};
+use crate::{Append, Appended, LogId, StorageError, StreamEntry, TypeConfig};
 
 /// What a snapshot holds.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -54,8 +54,10 @@ impl Inner {
     }
 }
 
-/// Told the stream sequence applied (committed) up to, after each batch.
-pub type AppliedHook = Arc<dyn Fn(u64) + Send + Sync>;
+/// Told, after each batch, the stream sequence applied (committed) up to
+/// and the state changes of the batch, in order (every replica applies
+/// the same, from the first entry on after a restart).
+pub type AppliedHook = Arc<dyn Fn(u64, Vec<bytes::Bytes>) + Send + Sync>;
 
 /// A replicated stream's state machine.
 #[derive(Clone, Default)]
@@ -123,13 +125,17 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
     {
         let mut inner = self.inner();
         let mut answers = Vec::new();
+        let mut states = Vec::new();
         for entry in entries {
             inner.applied.last_applied = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Membership(membership) => {
                     inner.applied.membership = StoredMembership::new(Some(entry.log_id), membership);
                 }
-                EntryPayload::Normal(Append { key, .. }) => inner.remember(key, entry.log_id.index + 1),
+                EntryPayload::Normal(StreamEntry::Message(Append { key, .. })) => {
+                    inner.remember(key, entry.log_id.index + 1)
+                }
+                EntryPayload::Normal(StreamEntry::State(state)) => states.push(state),
                 EntryPayload::Blank => {}
             }
             answers.push(Appended);
@@ -137,7 +143,7 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
         let applied_seq = inner.applied.last_applied.map_or(0, |log_id| log_id.index + 1);
         drop(inner);
         if let Some(on_applied) = &self.on_applied {
-            on_applied(applied_seq);
+            on_applied(applied_seq, states);
         }
         Ok(answers)
     }
@@ -163,7 +169,7 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
         let applied_seq = inner.applied.last_applied.map_or(0, |log_id| log_id.index + 1);
         drop(inner);
         if let Some(on_applied) = &self.on_applied {
-            on_applied(applied_seq);
+            on_applied(applied_seq, Vec::new());
         }
         Ok(())
     }

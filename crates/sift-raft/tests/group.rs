@@ -16,7 +16,7 @@ use sift_raft::log_store::SegmentLogStore;
 use sift_raft::network::{CallError, CallKind, GroupNetwork, Transport};
 use sift_raft::replica::{node_id, AppendError, Replica};
 use sift_raft::state_machine::AppliedState;
-use sift_raft::{Append, TypeConfig};
+use sift_raft::{Append, StreamEntry, TypeConfig};
 use sift_store::{FsyncPolicy, LogConfig};
 
 /// The longest a wait for the group may take before the test fails.
@@ -80,7 +80,7 @@ async fn start_group(root: &TempDir, router: &Router) -> BTreeMap<String, Segmen
         let log_config = LogConfig { fsync: FsyncPolicy::Always, ..LogConfig::default() };
         let store = SegmentLogStore::open(&root.0.join(name), log_config).expect("opens");
         let network = GroupNetwork::new(router.clone(), "orders");
-        let state = AppliedState::with_hook(Arc::new(|_| {}), KEYS_MAX);
+        let state = AppliedState::with_hook(Arc::new(|_, _| {}), KEYS_MAX);
         let replica =
             Replica::start(node_id(name), store.clone(), state, group_config(), network).await.expect("starts");
         router.replicas.lock().expect("unpoisoned").insert(name.to_string(), replica);
@@ -129,7 +129,9 @@ async fn bodies(store: &SegmentLogStore) -> Vec<(u64, Bytes)> {
     entries
         .into_iter()
         .filter_map(|entry| match entry.payload {
-            openraft::EntryPayload::Normal(Append { body, .. }) => Some((entry.log_id.index, body)),
+            openraft::EntryPayload::Normal(StreamEntry::Message(Append { body, .. })) => {
+                Some((entry.log_id.index, body))
+            }
             _ => None,
         })
         .collect()

@@ -10,8 +10,10 @@
 //! answer or a failover carries the same key, and the group stores it once
 //! (`sift_raft::state_machine::AppliedState::seq_of_key`).
 //!
-//! The call's body: the wait the caller allows (`u32` ms), the message's
-//! time (`u64` ns), its key (`u64`), then the stored message. The answer:
+//! The call's body: the wait the caller allows (`u32` ms), then `1`, the
+//! message's time (`u64` ns), its key (`u64`) and the stored message; or
+//! `3` and a change to the stream's state (a durable's position). The
+//! answer:
 //! `0` and the sequence (`u64`); `1` and the leader's node id (`u64`, 0 for
 //! none known); `2` and why it failed (UTF-8).
 
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use sift_proto::ErrorCode;
 use sift_raft::replica::AppendError;
-use sift_raft::Append;
+use sift_raft::{Append, StreamEntry};
 
 use super::calls::PUBLISH_KIND;
 use super::{Replication, Started};
@@ -40,8 +42,8 @@ enum Forwarded {
 }
 
 impl Replication {
-    /// Stores `append` on the group; its sequence once a quorum has it.
-    pub async fn append_anywhere(&self, append: Append) -> Result<u64, AppendRefusal> {
+    /// Stores `entry` on the group; its sequence once a quorum has it.
+    pub async fn append_anywhere(&self, entry: StreamEntry) -> Result<u64, AppendRefusal> {
         let started = self.started_or_refusal()?;
         let deadline = Instant::now() + self.settings.append_wait;
         let mut problem = "no leader is known".to_string();
@@ -50,7 +52,7 @@ impl Replication {
             if remaining.is_zero() {
                 return Err(self.no_quorum(started, &problem));
             }
-            let Ok(outcome) = tokio::time::timeout(remaining, started.replica.append(append.clone())).await else {
+            let Ok(outcome) = tokio::time::timeout(remaining, append_here(started, entry.clone())).await else {
                 return Err(self.no_quorum(started, "no quorum of its replicas stored it in time"));
             };
             let leader = match outcome {
@@ -59,7 +61,7 @@ impl Replication {
                 Err(AppendError::NotLeader { leader }) => leader,
             };
             if let Some(leader) = leader {
-                match self.forward(started, leader, &append, remaining).await {
+                match self.forward(started, leader, &entry, remaining).await {
                     Forwarded::Stored(seq) => return Ok(self.stored(started, seq)),
                     Forwarded::Failed(why) => return Err((ErrorCode::StorageError, self.failure(&why))),
                     Forwarded::Retry(why) => problem = why,
@@ -91,12 +93,12 @@ impl Replication {
     }
 
     /// Sends `append` to the broker that leads, as node `leader`.
-    async fn forward(&self, started: &Started, leader: u64, append: &Append, wait: Duration) -> Forwarded {
+    async fn forward(&self, started: &Started, leader: u64, entry: &StreamEntry, wait: Duration) -> Forwarded {
         let Some(leader_name) = started.replica.status().members.get(&leader).cloned() else {
             return Forwarded::Retry(format!("leader {leader} is not among the members"));
         };
         bump(&started.transport.stats().replicated_forwarded);
-        let body = encode_publish(append, wait);
+        let body = encode_publish(entry, wait);
         let answer = started.transport.call(&leader_name, &self.stream, PUBLISH_KIND, body, wait).await;
         match answer.map(decode_answer) {
             Ok(Ok(PublishAnswer::Stored(seq))) => Forwarded::Stored(seq),
@@ -120,8 +122,8 @@ impl Replication {
 /// Serves a publish forwarded here: stored when this replica leads.
 pub(crate) async fn serve_publish(replication: &Replication, body: Bytes) -> Result<Bytes, String> {
     let started = replication.started_or_refusal().map_err(|(_, why)| why)?;
-    let (wait, append) = decode_publish(body)?;
-    let answer = match tokio::time::timeout(wait, started.replica.append(append)).await {
+    let (wait, entry) = decode_publish(body)?;
+    let answer = match tokio::time::timeout(wait, append_here(started, entry)).await {
         Err(_) => PublishAnswer::Failed("no quorum stored it in time".into()),
         Ok(Ok(seq)) => PublishAnswer::Stored(seq),
         Ok(Err(AppendError::NotLeader { leader })) => PublishAnswer::NotLeader(leader.unwrap_or(0)),
@@ -130,23 +132,52 @@ pub(crate) async fn serve_publish(replication: &Replication, body: Bytes) -> Res
     Ok(encode_answer(&answer))
 }
 
-fn encode_publish(append: &Append, wait: Duration) -> Bytes {
-    let mut out = BytesMut::with_capacity(20 + append.body.len());
+/// Appends `entry` on the replica here: a message through the keys it
+/// remembers, a state change as it is.
+async fn append_here(started: &Started, entry: StreamEntry) -> Result<u64, AppendError> {
+    match entry {
+        StreamEntry::Message(append) => started.replica.append(append).await,
+        StreamEntry::State(state) => started.replica.append_state(state).await,
+    }
+}
+
+/// Bytes before a forwarded message: the wait, the kind, the time, the key.
+const PUBLISH_HEADER_BYTES: usize = 4 + 1 + 8 + 8;
+
+fn encode_publish(entry: &StreamEntry, wait: Duration) -> Bytes {
+    let mut out = BytesMut::new();
     out.put_u32(u32::try_from(wait.as_millis()).unwrap_or(u32::MAX));
-    out.put_u64(append.timestamp_ns);
-    out.put_u64(append.key);
-    out.extend_from_slice(&append.body);
+    match entry {
+        StreamEntry::Message(append) => {
+            out.put_u8(1);
+            out.put_u64(append.timestamp_ns);
+            out.put_u64(append.key);
+            out.extend_from_slice(&append.body);
+        }
+        StreamEntry::State(state) => {
+            out.put_u8(3);
+            out.extend_from_slice(state);
+        }
+    }
     out.freeze()
 }
 
-fn decode_publish(mut body: Bytes) -> Result<(Duration, Append), String> {
-    if body.len() < 20 {
-        return Err(format!("a forwarded publish of {} bytes is shorter than its 20-byte header", body.len()));
+fn decode_publish(mut body: Bytes) -> Result<(Duration, StreamEntry), String> {
+    let short = |length: usize| format!("a forwarded publish of {length} bytes is shorter than its header");
+    if body.len() < 5 {
+        return Err(short(body.len()));
     }
     let wait = Duration::from_millis(u64::from(body.get_u32()));
-    let timestamp_ns = body.get_u64();
-    let key = body.get_u64();
-    Ok((wait, Append { timestamp_ns, key, body }))
+    match body.get_u8() {
+        1 if body.len() >= PUBLISH_HEADER_BYTES - 5 => {
+            let timestamp_ns = body.get_u64();
+            let key = body.get_u64();
+            Ok((wait, StreamEntry::Message(Append { timestamp_ns, key, body })))
+        }
+        1 => Err(short(body.len() + 5)),
+        3 => Ok((wait, StreamEntry::State(body))),
+        other => Err(format!("a forwarded publish of unknown kind {other}")),
+    }
 }
 
 /// The answer to a forwarded publish.
@@ -195,10 +226,14 @@ mod tests {
 
     #[test]
     fn a_forwarded_publish_and_its_answers_round_trip() {
-        let append = Append { timestamp_ns: 5, key: 9, body: Bytes::from_static(b"stored message") };
-        let (wait, decoded) = decode_publish(encode_publish(&append, Duration::from_millis(250))).expect("decodes");
-        assert_eq!((wait, decoded), (Duration::from_millis(250), append));
-        assert!(decode_publish(Bytes::from_static(b"short")).is_err());
+        let message = Append { timestamp_ns: 5, key: 9, body: Bytes::from_static(b"stored message") };
+        for entry in [StreamEntry::Message(message), StreamEntry::State(Bytes::from_static(b"{}"))] {
+            let (wait, decoded) = decode_publish(encode_publish(&entry, Duration::from_millis(250))).expect("decodes");
+            assert_eq!((wait, decoded), (Duration::from_millis(250), entry));
+        }
+        assert!(decode_publish(Bytes::from_static(b"shor")).is_err());
+        assert!(decode_publish(Bytes::from_static(b"\0\0\0\x01\x01short")).is_err());
+        assert!(decode_publish(Bytes::from_static(b"\0\0\0\x01\x09")).is_err());
         for answer in [PublishAnswer::Stored(7), PublishAnswer::NotLeader(3), PublishAnswer::Failed("disk".into())] {
             assert_eq!(decode_answer(encode_answer(&answer)).expect("decodes"), answer);
         }

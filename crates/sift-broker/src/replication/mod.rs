@@ -24,6 +24,7 @@
 //! membership keeps each id's name, which is where its calls go.
 
 pub mod calls;
+pub mod durables;
 pub mod forward;
 pub mod place;
 pub mod serve;
@@ -33,6 +34,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use serde_json::{json, Value};
 use sift_proto::ErrorCode;
 use sift_raft::log_store::SegmentLogStore;
@@ -57,6 +59,16 @@ pub fn message_key(own_name: &str, message: &sift_core::Message) -> u64 {
         None => sift_raft::fnv1a(&[b"origin", own_name.as_bytes(), &message.id.to_be_bytes()]),
     }
     .max(1)
+}
+
+/// The sink that applies a replica's state changes to `storage`.
+pub fn storage_sink(storage: &Arc<crate::store::Storage>) -> StateSink {
+    let storage = Arc::downgrade(storage);
+    Arc::new(move |stream: &str, state: Bytes| {
+        if let (Some(storage), Some(change)) = (storage.upgrade(), durables::StateChange::decode(&state)) {
+            storage.apply_replicated(stream, change);
+        }
+    })
 }
 
 /// The settings a replicated stream runs with, from `[storage]`.
@@ -119,7 +131,13 @@ pub struct Replication {
     /// Appends under way that no publisher waits for, against
     /// `settings.background_max`.
     background: Arc<AtomicUsize>,
+    /// Durable positions waiting to be proposed ([`durables`]).
+    positions: durables::PositionSlots,
 }
+
+/// Where a replica's applied state changes go, with the stream's name:
+/// the broker's storage, which makes and moves durables by them.
+pub type StateSink = Arc<dyn Fn(&str, Bytes) + Send + Sync>;
 
 impl std::fmt::Debug for Replication {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -152,6 +170,7 @@ impl Replication {
             started: OnceLock::new(),
             settings,
             background: Arc::default(),
+            positions: durables::PositionSlots::default(),
         }
     }
 
@@ -159,27 +178,39 @@ impl Replication {
     pub(crate) fn append_for(self: &Arc<Self>, append: sift_raft::Append, gate: Arc<ConfirmGate>) {
         let replication = self.clone();
         tokio::spawn(async move {
-            let result = replication.append_anywhere(append).await;
+            let result = replication.append_anywhere(sift_raft::StreamEntry::Message(append)).await;
             gate.settled(&replication.stream, result);
         });
     }
 
-    /// Stores a message nobody waits for on the group; dropped (counted)
-    /// while `storage.raft_calls_max` such appends are under way.
-    pub(crate) fn append_in_background(self: &Arc<Self>, append: sift_raft::Append) {
+    /// Counts an append nobody waits for; false (counted) past the bound.
+    fn begin_background(&self) -> bool {
         if self.background.fetch_add(1, Ordering::AcqRel) >= self.settings.background_max {
             self.background.fetch_sub(1, Ordering::AcqRel);
             if let Some(started) = self.started.get() {
                 crate::stats::bump(&started.transport.stats().replicated_unconfirmed_dropped);
             }
+            return false;
+        }
+        true
+    }
+
+    fn end_background(&self) {
+        self.background.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Stores a message nobody waits for on the group; dropped (counted)
+    /// while `storage.raft_calls_max` such appends are under way.
+    pub(crate) fn append_in_background(self: &Arc<Self>, append: sift_raft::Append) {
+        if !self.begin_background() {
             return;
         }
         let replication = self.clone();
         tokio::spawn(async move {
-            if let Err((_, why)) = replication.append_anywhere(append).await {
+            if let Err((_, why)) = replication.append_anywhere(sift_raft::StreamEntry::Message(append)).await {
                 tracing::debug!(stream = %replication.stream, %why, "message not stored");
             }
-            replication.background.fetch_sub(1, Ordering::AcqRel);
+            replication.end_background();
         });
     }
 
@@ -207,7 +238,7 @@ impl Replication {
     /// Starts the replica of the broker named `own_name`, its calls going
     /// over `transport`; a group that has no log yet is made of the
     /// configured members (each member does so alike, which Raft allows).
-    pub async fn start(&self, own_name: &str, transport: LinkTransport) -> Result<(), String> {
+    pub async fn start(&self, own_name: &str, transport: LinkTransport, sink: StateSink) -> Result<(), String> {
         if self.started.get().is_some() {
             return Ok(());
         }
@@ -221,7 +252,13 @@ impl Replication {
         let fresh = self.log.last_seq() == 0 && !self.dir.join(sift_raft::log_store::META_FILE).exists();
         let committed = self.committed_seq.clone();
         let appended = self.appended.clone();
-        let on_applied = Arc::new(move |applied_seq: u64| {
+        let stream = self.stream.clone();
+        let on_applied = Arc::new(move |applied_seq: u64, states: Vec<Bytes>| {
+            // The state first: a durable made at a sequence exists before a
+            // consumer can read past it.
+            for state in states {
+                sink(&stream, state);
+            }
             committed.fetch_max(applied_seq, Ordering::AcqRel);
             appended.notify_waiters();
         });

@@ -106,7 +106,8 @@ pub(crate) async fn add_here(shared: &Arc<BrokerShared>, definition: StreamDefin
         return Err((ErrorCode::InvalidField, format!("stream {} is not replicated", stream.name())));
     };
     let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
-    replication.start(shared.links.name(), transport).await.map_err(|why| (ErrorCode::StorageError, why))?;
+    let sink = super::storage_sink(&shared.storage);
+    replication.start(shared.links.name(), transport, sink).await.map_err(|why| (ErrorCode::StorageError, why))?;
     Ok(stream)
 }
 

@@ -261,6 +261,10 @@ impl Consumer {
         if let Some(durable) = &self.durable {
             if let Some(position) = self.cursor.take_position() {
                 durable.store_position(&position);
+                // A replicated stream's members keep it too.
+                if let Some(replication) = self.stream.replication() {
+                    replication.propose_position(&durable.definition.name, &position);
+                }
             }
         }
     }

@@ -152,6 +152,36 @@ impl Cursor {
         state.dirty = true;
     }
 
+    /// Takes in `position`, stored by another replica's consumer of the
+    /// same durable subscription (`crate::replication`): what it has done
+    /// is done here too, and reading starts again at the floor. Only for a
+    /// cursor with nothing in flight (a durable without subscribers here).
+    /// True when the cursor moved.
+    pub fn advance_to(&self, position: &StoredPosition) -> bool {
+        let mut state = self.lock();
+        debug_assert!(state.in_flight.is_empty(), "a cursor with deliveries in flight is its own");
+        let before = (state.ack_floor, state.done.iter().collect::<Vec<_>>());
+        let floor = state.ack_floor;
+        if position.ack_floor > floor {
+            state.done.insert_range(floor + 1, position.ack_floor);
+        }
+        for (first, last) in &position.done_above {
+            if *last > floor {
+                state.done.insert_range((*first).max(floor + 1), *last);
+            }
+        }
+        state.raise_floor();
+        let CursorState { done, returned, parked, delayed, ack_floor, .. } = &mut *state;
+        let is_done = |seq: u64| seq <= *ack_floor || done.contains(seq);
+        returned.retain(|seq| !is_done(*seq));
+        parked.retain(|seq| !is_done(*seq));
+        delayed.retain(|(_, seq)| !is_done(*seq));
+        state.next_read = state.ack_floor + 1;
+        let moved = before != (state.ack_floor, state.done.iter().collect::<Vec<_>>());
+        state.dirty |= moved;
+        moved
+    }
+
     /// The subscriber acknowledged `seq` (or gave up on it for good); true
     /// when that made it done (it was in flight).
     pub fn acked(&self, seq: u64) -> bool {
@@ -266,6 +296,25 @@ impl Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_position_from_another_replica_only_moves_an_idle_cursor_forward() {
+        let cursor = Cursor::starting_at(1);
+        for seq in 1..=2 {
+            assert_eq!(cursor.next_read(), seq);
+            cursor.delivered(seq);
+        }
+        cursor.acked(1);
+        cursor.returned(2);
+        let ahead = StoredPosition { ack_floor: 3, done_above: vec![(6, 7)] };
+        assert!(cursor.advance_to(&ahead), "it moved");
+        assert_eq!(cursor.position(), ahead);
+        assert_eq!(cursor.first_returned(), None, "a message done elsewhere does not come back");
+        assert_eq!(cursor.next_read(), 4, "reading starts again at the floor, passing over done ones");
+        let behind = StoredPosition { ack_floor: 2, done_above: Vec::new() };
+        assert!(!cursor.advance_to(&behind), "an older position changes nothing");
+        assert_eq!(cursor.position(), ahead);
+    }
 
     #[test]
     fn acks_out_of_order_raise_the_floor_once_contiguous() {

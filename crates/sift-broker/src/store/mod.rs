@@ -22,6 +22,7 @@ pub mod lock;
 pub mod queue_depth;
 mod ranges;
 pub mod registry;
+mod replicated_state;
 pub mod settings;
 pub mod stream;
 pub mod stream_reader;

@@ -29,7 +29,7 @@ const FSYNC_MAX_INDEX: usize = 5;
 /// Directory of the streams, under `data_dir`.
 const STREAMS_DIR: &str = "streams";
 /// Directory of the durable subscriptions, under `data_dir`.
-const DURABLES_DIR: &str = "durables";
+pub(crate) const DURABLES_DIR: &str = "durables";
 
 /// Every stream and durable subscription of one broker.
 #[derive(Debug)]
@@ -241,7 +241,12 @@ impl Storage {
         self.named.read().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn durables_lock(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Consumer>>> {
+    /// The data directory.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub(crate) fn durables_lock(&self) -> MutexGuard<'_, BTreeMap<String, Arc<Consumer>>> {
         self.durables.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -414,6 +419,13 @@ impl Storage {
             Some(record),
         ));
         durables.insert(request.name.to_string(), consumer.clone());
+        if let (Some(replication), Some(record)) = (consumer.stream.replication(), &consumer.durable) {
+            let definition = record.definition.clone();
+            replication.propose(&crate::replication::durables::StateChange::Durable {
+                definition,
+                ack_floor: start.ack_floor,
+            });
+        }
         Ok((consumer, true))
     }
 
@@ -487,6 +499,15 @@ impl Storage {
     /// Removes a durable subscription and its files; refused while it has
     /// consumers. Returns what was removed.
     pub fn remove_durable(&self, name: &str) -> Result<Arc<Consumer>, Refusal> {
+        let removed = self.remove_durable_here(name)?;
+        if let Some(replication) = removed.stream.replication() {
+            replication.propose(&crate::replication::durables::StateChange::DurableRemoved { name: name.to_string() });
+        }
+        Ok(removed)
+    }
+
+    /// Removes the durable subscription `name` from this broker alone.
+    pub(crate) fn remove_durable_here(&self, name: &str) -> Result<Arc<Consumer>, Refusal> {
         let mut durables = self.durables_lock();
         let Some(consumer) = durables.get(name) else {
             return Err((ErrorCode::UnknownDurable, format!("no durable subscription {name}")));
@@ -630,7 +651,9 @@ fn waiting_in_queue(consumer: &Consumer, config: &StorageConfig) -> u64 {
 }
 
 /// The topic and content filters of a stored durable definition.
-fn parse_definition(definition: &DurableDefinition) -> Result<(TopicFilter, Option<Arc<ContentFilter>>), String> {
+pub(crate) fn parse_definition(
+    definition: &DurableDefinition,
+) -> Result<(TopicFilter, Option<Arc<ContentFilter>>), String> {
     let topic_filter = TopicFilter::new(definition.topic_filter.as_str()).map_err(|error| error.to_string())?;
     let kind = match definition.filter_kind.as_str() {
         "none" => FilterKind::None,

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 use sift_broker::config::RoutingMode;
 use sift_broker::{RunningBroker, StreamDefinition};
-use sift_client::{Client, ClientError, ManageOp, PublishOptions, StartPosition, SubscribeOptions};
+use sift_client::{AckPolicy, Client, ClientError, ManageOp, PublishOptions, StartPosition, SubscribeOptions};
 use sift_core::{DeliveryMode, Message, Value as PropertyValue};
 use sift_proto::ErrorCode;
 
@@ -200,4 +200,51 @@ async fn stream_add_with_replicas_places_the_stream_on_the_nearest_brokers() {
     let removed = admin.manage(ManageOp::StreamRm, json!({ "name": "orders" })).await.expect("removed here");
     assert_eq!(removed["removed"], "orders");
     shutdown_all(vec![first, second, third]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_durable_subscriber_resumes_on_another_replica_where_the_group_last_heard_it() {
+    let mut brokers = group().await;
+    let subscriber = client(&brokers[0], "subscriber").await;
+    let durable =
+        || SubscribeOptions::new("orders.>").ack(AckPolicy::Manual).durable("audit", "orders", StartPosition::First);
+    let mut subscription = subscriber.subscribe(durable()).await.expect("subscribed");
+    let publisher = client(&brokers[1], "publisher").await;
+    let mut seqs = Vec::new();
+    for index in 1..=4 {
+        seqs.push(publish(&publisher, &format!("m{index}")).await);
+    }
+    for index in 1..=4 {
+        let delivery = next(&mut subscription).await;
+        assert_eq!(text(&delivery), format!("m{index}"));
+        if index <= 3 {
+            delivery.ack().expect("acknowledged");
+        }
+    }
+    // The third broker hears where the durable stands through the group.
+    let watcher = client(&brokers[2], "watcher").await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let info = watcher.manage(ManageOp::DurableInfo, json!({ "name": "audit" })).await;
+        if info.as_ref().is_ok_and(|info| info["ack_floor"].as_u64() >= Some(seqs[2])) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the position reaches every replica: {info:?}");
+        tokio::time::sleep(POLL).await;
+    }
+    drop((subscription, subscriber, watcher));
+    brokers.remove(0).shutdown().await;
+
+    publish(&publisher, "m5").await;
+    let resumed = client(&brokers[1], "resumed").await;
+    let mut subscription = resumed.subscribe(durable()).await.expect("resumed on another replica");
+    let first = next(&mut subscription).await;
+    assert_eq!(text(&first), "m4", "the unacknowledged message comes again, the acknowledged ones do not");
+    assert!(first.redelivered || first.stream_seq == seqs[3], "{first:?}");
+    first.ack().expect("acknowledged");
+    let second = next(&mut subscription).await;
+    assert_eq!(text(&second), "m5", "and what was published since follows");
+    second.ack().expect("acknowledged");
+    drop((subscription, resumed, publisher));
+    shutdown_all(brokers).await;
 }

@@ -86,6 +86,44 @@ impl Endpoints {
         }
     }
 
+    /// `count` embedded brokers on loopback, each linked to every other
+    /// (as a replicated stream's members are), returned once each knows
+    /// them all. Publishers and subscribers connect to the first.
+    pub async fn mesh(count: usize) -> Result<Endpoints, BenchError> {
+        let mut embedded: Vec<RunningBroker> = Vec::with_capacity(count);
+        for index in 0..count {
+            let mut config = Config::scratch();
+            let name = format!("bench-{index}");
+            config.tls = crate::tls::embedded_broker(&name)?;
+            config.auth.users_file = crate::signing::users_file();
+            config.network.name = name;
+            config.network.link_listen = Some(([127, 0, 0, 1], 0).into());
+            config.network.links = embedded
+                .iter()
+                .filter_map(RunningBroker::link_addr)
+                .map(|address| LinkTarget::new(address.to_string()))
+                .collect();
+            match RunningBroker::start(config).await {
+                Ok(broker) => embedded.push(broker),
+                Err(error) => {
+                    Endpoints { publish: String::new(), subscribe: String::new(), embedded }.shutdown().await;
+                    return Err(error.into());
+                }
+            }
+        }
+        let address = embedded[0].local_addr().to_string();
+        let endpoints = Endpoints { publish: address.clone(), subscribe: address, embedded };
+        let ready =
+            endpoints.wait_until("the brokers know each other", |first| first.topology_brokers().len() == count);
+        match ready.await {
+            Ok(()) => Ok(endpoints),
+            Err(error) => {
+                endpoints.shutdown().await;
+                Err(error)
+            }
+        }
+    }
+
     /// One embedded broker with `config` (its listen address should be an
     /// ephemeral loopback port).
     pub async fn single(config: Config) -> Result<Endpoints, BenchError> {

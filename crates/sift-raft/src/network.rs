@@ -68,8 +68,8 @@ impl CallKind {
 /// Why a call got no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
-    /// No way to the broker is known now.
-    #[error("no way to broker {0}")]
+    /// No way to the broker is known now, or it cannot serve the call.
+    #[error("unreachable: {0}")]
     Unreachable(String),
     /// No answer came in time.
     #[error("no answer from broker {to} within {timeout:?}")]

@@ -17,6 +17,12 @@
 //! an archive query in each filter language scans it whole, matching
 //! nothing (stored messages scanned per second).
 //!
+//! **Replication.** With `--replicas 1,3` each point is also run on a
+//! replicated stream of that many brokers (`always`, a Raft group whose
+//! confirm means a quorum has the message on disk): embedded, the bench
+//! starts that many brokers in its process, each linked to every other,
+//! and publishes at the first; `--read-count 0` skips the reading figures.
+//!
 //! Against `--server` the streams are added on that broker; embedded, the
 //! broker keeps its data in a scratch directory under the system's
 //! temporary directory (so what is measured is that file system).
@@ -69,6 +75,10 @@ pub struct PersistArgs {
     /// Unconfirmed publishes each publisher keeps in flight; default 1,256.
     #[arg(long, value_delimiter = ',')]
     pub windows: Vec<usize>,
+    /// Replicas of the stream (1, or an odd number: a replicated stream of
+    /// that many brokers, policy `always`); default 1.
+    #[arg(long, value_delimiter = ',')]
+    pub replicas: Vec<u32>,
     /// Messages per publisher and point; default 20000 (with `--quick` 1000).
     #[arg(long)]
     pub count: Option<u64>,
@@ -88,6 +98,7 @@ struct Point {
     size: usize,
     publishers: usize,
     window: usize,
+    replicas: u32,
 }
 
 fn or_default<T: Clone>(given: &[T], full: &[T], quick: &[T], is_quick: bool) -> Vec<T> {
@@ -109,15 +120,26 @@ fn points(args: &PersistArgs) -> Result<Vec<Point>, BenchError> {
     let sizes = or_default(&args.sizes, &[128, 1024, 16_384], &[128], quick);
     let publishers = or_default(&args.publishers, &[1, 4], &[1], quick);
     let windows = or_default(&args.windows, &[1, 256], &[1, 256], quick);
-    if sizes.contains(&0) || publishers.contains(&0) || windows.contains(&0) {
-        return Err(BenchError::Usage("--sizes, --publishers and --windows need values above 0".into()));
+    let replica_counts = or_default(&args.replicas, &[1], &[1], quick);
+    if sizes.contains(&0) || publishers.contains(&0) || windows.contains(&0) || replica_counts.contains(&0) {
+        return Err(BenchError::Usage("--sizes, --publishers, --windows and --replicas need values above 0".into()));
     }
     let mut grid = Vec::new();
-    for policy in &policies {
-        for &size in &sizes {
-            for &publisher_count in &publishers {
-                for &window in &windows {
-                    grid.push(Point { policy: policy.clone(), size, publishers: publisher_count, window });
+    for &replicas in &replica_counts {
+        // A replicated stream confirms once a quorum has it on disk.
+        let policies = if replicas > 1 { vec!["always".to_string()] } else { policies.clone() };
+        for policy in &policies {
+            for &size in &sizes {
+                for &publisher_count in &publishers {
+                    for &window in &windows {
+                        grid.push(Point {
+                            policy: policy.clone(),
+                            size,
+                            publishers: publisher_count,
+                            window,
+                            replicas,
+                        });
+                    }
                 }
             }
         }
@@ -136,7 +158,11 @@ pub async fn run(args: PersistArgs) -> Result<(), BenchError> {
     let quick = args.common.quick;
     let count = args.count.unwrap_or(if quick { COUNT_QUICK } else { COUNT_FULL });
     let read_count = args.read_count.unwrap_or(if quick { READ_COUNT_QUICK } else { READ_COUNT_FULL });
-    let endpoints = Endpoints::from_options(&args.common).await?;
+    let brokers = grid.iter().map(|point| point.replicas as usize).max().unwrap_or(1);
+    let endpoints = match (brokers, &args.common.server) {
+        (1, _) | (_, Some(_)) => Endpoints::from_options(&args.common).await?,
+        (brokers, None) => Endpoints::mesh(brokers).await?,
+    };
     let measured = measure(endpoints.publish_addr(), &grid, count, read_count).await;
     endpoints.shutdown().await;
     let (publishing, reading) = measured?;
@@ -152,7 +178,7 @@ pub async fn run(args: PersistArgs) -> Result<(), BenchError> {
         "window",
         "msgs/s",
     )?
-    .series(&["policy", "size", "publishers"])
+    .series(&["policy", "replicas", "size", "publishers"])
     .log_x(2.0);
     report.plots.push(by_window);
     report.tables.push(publishing);
@@ -168,6 +194,7 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
         "Persistent publishing: confirmed messages per second and confirm latency",
         &[
             ("policy", ""),
+            ("replicas", ""),
             ("size", "B"),
             ("publishers", ""),
             ("window", ""),
@@ -180,7 +207,7 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
     for (index, point) in grid.iter().enumerate() {
         let stream = format!("bench-persist-{index}");
         let topic = format!("bench.persist.{index}");
-        let info = json!({ "name": stream, "topics": [topic], "fsync": point.policy });
+        let info = json!({ "name": stream, "topics": [topic], "fsync": point.policy, "replicas": point.replicas });
         admin.manage(ManageOp::StreamAdd, info).await?;
         let (rate, latency) = publish_point(address, &topic, point, count).await?;
         let info = admin.manage(ManageOp::StreamInfo, json!({ "name": stream })).await?;
@@ -189,6 +216,7 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
         let micros = |pick: fn(&crate::stats::Summary) -> f64| summary.as_ref().map(|summary| pick(summary) / 1_000.0);
         publishing.push_row(vec![
             point.policy.as_str().into(),
+            point.replicas.into(),
             point.size.into(),
             point.publishers.into(),
             point.window.into(),
@@ -198,7 +226,10 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
             info["fsyncs"].as_u64().into(),
         ])?;
     }
-    let reading = read_figures(address, &admin, read_count).await?;
+    let reading = match read_count {
+        0 => Table::new("read", "Reading a stream: not measured (--read-count 0)", &[("reader", "")]),
+        read_count => read_figures(address, &admin, read_count).await?,
+    };
     admin.close().await;
     Ok((publishing, reading))
 }

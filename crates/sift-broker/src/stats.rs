@@ -192,13 +192,15 @@ counters! {
     raft_frames_passed_on,
     /// `RAFT` frames dropped: no path to their broker, or a full link queue.
     raft_frames_dropped,
-    /// Messages a replicated stream's group stored (committed) for publishers here.
+    /// Messages a replicated stream's group stored (committed) as this broker's leader wrote them.
     replicated_appends,
+    /// Raft entries (batches of messages) this broker wrote as a replicated stream's leader.
+    replicated_batches,
     /// Publishes to a replicated stream that this broker forwarded to the stream's leader.
     replicated_forwarded,
     /// Persistent publishes to a replicated stream refused with `no_quorum`.
     replicated_no_quorum,
-    /// Publishes to a replicated stream not confirmed (not persistent) that were dropped: `storage.raft_calls_max` appends were under way.
+    /// Messages to a replicated stream nobody waited for (not persistent), or durable positions, dropped: `storage.raft_calls_max` of them were under way.
     replicated_unconfirmed_dropped,
 }
 

@@ -30,6 +30,7 @@ pub mod entry_codec;
 pub mod log_store;
 pub mod network;
 pub mod replica;
+pub mod seq_map;
 pub mod state_machine;
 
 // The type declaration below names `Cursor` (its default snapshot data).
@@ -52,13 +53,15 @@ pub struct Append {
     pub body: bytes::Bytes,
 }
 
-/// What a replicated stream's group appends: a message, or a change to
-/// the stream's own state that every replica applies (the broker's: a
-/// durable subscription made, its position, its removal), opaque here.
+/// What a replicated stream's group appends: messages, or a change to the
+/// stream's own state that every replica applies (the broker's: a durable
+/// subscription made, its position, its removal), opaque here.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StreamEntry {
-    /// A stored message.
-    Message(Append),
+    /// Messages published while the previous entry was being stored, in
+    /// order: one Raft entry (one append, one fsync on each replica), one
+    /// stream record and sequence per message.
+    Messages(Vec<Append>),
     /// A change to the stream's state, as the broker encodes it.
     State(bytes::Bytes),
 }
@@ -69,10 +72,13 @@ impl Default for StreamEntry {
     }
 }
 
-/// What applying a [`StreamEntry`] answers: nothing more than that it is
-/// committed (its log id is in the write's response).
+/// What applying a [`StreamEntry`] answers: the stream sequence of its
+/// first record (its messages have that and the ones after it).
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Appended;
+pub struct Appended {
+    /// The sequence of the entry's first record.
+    pub first_seq: u64,
+}
 
 openraft::declare_raft_types!(
     /// The openraft types of a replicated stream: brokers are numbered

@@ -1,39 +1,45 @@
 //! The Raft log of a replicated stream in a `sift_store::Log`.
 //!
-//! - Raft index `i` is the record of sequence `i + 1` (sequences start at
-//!   1, Raft indexes at 0), its body an [`entry_codec`] encoding. The log
-//!   is the stream's own: the broker's consumers read the same records,
-//!   up to the committed sequence, and skip the group's own entries.
-//! - `append` queues the entries to the log's appender and returns at
-//!   once; until the appender has stored them they are read from a
-//!   pending list, so openraft can replicate them while they are written.
-//!   The flush callback runs once they are stored under the log's fsync
-//!   policy (`always` for a replicated stream). So every append that
-//!   arrives while an fsync runs shares the next one: the log's group
-//!   commit batches a leader's publishes as it batches any stream's.
+//! - Each Raft entry is one or more records of the log ([`entry_codec`]):
+//!   a batch of messages a record per message, every other entry one. The
+//!   log is the stream's own: the broker's consumers read the same
+//!   records, up to the committed sequence, and skip the group's own.
+//!   [`SeqMap`] says where each entry starts; it is rebuilt at open from
+//!   the records' headers, and an entry the log holds only part of (a
+//!   crash while it was written, never acknowledged) is cut then.
+//! - `append` queues the entries' records to the log's appender and
+//!   returns at once; until the appender has stored an entry's last record
+//!   the entry is read from a pending list, so that openraft can replicate
+//!   it while it is written. The flush callback runs once the last entry
+//!   is stored under the log's fsync policy (`always` for a replicated
+//!   stream).
 //! - `truncate` cuts the log's tail (`Log::truncate_from`, queued after the
 //!   appends before it); `purge` records the purged log id first and is
 //!   otherwise logical: reads never return an entry at or below it. When
 //!   the next append lies past the end (a purge past the tail, as a
 //!   follower that installs a snapshot does), the log restarts there
-//!   (`Log::restart_at`).
+//!   (`Log::restart_at`), its sequences going on from the last.
 //! - The vote, the committed and the purged log ids are the file
 //!   `raft.json` beside the log, replaced atomically and synced before the
-//!   call that changed them returns.
+//!   call that changed them returns (the committed id is written with the
+//!   next of the others: it is learnt again from the leader).
 
+use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, Vote};
 use sift_store::{Log, LogConfig};
 
 use crate::entry_codec::{self, Entry};
+use crate::seq_map::SeqMap;
 use crate::{read_error, write_error, LogId, StorageError, TypeConfig};
 
 /// Records read from the log at a time.
-const READ_BATCH_RECORDS: usize = 256;
+const READ_BATCH_RECORDS: usize = 512;
 /// Bytes read from the log at a time, about.
 const READ_BATCH_BYTES: usize = 1024 * 1024;
 /// The name of the file beside the log that holds the vote and log ids.
@@ -47,12 +53,14 @@ struct Meta {
     purged: Option<LogId>,
 }
 
-/// Entries appended but not yet stored by the log's appender, by index,
-/// and the index the next append must have.
-#[derive(Default)]
-struct Pending {
-    entries: std::collections::BTreeMap<u64, Entry>,
+/// The log's end as Raft sees it: where entries start, the next index and
+/// sequence, and the entries appended but not yet stored whole.
+#[derive(Debug)]
+struct Tail {
+    map: SeqMap,
     next_index: u64,
+    next_seq: u64,
+    pending: BTreeMap<u64, Entry>,
 }
 
 /// The log and what is kept beside it, shared by the store and its readers.
@@ -60,7 +68,7 @@ struct Shared {
     log: Arc<Log>,
     meta_path: PathBuf,
     meta: Mutex<Meta>,
-    pending: Mutex<Pending>,
+    tail: Mutex<Tail>,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -89,66 +97,135 @@ impl Shared {
     /// not purged, in order.
     fn entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
         let start = start.max(self.first_readable_index());
-        // The pending ones first, with the log's end as it was then: an
-        // entry leaves the pending list only after the log shows it, so
-        // the two together have no hole.
-        let (stored_end_seq, pending) = {
-            let pending = locked(&self.pending);
-            let stored_end_seq = self.log.last_seq() + 1;
-            let from_index = start.max(stored_end_seq - 1);
-            let tail: Vec<Entry> = match from_index < end {
-                true => pending.entries.range(from_index..end).map(|(_, entry)| entry.clone()).collect(),
+        // The pending ones first, with where the stored ones end: an entry
+        // leaves the pending list only once the log holds all of it.
+        let (from_seq, stored_end_index, pending) = {
+            let tail = locked(&self.tail);
+            let stored_end_index = tail.pending.keys().next().copied().unwrap_or(tail.next_index);
+            let pending: Vec<Entry> = match start < end {
+                true => tail.pending.range(start..end).map(|(_, entry)| entry.clone()).collect(),
                 false => Vec::new(),
             };
-            (stored_end_seq, tail)
+            (tail.map.from(start), stored_end_index.min(end), pending)
         };
-        let end_seq = end.saturating_add(1).min(stored_end_seq);
         let mut entries = Vec::new();
+        if let Some((from_index, from_seq)) = from_seq.filter(|(from_index, _)| *from_index < stored_end_index) {
+            self.read_stored(from_seq, start.max(from_index), stored_end_index, &mut entries)?;
+        }
+        entries.extend(pending);
+        Ok(entries)
+    }
+
+    /// Reads the stored entries of indexes `start..end` from `from_seq`.
+    fn read_stored(&self, from_seq: u64, start: u64, end: u64, entries: &mut Vec<Entry>) -> Result<(), StorageError> {
         let mut reader = self.log.reader();
         let mut records = Vec::new();
-        let mut next_seq = (start + 1).max(self.log.first_seq());
-        while next_seq < end_seq {
+        let mut parts: Vec<(u64, Bytes)> = Vec::new();
+        let mut next_seq = from_seq.max(self.log.first_seq());
+        while next_seq <= self.log.last_seq() {
             records.clear();
             let outcome =
                 reader.read(next_seq, READ_BATCH_RECORDS, READ_BATCH_BYTES, &mut records).map_err(read_error)?;
-            for record in records.iter().filter(|record| record.seq < end_seq) {
-                entries.push(entry_codec::decode(record.timestamp_ns, &record.body).map_err(read_error)?);
+            if let Some(gap) = outcome.gaps.first() {
+                let message = format!("the Raft log lacks records {}..{}", gap.first_seq, gap.first_seq + gap.count);
+                return Err(read_error(std::io::Error::other(message)));
+            }
+            for record in records.drain(..) {
+                let head = entry_codec::header_of(&record.body).map_err(read_error)?;
+                if head.log_id.index < start {
+                    continue;
+                }
+                if head.log_id.index >= end {
+                    return Ok(());
+                }
+                parts.push((record.timestamp_ns, record.body));
+                if head.part + 1 == head.parts {
+                    entries.push(entry_codec::decode(&parts).map_err(read_error)?);
+                    parts.clear();
+                }
             }
             if outcome.next_seq <= next_seq {
                 break;
             }
             next_seq = outcome.next_seq;
         }
-        entries.extend(pending);
-        Ok(entries)
+        Ok(())
     }
 
     /// The log id of the last entry that is stored or pending and not
     /// purged; the purged one when there is none.
     fn last_log_id(&self) -> Result<Option<LogId>, StorageError> {
-        if let Some((_, entry)) = locked(&self.pending).entries.last_key_value() {
-            return Ok(Some(entry.log_id));
+        let (last_index, last_pending) = {
+            let tail = locked(&self.tail);
+            (tail.next_index.checked_sub(1), tail.pending.last_key_value().map(|(_, entry)| entry.log_id))
+        };
+        if last_pending.is_some() {
+            return Ok(last_pending);
         }
         let purged = self.meta().purged;
-        let last_seq = self.log.last_seq();
-        let first_readable_seq = self.first_readable_index() + 1;
-        if last_seq == 0 || last_seq < first_readable_seq.max(self.log.first_seq()) {
-            return Ok(purged);
+        match last_index.filter(|index| *index >= self.first_readable_index()) {
+            Some(index) => Ok(self.entries(index, index + 1)?.last().map(|entry| entry.log_id).or(purged)),
+            None => Ok(purged),
         }
-        let last = self.entries(last_seq - 1, last_seq)?;
-        Ok(last.last().map(|entry| entry.log_id).or(purged))
     }
 
-    /// The appender stored `log_ids`: they leave the pending list (unless a
-    /// cut replaced them there meanwhile).
+    /// The appender stored `log_ids` whole: they leave the pending list
+    /// (unless a cut replaced them there meanwhile).
     fn stored(&self, log_ids: &[LogId]) {
-        let mut pending = locked(&self.pending);
+        let mut tail = locked(&self.tail);
         for log_id in log_ids {
-            if pending.entries.get(&log_id.index).is_some_and(|entry| entry.log_id == *log_id) {
-                pending.entries.remove(&log_id.index);
+            if tail.pending.get(&log_id.index).is_some_and(|entry| entry.log_id == *log_id) {
+                tail.pending.remove(&log_id.index);
             }
         }
     }
+}
+
+/// Reads the log's record headers to find where each entry starts: the
+/// map, the next index and sequence, and the sequence of an entry the log
+/// holds only part of (cut it).
+fn scan(log: &Log, purged: Option<LogId>) -> Result<(Tail, Option<u64>), sift_store::StoreError> {
+    let first_seq = log.first_seq();
+    let mut tail = Tail {
+        map: SeqMap::starting(purged.map_or(0, |purged| purged.index + 1), first_seq),
+        next_index: purged.map_or(0, |purged| purged.index + 1),
+        next_seq: first_seq,
+        pending: BTreeMap::new(),
+    };
+    let mut reader = log.reader();
+    let mut records = Vec::new();
+    let mut partial_from = None;
+    let mut next_seq = first_seq;
+    let mut first_record = true;
+    while next_seq <= log.last_seq() {
+        records.clear();
+        let outcome = reader.read(next_seq, READ_BATCH_RECORDS, READ_BATCH_BYTES, &mut records)?;
+        for record in &records {
+            let Ok(head) = entry_codec::header_of(&record.body) else { continue };
+            if first_record {
+                tail.map = SeqMap::starting(head.log_id.index, record.seq);
+                first_record = false;
+            }
+            if head.part == 0 {
+                tail.map.push(head.log_id.index, record.seq, u64::from(head.parts));
+                partial_from = Some(record.seq);
+            }
+            if head.part + 1 == head.parts {
+                tail.next_index = head.log_id.index + 1;
+                tail.next_seq = record.seq + 1;
+                partial_from = None;
+            }
+        }
+        if outcome.next_seq <= next_seq {
+            break;
+        }
+        next_seq = outcome.next_seq;
+    }
+    if let Some(from_seq) = partial_from {
+        tail.map.cut_from(tail.next_index);
+        debug_assert_eq!(tail.map.seq_of(tail.next_index), Some(from_seq), "the part cut is where the next starts");
+    }
+    Ok((tail, partial_from))
 }
 
 /// A replicated stream's Raft log storage.
@@ -197,9 +274,12 @@ impl SegmentLogStore {
             }
             Err(_) => Meta::default(),
         };
-        let next_index = log.last_seq();
-        let pending = Mutex::new(Pending { entries: Default::default(), next_index });
-        Ok(SegmentLogStore { shared: Arc::new(Shared { log, meta_path, meta: Mutex::new(meta), pending }) })
+        let (tail, partial_from) = scan(&log, meta.purged)?;
+        if let Some(from_seq) = partial_from {
+            log.truncate_from(from_seq)?;
+        }
+        let shared = Shared { log, meta_path, meta: Mutex::new(meta), tail: Mutex::new(tail) };
+        Ok(SegmentLogStore { shared: Arc::new(shared) })
     }
 
     /// The log the entries are records of.
@@ -215,29 +295,36 @@ impl SegmentLogStore {
             return Ok(());
         };
         let log = &self.shared.log;
-        let mut pending = locked(&self.shared.pending);
-        if first.log_id.index > pending.next_index {
+        let mut tail = locked(&self.shared.tail);
+        if first.log_id.index > tail.next_index {
             // Only past a purge: the entries between were never to be read.
-            debug_assert!(pending.entries.is_empty(), "a purge past the end follows every pending entry");
-            log.restart_at(first.log_id.index + 1).map_err(write_error)?;
-        } else if first.log_id.index < pending.next_index {
+            debug_assert!(tail.pending.is_empty(), "a purge past the end follows every pending entry");
+            if log.last_seq() >= log.first_seq() {
+                log.restart_at(tail.next_seq).map_err(write_error)?;
+            }
+            tail.map = SeqMap::starting(first.log_id.index, tail.next_seq);
+            tail.next_index = first.log_id.index;
+        } else if first.log_id.index < tail.next_index {
             let message = format!(
                 "an append at index {} before the end of the log (index {})",
-                first.log_id.index, pending.next_index
+                first.log_id.index, tail.next_index
             );
             return Err(write_error(std::io::Error::other(message)));
         }
-        let log_ids: Vec<LogId> = entries.iter().map(|entry| entry.log_id).collect();
-        let last = entries.len() - 1;
-        let mut records = Vec::with_capacity(entries.len());
+        let mut records = Vec::new();
         for entry in &entries {
-            records.push(entry_codec::encode(entry).map_err(write_error)?);
+            let encoded = entry_codec::encode(entry).map_err(write_error)?;
+            let (index, seq) = (entry.log_id.index, tail.next_seq);
+            tail.map.push(index, seq, encoded.len() as u64);
+            tail.next_index = index + 1;
+            tail.next_seq = seq + encoded.len() as u64;
+            records.extend(encoded);
         }
-        pending.next_index = log_ids[last].index + 1;
+        let log_ids: Vec<LogId> = entries.iter().map(|entry| entry.log_id).collect();
         for entry in entries {
-            pending.entries.insert(entry.log_id.index, entry);
+            tail.pending.insert(entry.log_id.index, entry);
         }
-        // Queued under the pending lock, so that the log's order is the
+        // Queued under the tail's lock, so that the log's order is the
         // order of the indexes.
         let shared = self.shared.clone();
         let mut stored = Some(stored);
@@ -247,6 +334,7 @@ impl SegmentLogStore {
                 stored.log_io_completed(result.map(|_| ()).map_err(std::io::Error::other));
             }
         }) as sift_store::Completion);
+        let last = records.len() - 1;
         for (position, (timestamp_ns, body)) in records.into_iter().enumerate() {
             let completion = if position == last { completion.take() } else { None };
             log.append(timestamp_ns, body, completion).map_err(write_error)?;
@@ -332,15 +420,19 @@ impl RaftLogStorage<TypeConfig> for SegmentLogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let log = &self.shared.log;
-        let mut pending = locked(&self.shared.pending);
-        if log_id.index >= pending.next_index {
+        let mut tail = locked(&self.shared.tail);
+        if log_id.index >= tail.next_index {
             return Ok(());
         }
-        pending.entries.retain(|index, _| *index < log_id.index);
-        pending.next_index = log_id.index;
+        let Some(from_seq) = tail.map.seq_of(log_id.index) else { return Ok(()) };
+        tail.pending.retain(|index, _| *index < log_id.index);
+        tail.map.cut_from(log_id.index);
+        tail.next_index = log_id.index;
+        tail.next_seq = from_seq;
         // Queued after the appends of the cut entries, so that it cuts them too.
-        let from_seq = (log_id.index + 1).max(log.first_seq());
-        log.truncate_from(from_seq).map_err(write_error)?;
+        if from_seq >= log.first_seq() {
+            log.truncate_from(from_seq).map_err(write_error)?;
+        }
         Ok(())
     }
 

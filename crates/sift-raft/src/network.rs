@@ -267,11 +267,11 @@ mod tests {
         let entries = (4..7)
             .map(|index| crate::entry_codec::Entry {
                 log_id: log_id(index),
-                payload: EntryPayload::Normal(crate::StreamEntry::Message(Append {
+                payload: EntryPayload::Normal(crate::StreamEntry::Messages(vec![Append {
                     timestamp_ns: index,
                     key: index,
                     body: Bytes::from(vec![index as u8; 9]),
-                })),
+                }])),
             })
             .collect();
         let request = AppendEntriesRequest::<TypeConfig> {

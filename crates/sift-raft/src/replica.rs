@@ -1,23 +1,22 @@
 //! One broker's replica of a replicated stream: an openraft node on a
 //! [`SegmentLogStore`], with the calls the broker makes of it.
 //!
-//! - [`Replica::append`] stores a message on the group: it returns the
-//!   stream sequence once a quorum has it durable, or says which broker
-//!   leads when this one does not ([`AppendError::NotLeader`]), so that the
-//!   caller forwards the publish there;
+//! - [`Replica::write`] stores a batch of messages (or a state change) on
+//!   the group as one Raft entry: it returns the stream sequence of its
+//!   first record once a quorum has it durable, or says which broker leads
+//!   when this one does not ([`AppendError::NotLeader`]), so that the
+//!   caller forwards the batch there;
 //! - [`Replica::committed_seq`] is how far consumers may read: never an
 //!   entry a new leader could overrule;
 //! - [`Replica::status`] is what `sift stream info` shows: the leader, the
 //!   term, and for a leader each follower's lag.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::Mutex;
 
 use bytes::Bytes;
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, Config, Raft, RaftNetworkFactory};
-use tokio::sync::oneshot;
 
 use crate::log_store::{OpenError, SegmentLogStore};
 use crate::network::{CallKind, WireError};
@@ -66,18 +65,17 @@ pub struct ReplicaStatus {
     pub leader: Option<u64>,
     /// The Raft term.
     pub term: u64,
-    /// The last stored sequence.
-    pub last_seq: u64,
-    /// The last committed (and applied) sequence: how far consumers read.
+    /// The last Raft index stored here.
+    pub last_index: Option<u64>,
+    /// The last stream sequence committed (and applied): how far consumers
+    /// read.
     pub committed_seq: u64,
-    /// For a leader: each member's replicated sequence, itself included.
-    pub replicated_seq: BTreeMap<u64, u64>,
+    /// For a leader: the last Raft index each member holds, itself
+    /// included (`None` for one that has nothing yet).
+    pub replicated_index: BTreeMap<u64, Option<u64>>,
     /// The members: each one's node id and broker name.
     pub members: BTreeMap<u64, String>,
 }
-
-/// Waiters for the answer of an append in flight, by message key.
-type InFlight = Arc<Mutex<HashMap<u64, Vec<oneshot::Sender<Result<u64, AppendError>>>>>>;
 
 /// One broker's replica of a stream.
 #[derive(Clone)]
@@ -85,9 +83,6 @@ pub struct Replica {
     id: u64,
     raft: Raft<TypeConfig>,
     state: AppliedState,
-    /// Appends in flight by key: one sent again while the first runs
-    /// waits for the first's answer instead of storing a second copy.
-    in_flight: InFlight,
 }
 
 impl Replica {
@@ -103,7 +98,7 @@ impl Replica {
         let raft = Raft::new(id, config, network, store, state.clone())
             .await
             .map_err(|error| StartError::Raft(error.to_string()))?;
-        Ok(Replica { id, raft, state, in_flight: InFlight::default() })
+        Ok(Replica { id, raft, state })
     }
 
     /// Serves a call of this group that reached this broker: its answer.
@@ -114,6 +109,16 @@ impl Replica {
     /// The openraft node, for the network's server side.
     pub fn raft(&self) -> &Raft<TypeConfig> {
         &self.raft
+    }
+
+    /// This broker's node id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The leader, when known.
+    pub fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
     }
 
     /// Makes the brokers named `members` the group, once: a group that
@@ -127,39 +132,13 @@ impl Replica {
         }
     }
 
-    /// Stores `append` on the group; its stream sequence once a quorum
-    /// has it durable. A message whose key the group stored already (sent
-    /// again after a lost answer) gets the sequence it has, and is not
-    /// stored twice. Callers bound the wait: without a quorum it lasts.
-    pub async fn append(&self, append: Append) -> Result<u64, AppendError> {
-        self.caught_up_as_leader().await?;
-        if let Some(seq) = self.state.seq_of_key(append.key) {
-            return Ok(seq);
-        }
-        let key = append.key;
-        if let Some(answer) = self.join_in_flight(key) {
-            return answer.await.unwrap_or_else(|_| Err(AppendError::Failed("the first append went".into())));
-        }
-        let result = self.write(StreamEntry::Message(append)).await;
-        let waiters = match key {
-            0 => None,
-            _ => self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&key),
-        };
-        for waiter in waiters.into_iter().flatten() {
-            let _ = waiter.send(result.clone());
-        }
-        result
-    }
-
-    /// Stores a change to the stream's state on the group; its sequence
-    /// once a quorum has it. Callers bound the wait, as for `append`.
-    pub async fn append_state(&self, state: Bytes) -> Result<u64, AppendError> {
-        self.write(StreamEntry::State(state)).await
-    }
-
-    async fn write(&self, entry: StreamEntry) -> Result<u64, AppendError> {
+    /// Stores `entry` on the group as one Raft entry; the stream sequence
+    /// of its first record once a quorum has it durable (the messages of a
+    /// batch have that one and the ones after it). Callers bound the wait:
+    /// without a quorum it lasts.
+    pub async fn write(&self, entry: StreamEntry) -> Result<u64, AppendError> {
         match self.raft.client_write(entry).await {
-            Ok(written) => Ok(written.log_id.index + 1),
+            Ok(written) => Ok(written.data.first_seq),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
                 Err(AppendError::NotLeader { leader: forward.leader_id })
             }
@@ -167,31 +146,32 @@ impl Replica {
         }
     }
 
-    /// The answer to wait for when an append of `key` is in flight; else
-    /// `None`, and this append is the one in flight.
-    fn join_in_flight(&self, key: u64) -> Option<oneshot::Receiver<Result<u64, AppendError>>> {
-        if key == 0 {
-            return None;
+    /// Stores one message, unless the group holds its key already: its
+    /// stream sequence either way.
+    pub async fn append(&self, append: Append) -> Result<u64, AppendError> {
+        self.caught_up_as_leader().await?;
+        if let Some(seq) = self.seq_of_key(append.key) {
+            return Ok(seq);
         }
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        match in_flight.get_mut(&key) {
-            Some(waiters) => {
-                let (sender, answer) = oneshot::channel();
-                waiters.push(sender);
-                Some(answer)
-            }
-            None => {
-                in_flight.insert(key, Vec::new());
-                None
-            }
-        }
+        self.write(StreamEntry::Messages(vec![append])).await
+    }
+
+    /// Stores a change to the stream's state on the group; its sequence.
+    pub async fn append_state(&self, state: Bytes) -> Result<u64, AppendError> {
+        self.write(StreamEntry::State(state)).await
+    }
+
+    /// The stream sequence of the applied message `key`, while the group
+    /// remembers it (`keys_max` messages).
+    pub fn seq_of_key(&self, key: u64) -> Option<u64> {
+        self.state.seq_of_key(key)
     }
 
     /// Returns once this replica, if it leads, has applied an entry of its
     /// own term: then every entry of earlier leaders that it holds is
     /// applied and its keys known, so a message sent again is found. A
-    /// replica that does not lead returns at once (the write tells it so).
-    async fn caught_up_as_leader(&self) -> Result<(), AppendError> {
+    /// replica that does not lead returns at once (a write tells it so).
+    pub async fn caught_up_as_leader(&self) -> Result<(), AppendError> {
         let id = self.id;
         let caught_up = |metrics: &openraft::RaftMetrics<u64, BasicNode>| {
             metrics.current_leader != Some(id)
@@ -208,17 +188,17 @@ impl Replica {
 
     /// The last committed (and applied) stream sequence.
     pub fn committed_seq(&self) -> u64 {
-        self.raft.metrics().borrow().last_applied.map_or(0, |log_id| log_id.index + 1)
+        self.state.applied_seq()
     }
 
     /// The group as this replica sees it now.
     pub fn status(&self) -> ReplicaStatus {
         let metrics = self.raft.metrics().borrow().clone();
-        let replicated_seq = metrics
+        let replicated_index = metrics
             .replication
             .iter()
             .flatten()
-            .map(|(member, matched)| (*member, matched.map_or(0, |log_id| log_id.index + 1)))
+            .map(|(member, matched)| (*member, matched.map(|log_id| log_id.index)))
             .collect();
         let members = metrics
             .membership_config
@@ -230,9 +210,9 @@ impl Replica {
             id: self.id,
             leader: metrics.current_leader,
             term: metrics.current_term,
-            last_seq: metrics.last_log_index.map_or(0, |index| index + 1),
-            committed_seq: metrics.last_applied.map_or(0, |log_id| log_id.index + 1),
-            replicated_seq,
+            last_index: metrics.last_log_index,
+            committed_seq: self.committed_seq(),
+            replicated_index,
             members,
         }
     }

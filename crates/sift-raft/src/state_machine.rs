@@ -23,6 +23,10 @@ use crate::{Append, Appended, LogId, StorageError, StreamEntry, TypeConfig};
 struct Applied {
     last_applied: Option<LogId>,
     membership: StoredMembership<u64, BasicNode>,
+    /// The stream sequence the next entry starts at (0 before the first,
+    /// which starts at 1): every replica counts the same records.
+    #[serde(default)]
+    next_seq: u64,
 }
 
 /// The applied state and the current snapshot.
@@ -81,6 +85,11 @@ impl AppliedState {
         AppliedState { inner: Arc::new(Mutex::new(inner)), on_applied: Some(on_applied) }
     }
 
+    /// The last stream sequence applied (committed): how far readers read.
+    pub fn applied_seq(&self) -> u64 {
+        self.inner().applied.next_seq.saturating_sub(1)
+    }
+
     /// The stream sequence of the applied message `key`, while remembered.
     pub fn seq_of_key(&self, key: u64) -> Option<u64> {
         self.inner().keys.get(&key).copied()
@@ -127,20 +136,24 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
         let mut answers = Vec::new();
         let mut states = Vec::new();
         for entry in entries {
+            let first_seq = inner.applied.next_seq.max(1);
+            inner.applied.next_seq = first_seq + crate::entry_codec::records_of(&entry);
             inner.applied.last_applied = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Membership(membership) => {
                     inner.applied.membership = StoredMembership::new(Some(entry.log_id), membership);
                 }
-                EntryPayload::Normal(StreamEntry::Message(Append { key, .. })) => {
-                    inner.remember(key, entry.log_id.index + 1)
+                EntryPayload::Normal(StreamEntry::Messages(messages)) => {
+                    for (offset, Append { key, .. }) in messages.iter().enumerate() {
+                        inner.remember(*key, first_seq + offset as u64);
+                    }
                 }
                 EntryPayload::Normal(StreamEntry::State(state)) => states.push(state),
                 EntryPayload::Blank => {}
             }
-            answers.push(Appended);
+            answers.push(Appended { first_seq });
         }
-        let applied_seq = inner.applied.last_applied.map_or(0, |log_id| log_id.index + 1);
+        let applied_seq = inner.applied.next_seq.saturating_sub(1);
         drop(inner);
         if let Some(on_applied) = &self.on_applied {
             on_applied(applied_seq, states);
@@ -166,7 +179,7 @@ impl RaftStateMachine<TypeConfig> for AppliedState {
         let mut inner = self.inner();
         inner.applied = applied;
         inner.current = Some((meta.clone(), data));
-        let applied_seq = inner.applied.last_applied.map_or(0, |log_id| log_id.index + 1);
+        let applied_seq = inner.applied.next_seq.saturating_sub(1);
         drop(inner);
         if let Some(on_applied) = &self.on_applied {
             on_applied(applied_seq, Vec::new());

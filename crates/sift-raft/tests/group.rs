@@ -128,13 +128,24 @@ async fn bodies(store: &SegmentLogStore) -> Vec<(u64, Bytes)> {
     let entries = reader.try_get_log_entries(0..).await.expect("reads");
     entries
         .into_iter()
-        .filter_map(|entry| match entry.payload {
-            openraft::EntryPayload::Normal(StreamEntry::Message(Append { body, .. })) => {
-                Some((entry.log_id.index, body))
+        .flat_map(|entry| match entry.payload {
+            openraft::EntryPayload::Normal(StreamEntry::Messages(messages)) => {
+                messages.into_iter().map(|Append { body, .. }| (entry.log_id.index, body)).collect()
             }
-            _ => None,
+            _ => Vec::new(),
         })
         .collect()
+}
+
+/// Waits until `replica` has committed (applied) the stream sequence `seq`.
+async fn committed(replica: &Replica, seq: u64) {
+    let applied = replica.clone();
+    replica
+        .raft()
+        .wait(Some(DEADLINE))
+        .metrics(move |_| applied.committed_seq() >= seq, "committed")
+        .await
+        .expect("committed within the deadline");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,8 +157,7 @@ async fn three_replicas_replicate_elect_a_new_leader_and_agree() {
     let leader_id = leader_other_than(first.raft(), None).await;
     let seq = append_via_leader(&router, leader_id, b"before").await;
     for name in NAMES {
-        let raft = router.replica(name).expect("a replica").raft().clone();
-        raft.wait(Some(DEADLINE)).applied_index_at_least(Some(seq - 1), "applied").await.expect("applied");
+        committed(&router.replica(name).expect("a replica"), seq).await;
     }
     // Whoever leads now is the one to lose.
     let leader_id = leader_other_than(first.raft(), None).await;
@@ -161,8 +171,7 @@ async fn three_replicas_replicate_elect_a_new_leader_and_agree() {
     let new_leader_id = leader_other_than(survivor.raft(), Some(leader_id)).await;
     let seq = append_via_leader(&router, new_leader_id, b"after").await;
     for name in &survivors {
-        let raft = router.replica(name).expect("a survivor").raft().clone();
-        raft.wait(Some(DEADLINE)).applied_index_at_least(Some(seq - 1), "applied").await.expect("applied");
+        committed(&router.replica(name).expect("a survivor"), seq).await;
     }
     let logs = [bodies(&stores[survivors[0]]).await, bodies(&stores[survivors[1]]).await];
     assert_eq!(logs[0], logs[1], "the survivors' logs agree");
@@ -197,26 +206,23 @@ async fn a_replica_appends_on_the_leader_names_it_elsewhere_and_reports_the_grou
     // Sent again, one after the other and both at once: stored once.
     let again = router.by_id(leader).append(message(2, b"one")).await.expect("answered");
     assert_eq!(again, first, "a key stored already gets its sequence");
-    let leader_replica = router.by_id(leader);
-    let (third, third_again) =
-        tokio::join!(leader_replica.append(message(4, b"three")), leader_replica.append(message(4, b"three")));
-    assert_eq!(third.expect("stored"), third_again.expect("answered"), "one append of a key in flight");
+    // A batch is one entry of a record per message.
+    let batch = vec![message(4, b"three"), message(5, b"four")];
+    let third = router.by_id(leader).write(StreamEntry::Messages(batch)).await.expect("stored");
+    assert_eq!(third, second + 1, "a batch's first message follows");
+    let state = router.by_id(leader).append_state(Bytes::from_static(b"state")).await.expect("stored");
+    assert_eq!(state, third + 2, "the batch took two sequences");
     for name in NAMES {
         let replica = router.replica(name).expect("a replica");
-        replica.raft().wait(Some(DEADLINE)).applied_index_at_least(Some(second - 1), "applied").await.expect("applied");
-    }
-    let third = second + 1;
-    for name in NAMES {
-        let replica = router.replica(name).expect("a replica");
-        replica.raft().wait(Some(DEADLINE)).applied_index_at_least(Some(third - 1), "applied").await.expect("applied");
-        assert_eq!(replica.committed_seq(), third);
+        committed(&replica, state).await;
+        assert_eq!(replica.committed_seq(), state);
     }
     let status = router.by_id(leader).status();
-    assert_eq!((status.id, status.leader, status.committed_seq), (leader, Some(leader), third));
+    assert_eq!((status.id, status.leader, status.committed_seq), (leader, Some(leader), state));
     assert!(status.term >= 1);
     let mut ids: Vec<u64> = NAMES.iter().map(|name| node_id(name)).collect();
     ids.sort();
-    assert_eq!(status.replicated_seq.keys().copied().collect::<Vec<u64>>(), ids);
+    assert_eq!(status.replicated_index.keys().copied().collect::<Vec<u64>>(), ids);
     assert_eq!(status.members.values().cloned().collect::<std::collections::BTreeSet<_>>().len(), 3);
     for name in NAMES {
         router.replica(name).expect("a replica").shutdown().await.expect("shut down");

@@ -24,7 +24,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use sift_raft::StreamEntry;
 
 use super::Replication;
 use crate::store::cursor::StoredPosition;
@@ -101,7 +100,7 @@ impl Replication {
         }
         let replication = self.clone();
         tokio::spawn(async move {
-            if let Err((_, why)) = replication.append_anywhere(StreamEntry::State(state)).await {
+            if let Err((_, why)) = replication.append_state_anywhere(state).await {
                 tracing::debug!(stream = %replication.stream, %why, "a state change was not stored");
             }
             replication.end_background();
@@ -145,7 +144,7 @@ impl Replication {
                 done_above: position.done_above,
             };
             let Some(state) = change.encode() else { continue };
-            if let Err((_, why)) = self.append_anywhere(StreamEntry::State(state)).await {
+            if let Err((_, why)) = self.append_state_anywhere(state).await {
                 tracing::debug!(stream = %self.stream, durable = %name, %why, "a position was not stored by the group");
             }
         }

@@ -28,6 +28,7 @@ pub mod durables;
 pub mod forward;
 pub mod place;
 pub mod serve;
+pub mod submit;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -115,6 +116,8 @@ impl ReplicationSettings {
 pub(crate) struct Started {
     pub(crate) replica: Replica,
     pub(crate) transport: LinkTransport,
+    /// Where messages queue for the submitter ([`submit`]).
+    pub(crate) queue: submit::Queue,
 }
 
 /// This broker's part in a replicated stream.
@@ -128,9 +131,11 @@ pub struct Replication {
     committed_seq: Arc<AtomicU64>,
     started: OnceLock<Started>,
     settings: ReplicationSettings,
-    /// Appends under way that no publisher waits for, against
+    /// State changes under way that nobody waits for, against
     /// `settings.background_max`.
     background: Arc<AtomicUsize>,
+    /// Messages in the submitter's queue.
+    queued: AtomicUsize,
     /// Durable positions waiting to be proposed ([`durables`]).
     positions: durables::PositionSlots,
 }
@@ -170,20 +175,32 @@ impl Replication {
             started: OnceLock::new(),
             settings,
             background: Arc::default(),
+            queued: AtomicUsize::new(0),
             positions: durables::PositionSlots::default(),
         }
     }
 
-    /// Stores a persistent message on the group; `gate` hears the outcome.
-    pub(crate) fn append_for(self: &Arc<Self>, append: sift_raft::Append, gate: Arc<ConfirmGate>) {
-        let replication = self.clone();
-        tokio::spawn(async move {
-            let result = replication.append_anywhere(sift_raft::StreamEntry::Message(append)).await;
-            gate.settled(&replication.stream, result);
-        });
+    /// Stores a persistent message on the group, after those queued
+    /// before it; `gate` hears the outcome.
+    pub(crate) fn append_for(&self, append: sift_raft::Append, gate: Arc<ConfirmGate>) {
+        self.submit(append, submit::Done::Gate(gate));
     }
 
-    /// Counts an append nobody waits for; false (counted) past the bound.
+    /// Stores a message nobody waits for on the group, in its order;
+    /// dropped (counted) while `storage.raft_calls_max` messages wait in
+    /// the queue (persistent ones are bounded by their publishers' windows).
+    pub(crate) fn append_in_background(&self, append: sift_raft::Append) {
+        if self.queued.load(Ordering::Acquire) >= self.settings.background_max {
+            if let Some(started) = self.started.get() {
+                crate::stats::bump(&started.transport.stats().replicated_unconfirmed_dropped);
+            }
+            return;
+        }
+        self.submit(append, submit::Done::Nothing);
+    }
+
+    /// Counts a state change proposed in the background; false (counted)
+    /// past `storage.raft_calls_max` of them under way.
     fn begin_background(&self) -> bool {
         if self.background.fetch_add(1, Ordering::AcqRel) >= self.settings.background_max {
             self.background.fetch_sub(1, Ordering::AcqRel);
@@ -197,21 +214,6 @@ impl Replication {
 
     fn end_background(&self) {
         self.background.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Stores a message nobody waits for on the group; dropped (counted)
-    /// while `storage.raft_calls_max` such appends are under way.
-    pub(crate) fn append_in_background(self: &Arc<Self>, append: sift_raft::Append) {
-        if !self.begin_background() {
-            return;
-        }
-        let replication = self.clone();
-        tokio::spawn(async move {
-            if let Err((_, why)) = replication.append_anywhere(sift_raft::StreamEntry::Message(append)).await {
-                tracing::debug!(stream = %replication.stream, %why, "message not stored");
-            }
-            replication.end_background();
-        });
     }
 
     /// The brokers of the group.
@@ -238,7 +240,12 @@ impl Replication {
     /// Starts the replica of the broker named `own_name`, its calls going
     /// over `transport`; a group that has no log yet is made of the
     /// configured members (each member does so alike, which Raft allows).
-    pub async fn start(&self, own_name: &str, transport: LinkTransport, sink: StateSink) -> Result<(), String> {
+    pub async fn start(
+        self: &Arc<Self>,
+        own_name: &str,
+        transport: LinkTransport,
+        sink: StateSink,
+    ) -> Result<(), String> {
         if self.started.get().is_some() {
             return Ok(());
         }
@@ -270,7 +277,10 @@ impl Replication {
         if fresh {
             replica.initialize(&self.members).await.map_err(|error| format!("stream {}: {error}", self.stream))?;
         }
-        let _ = self.started.set(Started { replica, transport });
+        let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
+        if self.started.set(Started { replica, transport, queue }).is_ok() {
+            tokio::spawn(self.clone().run_submitter(queued));
+        }
         Ok(())
     }
 
@@ -289,16 +299,19 @@ impl Replication {
         };
         let status = started.replica.status();
         let name_of = |id: u64| status.members.get(&id).cloned().unwrap_or_else(|| id.to_string());
+        // Lag in Raft entries (a batch of messages is one), as the leader
+        // knows it; a follower knows only its own place.
         let replicas: Vec<Value> = status
             .members
             .iter()
             .map(|(id, name)| {
-                let replicated_seq = status.replicated_seq.get(id).copied();
+                let replicated_index = status.replicated_index.get(id).copied().flatten();
+                let lag = status.last_index.zip(replicated_index).map(|(last, matched)| last.saturating_sub(matched));
                 json!({
                     "broker": name,
                     "role": if status.leader == Some(*id) { "leader" } else { "follower" },
-                    "replicated_seq": replicated_seq,
-                    "lag": replicated_seq.map(|seq| status.last_seq.saturating_sub(seq)),
+                    "replicated_index": replicated_index,
+                    "lag_entries": lag,
                 })
             })
             .collect();
@@ -307,7 +320,7 @@ impl Replication {
             "leader": status.leader.map(name_of),
             "term": status.term,
             "this_broker": name_of(status.id),
-            "last_seq": status.last_seq,
+            "last_index": status.last_index,
             "committed_seq": status.committed_seq,
             "replicas": replicas,
         })

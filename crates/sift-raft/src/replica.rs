@@ -146,6 +146,28 @@ impl Replica {
         }
     }
 
+    /// Hands `entry` to the group after every entry handed before it, and
+    /// returns at once with what will answer: the stream sequence of its
+    /// first record once a quorum has it durable. So several entries can
+    /// be under way (each replica stores them one after the other, while
+    /// the earlier ones replicate), in the order they were handed.
+    pub async fn write_in_order(
+        &self,
+        entry: StreamEntry,
+    ) -> Result<impl std::future::Future<Output = Result<u64, AppendError>> + Send + 'static, AppendError> {
+        let answer = self.raft.client_write_ff(entry).await.map_err(|error| AppendError::Failed(error.to_string()))?;
+        Ok(async move {
+            match answer.await {
+                Ok(Ok(written)) => Ok(written.data.first_seq),
+                Ok(Err(ClientWriteError::ForwardToLeader(forward))) => {
+                    Err(AppendError::NotLeader { leader: forward.leader_id })
+                }
+                Ok(Err(error)) => Err(AppendError::Failed(error.to_string())),
+                Err(_) => Err(AppendError::Failed("the Raft node stopped".into())),
+            }
+        })
+    }
+
     /// Stores one message, unless the group holds its key already: its
     /// stream sequence either way.
     pub async fn append(&self, append: Append) -> Result<u64, AppendError> {

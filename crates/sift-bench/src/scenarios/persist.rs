@@ -209,6 +209,9 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
         let topic = format!("bench.persist.{index}");
         let info = json!({ "name": stream, "topics": [topic], "fsync": point.policy, "replicas": point.replicas });
         admin.manage(ManageOp::StreamAdd, info).await?;
+        if point.replicas > 1 {
+            await_leader(&admin, &stream).await?;
+        }
         let (rate, latency) = publish_point(address, &topic, point, count).await?;
         let info = admin.manage(ManageOp::StreamInfo, json!({ "name": stream })).await?;
         admin.manage(ManageOp::StreamRm, json!({ "name": stream })).await?;
@@ -232,6 +235,26 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
     };
     admin.close().await;
     Ok((publishing, reading))
+}
+
+/// Waits until the replicated stream `stream` has elected its leader and
+/// every member replicates from it, so that a point measures the group at
+/// work, not its first election.
+async fn await_leader(admin: &Client, stream: &str) -> Result<(), BenchError> {
+    let started = Instant::now();
+    loop {
+        let info = admin.manage(ManageOp::StreamInfo, json!({ "name": stream })).await?;
+        let replicas = info["replication"]["replicas"].as_array().cloned().unwrap_or_default();
+        let all_replicating =
+            !replicas.is_empty() && replicas.iter().all(|replica| replica["replicated_index"].is_u64());
+        if info["replication"]["leader"].is_string() && all_replicating {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err(BenchError::Timeout(format!("stream {stream} elected no leader: {info}")));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Publishes `count` persistent messages from each publisher, `window` in

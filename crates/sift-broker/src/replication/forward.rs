@@ -88,7 +88,7 @@ impl Replication {
                     Forwarded::Retry(why) => problem = why,
                 }
             }
-            let wait = remaining.min(self.settings.election_wait);
+            let wait = remaining.min(self.settings.retry_wait(leader.is_some()));
             self.await_leader_other_than(started, leader, wait).await;
         }
     }

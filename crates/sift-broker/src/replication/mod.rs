@@ -62,6 +62,10 @@ pub fn message_key(own_name: &str, message: &sift_core::Message) -> u64 {
     .max(1)
 }
 
+/// Election timeouts a new group's other members wait for word from its
+/// first member before they form the group themselves.
+const FORMING_PATIENCE_ELECTIONS: u32 = 3;
+
 /// The sink that applies a replica's state changes to `storage`.
 pub fn storage_sink(storage: &Arc<crate::store::Storage>) -> StateSink {
     let storage = Arc::downgrade(storage);
@@ -89,6 +93,17 @@ pub struct ReplicationSettings {
 }
 
 impl ReplicationSettings {
+    /// How long to wait before trying a batch again: for a new leader when
+    /// none is known (an election), else a few heartbeats (a leader that
+    /// knows it lost its place, or a call that got no answer, is heard of
+    /// by then).
+    pub fn retry_wait(&self, leader_known: bool) -> Duration {
+        match leader_known {
+            true => Duration::from_millis(self.raft.heartbeat_interval.saturating_mul(2)),
+            false => self.election_wait,
+        }
+    }
+
     /// The settings of `config` (validated: the timers are in order).
     pub fn of(config: &StorageConfig) -> Result<ReplicationSettings, String> {
         let raft = sift_raft::openraft::Config {
@@ -275,12 +290,36 @@ impl Replication {
             .await
             .map_err(|error| format!("stream {}: {error}", self.stream))?;
         if fresh {
-            replica.initialize(&self.members).await.map_err(|error| format!("stream {}: {error}", self.stream))?;
+            self.form_group(&replica, own_name).await?;
         }
         let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
         if self.started.set(Started { replica, transport, queue }).is_ok() {
             tokio::spawn(self.clone().run_submitter(queued));
         }
+        Ok(())
+    }
+
+    /// Forms a new group: its first member at once; each other member only
+    /// if it has heard nothing of the group after a few election timeouts
+    /// (its first member down). Members that all stood at once would split
+    /// the first votes, and the loser's candidacy would unseat the winner a
+    /// moment later.
+    async fn form_group(&self, replica: &Replica, own_name: &str) -> Result<(), String> {
+        if self.members.first().map(String::as_str) == Some(own_name) {
+            return replica.initialize(&self.members).await.map_err(|error| format!("stream {}: {error}", self.stream));
+        }
+        let (replica, members, stream) = (replica.clone(), self.members.clone(), self.stream.clone());
+        let patience = self.settings.election_wait.saturating_mul(FORMING_PATIENCE_ELECTIONS);
+        tokio::spawn(async move {
+            tokio::time::sleep(patience).await;
+            if replica.raft().is_initialized().await.unwrap_or(true) {
+                return;
+            }
+            tracing::info!(%stream, "no word from the group's first member: forming the group from here");
+            if let Err(error) = replica.initialize(&members).await {
+                tracing::warn!(%stream, %error, "the group was not formed");
+            }
+        });
         Ok(())
     }
 

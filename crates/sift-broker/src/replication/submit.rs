@@ -9,16 +9,21 @@
 //! one append and one fsync on each replica for the whole batch, however
 //! many messages. openraft 0.9 stores a leader's entries one after the
 //! other, each waiting for its fsync; a batch per entry is what lets a
-//! replicated stream keep group commit. While a batch is under way the
-//! next one gathers, so the busier the stream the larger its batches.
+//! replicated stream keep group commit.
 //!
-//! Where the batch goes:
+//! Where a batch goes:
 //!
 //! - this replica leads: the messages whose key the group holds already
-//!   are answered with their sequence (a publish sent again), the others
-//!   written as one entry, each answered with its own sequence;
+//!   (or that a batch under way holds) are answered with that sequence (a
+//!   publish sent again), the others handed to the group as one entry,
+//!   after the entries handed before it. Up to [`BATCHES_IN_FLIGHT_MAX`]
+//!   batches are under way at once: while one replicates, the next is
+//!   stored, and the one after gathers. A completer task answers them in
+//!   order; a batch whose leader lost its place comes back to the
+//!   submitter before anything newer;
 //! - another replica leads: the batch is forwarded there in one call
-//!   (`forward`), and each message gets the sequence the leader answers;
+//!   (`forward`), one call at a time so that the leader queues batches in
+//!   their order, and each message gets the sequence the leader answers;
 //! - no leader is known: the submitter waits for one.
 //!
 //! A batch goes on through elections and leader changes until a quorum has
@@ -26,13 +31,16 @@
 //! publishers is refused with `no_quorum`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Instant;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sift_proto::ErrorCode;
 use sift_raft::replica::AppendError;
 use sift_raft::{Append, StreamEntry};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::forward::{AppendRefusal, Forwarded};
 use super::{Replication, Started};
@@ -45,6 +53,8 @@ pub const BATCH_MESSAGES_MAX: usize = 4_096;
 /// (`limits.max_frame_bytes`, 8 MiB by default), which carries it to the
 /// followers with the entries around it.
 pub const BATCH_BYTES_MAX: usize = 1024 * 1024;
+/// Most batches a leader has handed to the group and not yet answered.
+pub const BATCHES_IN_FLIGHT_MAX: usize = 4;
 
 /// Who hears how a message fared.
 pub(crate) enum Done {
@@ -77,6 +87,29 @@ pub(crate) struct Submission {
 /// The submitter's end of a stream's queue.
 pub(crate) type Queue = mpsc::UnboundedSender<Submission>;
 
+/// The answer a batch handed to the group will get.
+type Answer = Pin<Box<dyn Future<Output = Result<u64, AppendError>> + Send>>;
+
+/// A batch handed to the group, waiting for its answer.
+struct Written {
+    batch: Vec<Submission>,
+    deadline: Instant,
+    answer: Answer,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Publishes of a key sent again while a batch holding the key is under
+/// way: answered with the sequence that batch gets.
+type InFlightKeys = Arc<Mutex<HashMap<u64, Vec<Done>>>>;
+
+/// What the submitter and its completer share.
+struct Pipeline {
+    in_flight: Arc<Semaphore>,
+    keys: InFlightKeys,
+    written: mpsc::UnboundedSender<Written>,
+    retry: mpsc::UnboundedReceiver<Vec<Submission>>,
+}
+
 impl Replication {
     /// Queues a message for the group, after every message queued before
     /// it. Before the replica runs it is refused at once.
@@ -84,34 +117,62 @@ impl Replication {
         let Some(started) = self.started.get() else {
             return done.send(&self.stream, Err(self.starting()));
         };
-        self.queued.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.queued.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::error::SendError(submission)) = started.queue.send(Submission { append, done }) {
-            self.queued.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            self.queued.fetch_sub(1, Ordering::AcqRel);
             submission.done.send(&self.stream, Err(self.starting()));
         }
     }
 
-    /// Takes batches off the queue and stores each on the group, in order.
+    /// Takes batches off the queue (a batch that came back first) and
+    /// stores each on the group, in order.
     pub(crate) async fn run_submitter(self: Arc<Self>, mut queue: mpsc::UnboundedReceiver<Submission>) {
-        while let Some(first) = queue.recv().await {
-            let mut bytes = first.append.body.len();
-            let mut batch = vec![first];
-            while batch.len() < BATCH_MESSAGES_MAX && bytes < BATCH_BYTES_MAX {
-                let Ok(next) = queue.try_recv() else { break };
-                bytes += next.append.body.len();
-                batch.push(next);
-            }
-            self.queued.fetch_sub(batch.len(), std::sync::atomic::Ordering::AcqRel);
-            self.deliver(batch).await;
+        let (written, to_complete) = mpsc::unbounded_channel();
+        let (retry, retried) = mpsc::unbounded_channel();
+        let keys = InFlightKeys::default();
+        tokio::spawn(self.clone().run_completer(to_complete, retry, keys.clone()));
+        let mut pipeline =
+            Pipeline { in_flight: Arc::new(Semaphore::new(BATCHES_IN_FLIGHT_MAX)), keys, written, retry: retried };
+        loop {
+            let (batch, permit) = tokio::select! {
+                biased;
+                Some(batch) = pipeline.retry.recv() => {
+                    let Ok(permit) = pipeline.in_flight.clone().acquire_owned().await else { return };
+                    (batch, permit)
+                }
+                first = queue.recv() => {
+                    let Some(first) = first else { return };
+                    // The permit first: what queues while the group is busy
+                    // joins this batch.
+                    let Ok(permit) = pipeline.in_flight.clone().acquire_owned().await else { return };
+                    (self.gather(first, &mut queue), permit)
+                }
+            };
+            self.deliver(batch, permit, &pipeline).await;
         }
     }
 
-    /// Stores `batch` on the group, through leader changes, until a quorum
-    /// has it or the wait runs out; answers each message.
-    async fn deliver(&self, mut batch: Vec<Submission>) {
+    /// `first` and what is queued behind it, within the batch bounds.
+    fn gather(&self, first: Submission, queue: &mut mpsc::UnboundedReceiver<Submission>) -> Vec<Submission> {
+        let mut bytes = first.append.body.len();
+        let mut batch = vec![first];
+        while batch.len() < BATCH_MESSAGES_MAX && bytes < BATCH_BYTES_MAX {
+            let Ok(next) = queue.try_recv() else { break };
+            bytes += next.append.body.len();
+            batch.push(next);
+        }
+        self.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        batch
+    }
+
+    /// Hands `batch` to the group (here, or forwarded to the leader),
+    /// through leader changes, until it is under way, stored, or the wait
+    /// runs out.
+    async fn deliver(&self, mut batch: Vec<Submission>, permit: OwnedSemaphorePermit, pipeline: &Pipeline) {
         let Some(started) = self.started.get() else { return };
         let deadline = Instant::now() + self.settings.append_wait;
         let mut problem = "no leader is known".to_string();
+        let mut permit = Some(permit);
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -119,9 +180,10 @@ impl Replication {
             }
             let leader = started.replica.leader();
             if leader == Some(started.replica.id()) {
-                match self.write_here(started, batch, remaining).await {
+                let Some(held) = permit.take() else { return };
+                match self.write_here(started, batch, (deadline, remaining), held, pipeline).await {
                     Ok(()) => return,
-                    Err((rest, why)) => (batch, problem) = (rest, why),
+                    Err((rest, held, why)) => (batch, permit, problem) = (rest, Some(held), why),
                 }
             } else if let Some(leader) = leader {
                 let appends: Vec<Append> = batch.iter().map(|submission| submission.append.clone()).collect();
@@ -133,65 +195,114 @@ impl Replication {
                     Forwarded::Retry(why) => problem = why,
                 }
             }
-            let wait = remaining.min(self.settings.election_wait);
+            let wait = remaining.min(self.settings.retry_wait(leader.is_some()));
             self.await_leader_other_than(started, leader.filter(|id| *id != started.replica.id()), wait).await;
         }
     }
 
-    /// Writes `batch` as one entry on the replica here, which leads; gives
-    /// the batch back (and why) when it no longer does.
+    /// Hands `batch` to the group as one entry on the replica here, which
+    /// leads; the completer answers it. Gives the batch back (and why)
+    /// when this replica no longer leads.
     async fn write_here(
         &self,
         started: &Started,
         batch: Vec<Submission>,
-        remaining: std::time::Duration,
-    ) -> Result<(), (Vec<Submission>, String)> {
+        (deadline, remaining): (Instant, Duration),
+        permit: OwnedSemaphorePermit,
+        pipeline: &Pipeline,
+    ) -> Result<(), (Vec<Submission>, OwnedSemaphorePermit, String)> {
         let caught_up = tokio::time::timeout(remaining, started.replica.caught_up_as_leader()).await;
         if !matches!(caught_up, Ok(Ok(()))) {
-            return Err((batch, "the new leader is catching up".into()));
+            return Err((batch, permit, "the new leader is catching up".into()));
         }
-        // A message whose key the group holds was stored before: its
-        // sequence. Messages of one key in the batch are written once.
-        let mut appends = Vec::with_capacity(batch.len());
-        let mut places: Vec<Result<u64, usize>> = Vec::with_capacity(batch.len());
-        let mut first_of_key: HashMap<u64, usize> = HashMap::new();
-        for submission in &batch {
-            let key = submission.append.key;
-            if let Some(seq) = started.replica.seq_of_key(key) {
-                places.push(Ok(seq));
-            } else if let Some(place) = first_of_key.get(&key).filter(|_| key != 0) {
-                places.push(Err(*place));
-            } else {
-                first_of_key.insert(key, appends.len());
-                places.push(Err(appends.len()));
-                appends.push(submission.append.clone());
-            }
-        }
-        if appends.is_empty() {
-            let seqs = places.into_iter().map(|place| place.unwrap_or_default()).collect();
-            self.answer_each(batch, seqs);
+        let batch = self.set_aside_duplicates(started, batch, &pipeline.keys);
+        if batch.is_empty() {
             return Ok(());
         }
-        let written = appends.len();
-        let outcome = tokio::time::timeout(remaining, started.replica.write(StreamEntry::Messages(appends))).await;
-        match outcome {
-            Ok(Ok(first_seq)) => {
-                add(&started.transport.stats().replicated_appends, written as u64);
-                bump(&started.transport.stats().replicated_batches);
-                let seqs =
-                    places.into_iter().map(|place| place.unwrap_or_else(|offset| first_seq + offset as u64)).collect();
-                self.answer_each(batch, seqs);
+        let appends = batch.iter().map(|submission| submission.append.clone()).collect();
+        match started.replica.write_in_order(StreamEntry::Messages(appends)).await {
+            Ok(answer) => {
+                let written = Written { batch, deadline, answer: Box::pin(answer), _permit: permit };
+                let _ = pipeline.written.send(written);
                 Ok(())
             }
-            Ok(Err(AppendError::NotLeader { .. })) => Err((batch, "the leader changed".into())),
-            Ok(Err(AppendError::Failed(why))) => {
-                self.answer_all(batch, Err((ErrorCode::StorageError, self.failure(&why))));
-                Ok(())
+            Err(error) => {
+                let why = error.to_string();
+                self.release_keys(&batch, &pipeline.keys, |_| Err((ErrorCode::NoQuorum, why.clone())));
+                Err((batch, permit, why))
             }
-            Err(_) => {
-                let refusal = self.no_quorum(started, "no quorum of its replicas stored it in time");
-                self.answer_all(batch, Err(refusal));
-                Ok(())
+        }
+    }
+
+    /// Answers, or sets aside for a batch under way, each message whose key
+    /// the group holds or is storing; the messages left, one per key.
+    fn set_aside_duplicates(&self, started: &Started, batch: Vec<Submission>, keys: &InFlightKeys) -> Vec<Submission> {
+        let mut keys = keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fresh = Vec::with_capacity(batch.len());
+        for submission in batch {
+            let key = submission.append.key;
+            if let Some(seq) = started.replica.seq_of_key(key) {
+                submission.done.send(&self.stream, Ok(seq));
+            } else if let Some(waiting) = keys.get_mut(&key) {
+                waiting.push(submission.done);
+            } else {
+                keys.insert(key, Vec::new());
+                fresh.push(submission);
+            }
+        }
+        fresh
+    }
+
+    /// Forgets the keys of `batch` as under way, answering whatever waited
+    /// on them with `answer` of the key's place in the batch.
+    fn release_keys(
+        &self,
+        batch: &[Submission],
+        keys: &InFlightKeys,
+        answer: impl Fn(usize) -> Result<u64, AppendRefusal>,
+    ) {
+        let mut keys = keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (place, submission) in batch.iter().enumerate() {
+            for waiting in keys.remove(&submission.append.key).into_iter().flatten() {
+                waiting.send(&self.stream, answer(place));
+            }
+        }
+    }
+
+    /// Answers the batches handed to the group, in order; one whose leader
+    /// lost its place goes back to the submitter.
+    async fn run_completer(
+        self: Arc<Self>,
+        mut written: mpsc::UnboundedReceiver<Written>,
+        retry: mpsc::UnboundedSender<Vec<Submission>>,
+        keys: InFlightKeys,
+    ) {
+        let Some(started) = self.started.get() else { return };
+        while let Some(Written { batch, deadline, answer, _permit }) = written.recv().await {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, answer).await {
+                Ok(Ok(first_seq)) => {
+                    add(&started.transport.stats().replicated_appends, batch.len() as u64);
+                    bump(&started.transport.stats().replicated_batches);
+                    self.release_keys(&batch, &keys, |place| Ok(first_seq + place as u64));
+                    let seqs = (0..batch.len() as u64).map(|offset| first_seq + offset).collect();
+                    self.answer_each(batch, seqs);
+                }
+                Ok(Err(AppendError::NotLeader { .. })) => {
+                    let why = "the leader changed while the message was stored; retry";
+                    self.release_keys(&batch, &keys, |_| Err((ErrorCode::NoQuorum, why.into())));
+                    let _ = retry.send(batch);
+                }
+                Ok(Err(AppendError::Failed(why))) => {
+                    let refusal = (ErrorCode::StorageError, self.failure(&why));
+                    self.release_keys(&batch, &keys, |_| Err(refusal.clone()));
+                    self.answer_all(batch, Err(refusal));
+                }
+                Err(_) => {
+                    let refusal = self.no_quorum(started, "no quorum of its replicas stored it in time");
+                    self.release_keys(&batch, &keys, |_| Err(refusal.clone()));
+                    self.answer_all(batch, Err(refusal));
+                }
             }
         }
     }

@@ -89,6 +89,14 @@ pub struct PubArgs {
     /// that the messages can be told apart (`scripts/crash-check` uses it).
     #[arg(long, value_name = "N")]
     number_from: Option<u64>,
+    /// Go on across a lost broker: reconnect (to the next of several
+    /// comma-separated --server addresses), give each message a
+    /// `Sift-Msg-Id` of this run's and its number, and publish again a
+    /// message whose broker was lost or that was refused for want of a
+    /// quorum, with the same id, so that a replicated stream stores it
+    /// once (`scripts/chaos` uses it).
+    #[arg(long)]
+    failover: bool,
     /// Stamp each message with this machine's clock carried into the
     /// broker's (after TIME exchanges), so that receivers can order and
     /// space messages by when they were sent (`sift sub --order`, `--tds`).
@@ -176,7 +184,7 @@ pub async fn run(mut args: PubArgs) -> Result<(), CliError> {
     let options = PublishOptions { await_delivered, await_timeout: args.await_timeout_ms.map(Duration::from_millis) };
     let client_options = ClientOptions {
         name: crate::guidance::client_name("pub", args.name.as_deref()),
-        reconnect: false,
+        reconnect: args.failover,
         publisher_time: args.publisher_time,
         credentials: args.sign_in.credentials()?,
         tls: args.sign_in.tls()?,
@@ -212,10 +220,54 @@ async fn publish_count(
             let due = started + interval.mul_f64(index as f64);
             tokio::time::sleep_until(due.into()).await;
         }
-        let confirm = client.publish_confirmed(nth_message(args, message, index), options).await?;
+        let message = nth_message(args, message, index);
+        let confirm = match args.failover {
+            true => publish_until_confirmed(client, message, options).await?,
+            false => client.publish_confirmed(message, options).await?,
+        };
         print_confirm(index + 1, &confirm);
     }
     Ok(())
+}
+
+/// Most times `--failover` publishes one message again.
+const FAILOVER_ATTEMPTS_MAX: u32 = 100;
+/// The pause before a message refused for want of a quorum is sent again.
+const FAILOVER_PAUSE: Duration = Duration::from_millis(200);
+
+/// Publishes `message` until it is confirmed: again (with its id) after a
+/// refusal for want of a quorum or a lost broker, at most
+/// [`FAILOVER_ATTEMPTS_MAX`] times.
+async fn publish_until_confirmed(
+    client: &Client,
+    message: Message,
+    options: PublishOptions,
+) -> Result<sift_client::Confirm, CliError> {
+    let mut attempt = 1;
+    loop {
+        match client.publish_confirmed(message.clone(), options).await {
+            Ok(confirm) => return Ok(confirm),
+            Err(error) if attempt < FAILOVER_ATTEMPTS_MAX && is_passing(&error) => {
+                eprintln!("sift pub: {error}; publishing again");
+                attempt += 1;
+                tokio::time::sleep(FAILOVER_PAUSE).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// True for a refusal that a later attempt may not meet: no quorum, a
+/// broker shutting down, a connection lost before the answer.
+fn is_passing(error: &sift_client::ClientError) -> bool {
+    use sift_proto::ErrorCode;
+    match error {
+        sift_client::ClientError::Refused { code, .. } => {
+            matches!(code, ErrorCode::NoQuorum | ErrorCode::ShuttingDown | ErrorCode::StorageError)
+        }
+        sift_client::ClientError::Disconnected => true,
+        _ => false,
+    }
 }
 
 /// Publishes one message per line of standard input (its line end
@@ -274,6 +326,10 @@ pub fn nth_message(args: &PubArgs, template: &Message, index: u64) -> Message {
     }
     if args.ttl_ms > 0 {
         next.expiry_ns = sift_core::system_now_ns() + args.ttl_ms * 1_000_000;
+    }
+    if args.failover {
+        let id = format!("{}-{}", crate::guidance::client_name("pub", args.name.as_deref()), index);
+        next.properties.push((sift_core::MSG_ID_PROPERTY.to_string(), sift_core::Value::Str(id.into())));
     }
     sign_if_asked(args, &mut next);
     next

@@ -414,7 +414,7 @@ fn one_pass(
         }
         // A replicated stream's own entries are no message: done at once.
         for seq in &outcome.skipped {
-            consumer.cursor.done_range(*seq, *seq);
+            consumer.cursor.pass_over_quietly(*seq);
         }
         if outcome.is_empty(records) {
             return Pass::CaughtUp;

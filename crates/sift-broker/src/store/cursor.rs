@@ -152,6 +152,23 @@ impl Cursor {
         state.dirty = true;
     }
 
+    /// `seq` is no message (a replicated stream's own entry): done, without
+    /// making the position worth storing. Each stored position of a
+    /// replicated stream is itself such an entry; counting it as a change
+    /// would store a position for every position stored.
+    pub fn pass_over_quietly(&self, seq: u64) {
+        let mut state = self.lock();
+        if seq <= state.ack_floor || state.done.contains(seq) {
+            return;
+        }
+        debug_assert!(!state.in_flight.contains(&seq), "an entry that is no message is never in flight");
+        state.done.insert(seq);
+        if seq >= state.next_read {
+            state.next_read = seq + 1;
+        }
+        state.raise_floor();
+    }
+
     /// Takes in `position`, stored by another replica's consumer of the
     /// same durable subscription (`crate::replication`): what it has done
     /// is done here too, and reading starts again at the floor. Only for a

@@ -83,6 +83,10 @@ pub struct Replica {
     id: u64,
     raft: Raft<TypeConfig>,
     state: AppliedState,
+    /// The term this replica last found itself leading in, and the last
+    /// Raft index its log held then: once that is applied, every key the
+    /// group stored before this leadership is known here.
+    leadership: Arc<std::sync::Mutex<Option<(u64, u64)>>>,
 }
 
 impl Replica {
@@ -98,7 +102,7 @@ impl Replica {
         let raft = Raft::new(id, config, network, store, state.clone())
             .await
             .map_err(|error| StartError::Raft(error.to_string()))?;
-        Ok(Replica { id, raft, state })
+        Ok(Replica { id, raft, state, leadership: Arc::default() })
     }
 
     /// Serves a call of this group that reached this broker: its answer.
@@ -189,23 +193,36 @@ impl Replica {
         self.state.seq_of_key(key)
     }
 
-    /// Returns once this replica, if it leads, has applied an entry of its
-    /// own term: then every entry of earlier leaders that it holds is
-    /// applied and its keys known, so a message sent again is found. A
+    /// Returns once this replica, if it leads, has applied every entry its
+    /// log held when it found itself leading: then every key the group
+    /// stored before is known here, so a message sent again is found. (Not
+    /// "an entry of its own term": a leader restarted with its vote takes
+    /// up its term again, its old entries of that term unapplied.) A
     /// replica that does not lead returns at once (a write tells it so).
     pub async fn caught_up_as_leader(&self) -> Result<(), AppendError> {
-        let id = self.id;
-        let caught_up = |metrics: &openraft::RaftMetrics<u64, BasicNode>| {
-            metrics.current_leader != Some(id)
-                || metrics.last_applied.is_some_and(|applied| applied.leader_id.term == metrics.current_term)
-        };
         let mut metrics = self.raft.metrics();
         loop {
-            if caught_up(&metrics.borrow_and_update()) {
+            if self.caught_up(&metrics.borrow_and_update()) {
                 return Ok(());
             }
             metrics.changed().await.map_err(|_| AppendError::Failed("the Raft node stopped".into()))?;
         }
+    }
+
+    fn caught_up(&self, metrics: &openraft::RaftMetrics<u64, BasicNode>) -> bool {
+        if metrics.current_leader != Some(self.id) {
+            return true;
+        }
+        let mut leadership = self.leadership.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let target = match *leadership {
+            Some((term, target)) if term == metrics.current_term => target,
+            _ => {
+                let target = metrics.last_log_index.unwrap_or(0);
+                *leadership = Some((metrics.current_term, target));
+                target
+            }
+        };
+        metrics.last_applied.is_some_and(|applied| applied.index >= target)
     }
 
     /// The last committed (and applied) stream sequence.

@@ -368,13 +368,13 @@ impl RaftLogReader<TypeConfig> for SegmentLogReader {
     }
 }
 
+/// The store reads as its readers do.
 impl RaftLogReader<TypeConfig> for SegmentLogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + std::fmt::Debug + OptionalSend>(
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        let (start, end) = bounds(&range);
-        self.shared.entries(start, end)
+        SegmentLogReader { shared: self.shared.clone() }.try_get_log_entries(range).await
     }
 }
 

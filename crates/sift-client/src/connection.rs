@@ -92,6 +92,9 @@ struct Inner {
     /// The prefix of the `Sift-Msg-Id`s this client gives
     /// ([`ClientOptions::msg_ids`]): random, so that no two clients share it.
     msg_id_prefix: String,
+    /// Reads of the connection, for the liveness watcher
+    /// ([`crate::liveness`]).
+    reads: crate::liveness::ReadCounter,
 }
 
 /// A random prefix for a client's message ids: the process's random hash
@@ -155,6 +158,7 @@ impl Client {
             window,
             connected_watch: tokio::sync::watch::Sender::new(false),
             msg_id_prefix: random_msg_id_prefix(),
+            reads: crate::liveness::ReadCounter::default(),
         });
         let client = Client { inner };
         {
@@ -807,19 +811,28 @@ impl Client {
                 }
                 reconnected = true;
                 let max_frame = self.lock().welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
-                let (mut writer_task, mut reader_task) = match link {
+                // A broker in this process cannot go silent without its
+                // channels closing: only byte streams are watched.
+                let (mut writer_task, mut reader_task, ping_interval) = match link {
                     Link::Bytes(reader, writer) => (
                         tokio::spawn(self.clone().write_loop(writer)),
                         tokio::spawn(self.clone().read_loop(reader, max_frame)),
+                        self.inner.options.ping_interval,
                     ),
                     Link::Frames(to_broker, from_broker) => (
                         tokio::spawn(self.clone().write_frames_loop(to_broker)),
                         tokio::spawn(self.clone().read_frames_loop(from_broker)),
+                        None,
                     ),
                 };
+                let pings_max = self.inner.options.pings_outstanding_max;
                 tokio::select! {
                     _ = &mut writer_task => reader_task.abort(),
                     _ = &mut reader_task => writer_task.abort(),
+                    () = crate::liveness::watch(&self, &self.inner.reads, ping_interval, pings_max) => {
+                        reader_task.abort();
+                        writer_task.abort();
+                    }
                 }
                 self.suspend();
                 delay = RECONNECT_DELAY_MIN;
@@ -1036,7 +1049,7 @@ impl Client {
             }
             match reader.read_buf(&mut buf).await {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                Ok(_) => self.inner.reads.count(),
             }
         }
     }

@@ -30,6 +30,7 @@ mod connection;
 pub mod cpu;
 pub mod error;
 pub mod json;
+mod liveness;
 pub mod multicast;
 mod options;
 mod ordering;
@@ -46,7 +47,7 @@ pub use connection::Client;
 pub use error::ClientError;
 pub use options::{
     durable_name_part, queue_durable_name, AckPolicy, ClientOptions, Credentials, PublishOptions, SubscribeOptions,
-    CLOCK_SYNC_INTERVAL_DEFAULT,
+    CLOCK_SYNC_INTERVAL_DEFAULT, PINGS_OUTSTANDING_MAX_DEFAULT, PING_INTERVAL_DEFAULT,
 };
 pub use ordering::{OrderingBuffer, OrderingConfig, OrderingCounters, OrderingError, ORDERING_ENTRIES_MAX};
 pub use query::{QueryEvent, QueryOptions, QueryResults};

@@ -8,6 +8,12 @@ use crate::time::ClockSource;
 
 /// Default interval between background `TIME` exchanges.
 pub const CLOCK_SYNC_INTERVAL_DEFAULT: Duration = Duration::from_secs(5);
+/// Default [`ClientOptions::ping_interval`]: a silent broker is noticed
+/// within 45 s (NATS clients take 2 minutes and then 2 pings; a subscriber
+/// told of the loss sooner misses less).
+pub const PING_INTERVAL_DEFAULT: Duration = Duration::from_secs(15);
+/// Default [`ClientOptions::pings_outstanding_max`].
+pub const PINGS_OUTSTANDING_MAX_DEFAULT: u32 = 2;
 
 /// Options of a client connection.
 #[derive(Debug, Clone)]
@@ -46,6 +52,15 @@ pub struct ClientOptions {
     /// publish once even when the client resends it to another broker of
     /// the group after a failover (docs/STORAGE.md, "Replicated streams").
     pub msg_ids: bool,
+    /// After this long without a byte from the broker the client sends a
+    /// `PING`; `None` never does, and then only a closed connection shows
+    /// the broker lost ([`crate::Client::connection_changes`]).
+    pub ping_interval: Option<Duration>,
+    /// Intervals of silence after the first `PING` before the connection
+    /// counts as lost and the client reconnects: a broker that stopped
+    /// without closing its sockets is noticed within
+    /// `(pings_outstanding_max + 1) × ping_interval`.
+    pub pings_outstanding_max: u32,
 }
 
 /// A user name and password, or a bearer token, to sign in with.
@@ -130,6 +145,8 @@ impl Default for ClientOptions {
             credentials: None,
             tls: None,
             msg_ids: false,
+            ping_interval: Some(PING_INTERVAL_DEFAULT),
+            pings_outstanding_max: PINGS_OUTSTANDING_MAX_DEFAULT,
         }
     }
 }

@@ -805,6 +805,8 @@ fn sub_says_when_it_loses_and_regains_the_broker_and_keeps_receiving() {
     let mut sub = Command::new(SIFT)
         .args(["sub", "--topic", "alerts.>", "--count", "1"])
         .env("SIFT_SERVER", &address)
+        // What the client does shows in the failure's lines, if it fails.
+        .env("SIFT_LOG", "debug")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -196,3 +196,42 @@ async fn clients_reconnect_resubscribe_and_resend_unconfirmed_reliable_publishes
     assert_eq!(text(&next(&mut subscription).await), "after");
     second.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_client_notices_a_broker_gone_silent_and_comes_back_through_a_new_connection() {
+    let broker = broker().await;
+    let proxy = crate::cut_proxy::CutProxy::start(broker.local_addr()).await;
+    // The clock exchanges would show the broker alive: only PINGs here.
+    let options = ClientOptions {
+        reconnect_delay_max: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(500),
+        clock_sync_interval: None,
+        ping_interval: Some(Duration::from_millis(50)),
+        ..ClientOptions::default()
+    };
+    let subscriber = Client::connect(proxy.address().to_string(), options).await.expect("connect");
+    let mut subscription = subscriber.subscribe(SubscribeOptions::new("t")).await.expect("subscribe");
+    let mut connection = subscriber.connection_changes();
+    connection.mark_unchanged();
+    // A silent broker closes nothing: only the unanswered PINGs tell.
+    proxy.black_hole();
+    tokio::time::timeout(PATIENCE, connection.wait_for(|connected| !connected)).await.expect("loss noticed").ok();
+    proxy.restore();
+    tokio::time::timeout(PATIENCE, connection.wait_for(|connected| *connected)).await.expect("reconnected").ok();
+    // The subscription came back with the connection: a message published
+    // until one reaches it (it may be restored just after a publish).
+    let publisher = client(&broker, "pub").await;
+    let received = async {
+        loop {
+            let confirm =
+                publisher.publish_confirmed(reliable("t", "after"), Default::default()).await.expect("confirm");
+            if confirm.matched == 1 {
+                return next(&mut subscription).await;
+            }
+            publisher.ping().await.expect("pong");
+        }
+    };
+    let delivery = tokio::time::timeout(PATIENCE, received).await.expect("the subscription came back");
+    assert_eq!(text(&delivery), "after");
+    broker.shutdown().await;
+}

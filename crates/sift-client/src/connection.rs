@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use crate::options::{AckPolicy, ClientOptions, PublishOptions, SubscribeOptions};
 use crate::outgoing::{Outgoing, Publishing};
 use crate::query::QuerySender;
-use crate::subscription::{Batch, Delivery, Gap, Subscription};
+use crate::subscription::{Batch, Delivery, Gap, Settle, Subscription};
 use crate::transport::{Endpoint, Link, LocalOpener, PipeOpener, TransportRead, TransportWrite};
 use crate::ClientError;
 
@@ -58,6 +58,10 @@ struct State {
     out: Outgoing,
     acks: Vec<u64>,
     connected: bool,
+    /// Counts the sessions with the broker (one per connect and
+    /// reconnect): a delivery tag means something only in the session
+    /// that gave it, since each session numbers its deliveries afresh.
+    session: u64,
     closed: bool,
     next_request_id: u64,
     next_sub_id: u32,
@@ -278,10 +282,34 @@ impl Client {
         self.send_frame(Frame::Nack { delivery_tag: tag, requeue })
     }
 
+    /// Refuses `tag`, given in `session`; dropped when that session has
+    /// ended (as [`Client::queue_ack_in`] drops an acknowledgement).
+    pub(crate) fn nack_in(&self, session: u64, tag: u64, requeue: bool) -> Result<(), ClientError> {
+        let current = {
+            let state = self.lock();
+            state.session == session && state.connected
+        };
+        match current {
+            true => self.nack_tag(tag, requeue),
+            false => Ok(()),
+        }
+    }
+
     pub(crate) fn queue_ack(&self, tag: u64) -> Result<(), ClientError> {
+        self.queue_ack_in(None, tag)
+    }
+
+    /// Queues an acknowledgement of `tag`, given in `session` (any, for
+    /// `None`). One given in an earlier session is dropped: that session's
+    /// broker returned the delivery when it ended and gives it again, and
+    /// its tag now names another delivery of the new session.
+    pub(crate) fn queue_ack_in(&self, session: Option<u64>, tag: u64) -> Result<(), ClientError> {
         let mut state = self.lock();
         if state.closed {
             return Err(ClientError::Closed);
+        }
+        if session.is_some_and(|session| session != state.session || !state.connected) {
+            return Ok(());
         }
         state.acks.push(tag);
         drop(state);
@@ -810,18 +838,21 @@ impl Client {
                     self.resume();
                 }
                 reconnected = true;
-                let max_frame = self.lock().welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes);
+                let (max_frame, session) = {
+                    let state = self.lock();
+                    (state.welcome.as_ref().map_or(DEFAULT_MAX_FRAME_BYTES, |w| w.max_frame_bytes), state.session)
+                };
                 // A broker in this process cannot go silent without its
                 // channels closing: only byte streams are watched.
                 let (mut writer_task, mut reader_task, ping_interval) = match link {
                     Link::Bytes(reader, writer) => (
                         tokio::spawn(self.clone().write_loop(writer)),
-                        tokio::spawn(self.clone().read_loop(reader, max_frame)),
+                        tokio::spawn(self.clone().read_loop(reader, max_frame, session)),
                         self.inner.options.ping_interval,
                     ),
                     Link::Frames(to_broker, from_broker) => (
                         tokio::spawn(self.clone().write_frames_loop(to_broker)),
-                        tokio::spawn(self.clone().read_frames_loop(from_broker)),
+                        tokio::spawn(self.clone().read_frames_loop(from_broker, session)),
                         None,
                     ),
                 };
@@ -884,6 +915,7 @@ impl Client {
         let buffered = std::mem::replace(&mut state.out, prefix);
         state.out.append(buffered);
         state.connected = true;
+        state.session += 1;
         drop(state);
         self.inner.connected_watch.send_replace(true);
         self.inner.writer_wake.notify_one();
@@ -996,7 +1028,7 @@ impl Client {
     /// A local session's reader: the broker's frames arrive as values, in
     /// batches; deliveries are staged per subscription as the byte reader
     /// stages them.
-    async fn read_frames_loop(self, mut from_broker: mpsc::Receiver<Vec<Frame>>) {
+    async fn read_frames_loop(self, mut from_broker: mpsc::Receiver<Vec<Frame>>, session: u64) {
         let mut staged: Vec<(u32, Vec<Delivery>)> = Vec::new();
         let mut batch_capacity = 1;
         // One batch from the broker is at most one `write_batch_bytes`, as
@@ -1005,7 +1037,7 @@ impl Client {
         while let Some(frames) = from_broker.recv().await {
             for frame in frames {
                 match frame {
-                    Frame::Deliver(deliver) => self.stage(&mut staged, deliver, batch_capacity),
+                    Frame::Deliver(deliver) => self.stage(&mut staged, deliver, batch_capacity, session),
                     frame => {
                         if !self.dispatch(frame).await {
                             return;
@@ -1017,7 +1049,7 @@ impl Client {
         }
     }
 
-    async fn read_loop(self, mut reader: TransportRead, max_frame_bytes: u32) {
+    async fn read_loop(self, mut reader: TransportRead, max_frame_bytes: u32, session: u64) {
         let mut decoder = Decoder::new(max_frame_bytes);
         let mut buf = BytesMut::with_capacity(64 * 1024);
         // Deliveries of one read, per subscription, handed over as batches:
@@ -1029,7 +1061,7 @@ impl Client {
         loop {
             loop {
                 match decoder.decode(&mut buf) {
-                    Ok(Some(Frame::Deliver(deliver))) => self.stage(&mut staged, deliver, batch_capacity),
+                    Ok(Some(Frame::Deliver(deliver))) => self.stage(&mut staged, deliver, batch_capacity, session),
                     Ok(Some(frame)) => {
                         if !self.dispatch(frame).await {
                             return;
@@ -1054,7 +1086,7 @@ impl Client {
         }
     }
 
-    fn stage(&self, staged: &mut Vec<(u32, Vec<Delivery>)>, deliver: Deliver, batch_capacity: usize) {
+    fn stage(&self, staged: &mut Vec<(u32, Vec<Delivery>)>, deliver: Deliver, batch_capacity: usize, session: u64) {
         let delivery = Delivery {
             message: deliver.message,
             sub_id: deliver.sub_id,
@@ -1063,7 +1095,7 @@ impl Client {
             stream_seq: deliver.stream_seq,
             // Only deliveries that can be acknowledged hold the client: its
             // reference count is shared with other threads.
-            client: (deliver.delivery_tag != 0).then(|| self.clone()),
+            settle: (deliver.delivery_tag != 0).then(|| Settle { client: self.clone(), session }),
         };
         match staged.iter_mut().find(|(sub_id, _)| *sub_id == deliver.sub_id) {
             Some((_, batch)) => batch.push(delivery),

@@ -26,31 +26,42 @@ pub struct Delivery {
     /// Its sequence in the stream it was read from (replays and durable
     /// subscriptions); 0 for a live delivery.
     pub stream_seq: u64,
-    /// The client, for acknowledging; `None` when no ack is expected.
-    pub(crate) client: Option<Client>,
+    /// The client and the session the delivery came in, for
+    /// acknowledging; `None` when no ack is expected.
+    pub(crate) settle: Option<Settle>,
+}
+
+/// Where a delivery's acknowledgement goes: its client, and the session
+/// with the broker that gave the delivery its tag (an acknowledgement
+/// made after that session ended is dropped: the broker gives the
+/// message again in the new one, under another tag).
+#[derive(Debug, Clone)]
+pub(crate) struct Settle {
+    pub(crate) client: Client,
+    pub(crate) session: u64,
 }
 
 impl Delivery {
     /// A delivery that is not tied to a connection (acknowledging it does
     /// nothing): for tests and tools that build deliveries themselves.
     pub fn detached(message: Message, sub_id: u32, delivery_tag: u64, redelivered: bool, stream_seq: u64) -> Delivery {
-        Delivery { message: Box::new(message), sub_id, delivery_tag, redelivered, stream_seq, client: None }
+        Delivery { message: Box::new(message), sub_id, delivery_tag, redelivered, stream_seq, settle: None }
     }
 
     /// Acknowledges the delivery (a no-op when it needs none).
     pub fn ack(&self) -> Result<(), ClientError> {
-        match &self.client {
-            Some(client) if self.delivery_tag != 0 => client.queue_ack(self.delivery_tag),
+        match &self.settle {
+            Some(settle) if self.delivery_tag != 0 => {
+                settle.client.queue_ack_in(Some(settle.session), self.delivery_tag)
+            }
             _ => Ok(()),
         }
     }
 
     /// Refuses the delivery: the broker redelivers it (`requeue`) or drops it.
     pub fn nack(&self, requeue: bool) -> Result<(), ClientError> {
-        match &self.client {
-            Some(client) if self.delivery_tag != 0 => {
-                client.send_frame(sift_proto::Frame::Nack { delivery_tag: self.delivery_tag, requeue })
-            }
+        match &self.settle {
+            Some(settle) if self.delivery_tag != 0 => settle.client.nack_in(settle.session, self.delivery_tag, requeue),
             _ => Ok(()),
         }
     }

@@ -67,6 +67,10 @@ pub(crate) async fn run(link: Established, shared: Arc<BrokerShared>) {
         }
     }
     shared.links.deregister(&session.peer, registered.id, &shared.stats);
+    // Calls on their way to the neighbour, or answers on their way back,
+    // are lost with the link: their callers try again now rather than
+    // when their waits run out.
+    shared.raft_calls.fail_calls_to(&session.peer);
     // The writer ends once every sender is gone: the registry's (removed
     // above) and the session's (dropped here), after flushing what is queued.
     drop(session);

@@ -59,12 +59,16 @@ pub enum CallFailure {
 /// The answer a waiting call gets: the body, or why the callee refused.
 type Answer = Result<Bytes, String>;
 
+/// What a call waiting on a neighbour whose link went down is told.
+const LINK_LOST: &str = "the link to the broker went down";
+
 /// The calls this broker waits on, and the calls it serves.
 #[derive(Debug)]
 pub struct RaftCalls {
     own_name: String,
     next_call_id: AtomicU64,
-    waiting: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    /// Each waiting call's callee and where its answer goes.
+    waiting: Mutex<HashMap<u64, (String, oneshot::Sender<Answer>)>>,
     serving: AtomicUsize,
     calls_max: usize,
     stats: Arc<Stats>,
@@ -96,7 +100,7 @@ impl RaftCalls {
         }
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Answer>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, oneshot::Sender<Answer>)>> {
         self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -119,7 +123,7 @@ impl RaftCalls {
                 bump(&self.stats.raft_calls_full);
                 return Err(CallFailure::Full(self.calls_max));
             }
-            waiting.insert(call_id, sender);
+            waiting.insert(call_id, (to.to_string(), sender));
         }
         let _guard = WaitGuard { calls: self, call_id };
         let frame = RaftFrame {
@@ -138,6 +142,10 @@ impl RaftCalls {
         }
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(Ok(body))) => Ok(body),
+            Ok(Ok(Err(why))) if why == LINK_LOST => {
+                bump(&self.stats.raft_calls_failed);
+                Err(CallFailure::Unreachable(to.to_string()))
+            }
             Ok(Ok(Err(why))) => Err(CallFailure::Refused { to: to.to_string(), why }),
             Ok(Err(_)) | Err(_) => {
                 bump(&self.stats.raft_calls_failed);
@@ -146,9 +154,22 @@ impl RaftCalls {
         }
     }
 
+    /// Ends the calls waiting on the neighbour `peer`, whose link went
+    /// down: the call or its answer went with it. (A call to a broker
+    /// further away, routed through `peer`, waits out its time.)
+    pub(crate) fn fail_calls_to(&self, peer: &str) {
+        let mut waiting = self.waiting();
+        let lost: Vec<u64> = waiting.iter().filter(|(_, (to, _))| to == peer).map(|(call_id, _)| *call_id).collect();
+        for call_id in lost {
+            if let Some((_, waiter)) = waiting.remove(&call_id) {
+                let _ = waiter.send(Err(LINK_LOST.to_string()));
+            }
+        }
+    }
+
     /// Hands a reply to the call waiting for it (none when it timed out).
     pub(crate) fn answer(&self, frame: RaftFrame) {
-        let Some(waiter) = self.waiting().remove(&frame.call_id) else { return };
+        let Some((_, waiter)) = self.waiting().remove(&frame.call_id) else { return };
         let answer = match frame.flags & raft_flags::FAILED {
             0 => Ok(frame.body),
             _ => Err(String::from_utf8_lossy(&frame.body).into_owned()),

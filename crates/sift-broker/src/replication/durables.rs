@@ -10,9 +10,14 @@
 //!   One proposal per durable is under way at a time and the next carries
 //!   the latest position (older ones are dropped), so a busy durable costs
 //!   the group about one entry per round trip, not one per acknowledgement.
-//! - A member applies a position only to a durable without subscribers of
-//!   its own (whose cursor it advances, never moves back, and stores); one
-//!   with subscribers here is the one whose positions these are.
+//! - A member applies a position to a durable whose cursor has nothing in
+//!   flight (it advances the cursor, never moves it back, and stores it);
+//!   a cursor with deliveries in flight is where the positions come from.
+//! - A subscriber that attaches here is given nothing until this member
+//!   has applied everything the group had committed when it came
+//!   ([`Replication::catch_up`]): a member that was down, or behind, would
+//!   otherwise give again everything acknowledged elsewhere meanwhile,
+//!   and then pass over the positions that said so.
 //!
 //! What a failover can cost: acknowledgements of the last round trip, not
 //! yet in the group's log, are delivered again on the new member (at least
@@ -54,6 +59,9 @@ pub enum StateChange {
         /// The durable.
         name: String,
     },
+    /// Changes nothing: a member that stored it and has applied it has
+    /// applied everything committed before it ([`Replication::catch_up`]).
+    Barrier,
 }
 
 impl StateChange {
@@ -105,6 +113,28 @@ impl Replication {
             }
             replication.end_background();
         });
+    }
+
+    /// Waits until this member has applied everything the group had
+    /// committed when it was called: stores a [`StateChange::Barrier`] and
+    /// waits to apply it. Within `storage.replicated_append_ms_max`, else
+    /// `no_quorum`.
+    pub async fn catch_up(&self) -> Result<u64, super::forward::AppendRefusal> {
+        let Some(barrier) = StateChange::Barrier.encode() else { return Ok(0) };
+        let deadline = tokio::time::Instant::now() + self.settings.append_wait;
+        let seq = self.append_state_anywhere(barrier).await?;
+        loop {
+            let applied = self.appended.notified();
+            tokio::pin!(applied);
+            applied.as_mut().enable();
+            if self.committed_seq() >= seq {
+                return Ok(seq);
+            }
+            if tokio::time::timeout_at(deadline, applied).await.is_err() {
+                let started = self.started_or_refusal()?;
+                return Err(self.no_quorum(started, "this replica did not apply the group's log in time"));
+            }
+        }
     }
 
     /// Proposes the position the consumer of durable `name` stored; while

@@ -335,6 +335,10 @@ pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
     let mut reader = consumer.stream.reader();
     let mut records = Vec::new();
     let mut shutdown = context.shutdown.clone();
+    tokio::select! {
+        () = catch_up(&consumer) => {}
+        _ = shutdown.changed() => return,
+    }
     loop {
         let appended = consumer.stream.appended.notified();
         let woken = consumer.cursor.wake.notified();
@@ -376,6 +380,23 @@ pub async fn run(context: ConsumerContext, consumer: Arc<Consumer>) {
         if *context.shutdown.borrow() {
             return;
         }
+    }
+}
+
+/// A durable of a replicated stream gives its subscriber nothing before
+/// this member has applied what the group had committed when it came: the
+/// positions its acknowledgements at another member stored among it
+/// (`crate::replication::durables`). Without a quorum it is served from
+/// where this member stands, and may give acknowledged messages again.
+async fn catch_up(consumer: &Consumer) {
+    let (Some(durable), Some(replication)) = (&consumer.durable, consumer.stream.replication()) else { return };
+    if let Err((_, why)) = replication.catch_up().await {
+        tracing::warn!(
+            stream = %consumer.stream.name(),
+            durable = %durable.definition.name,
+            %why,
+            "a durable subscriber is served before this replica caught up with the group"
+        );
     }
 }
 

@@ -171,12 +171,16 @@ impl Cursor {
 
     /// Takes in `position`, stored by another replica's consumer of the
     /// same durable subscription (`crate::replication`): what it has done
-    /// is done here too, and reading starts again at the floor. Only for a
-    /// cursor with nothing in flight (a durable without subscribers here).
-    /// True when the cursor moved.
+    /// is done here too, and reading starts again at the floor. Only a
+    /// cursor with nothing in flight takes it in (one without subscribers
+    /// here, or whose subscriber has not been given anything yet): what a
+    /// cursor has in flight is its own, and a position that came from
+    /// elsewhere after that is passed over. True when the cursor moved.
     pub fn advance_to(&self, position: &StoredPosition) -> bool {
         let mut state = self.lock();
-        debug_assert!(state.in_flight.is_empty(), "a cursor with deliveries in flight is its own");
+        if !state.in_flight.is_empty() {
+            return false;
+        }
         let before = (state.ack_floor, state.done.iter().collect::<Vec<_>>());
         let floor = state.ack_floor;
         if position.ack_floor > floor {
@@ -331,6 +335,18 @@ mod tests {
         let behind = StoredPosition { ack_floor: 2, done_above: Vec::new() };
         assert!(!cursor.advance_to(&behind), "an older position changes nothing");
         assert_eq!(cursor.position(), ahead);
+    }
+
+    #[test]
+    fn a_cursor_with_deliveries_in_flight_keeps_its_own_position() {
+        let cursor = Cursor::starting_at(1);
+        cursor.delivered(1);
+        let elsewhere = StoredPosition { ack_floor: 5, done_above: Vec::new() };
+        assert!(!cursor.advance_to(&elsewhere), "what is in flight here is this cursor's own");
+        assert_eq!(cursor.ack_floor(), 0);
+        assert!(cursor.acked(1));
+        assert!(cursor.advance_to(&elsewhere), "with nothing in flight it takes the position in");
+        assert_eq!((cursor.ack_floor(), cursor.next_read()), (5, 6));
     }
 
     #[test]

@@ -24,7 +24,11 @@ impl Storage {
                 let Some(consumer) = self.durable(&name) else { return };
                 // A durable with subscribers here is the one these
                 // positions come from; its own cursor is ahead.
-                if consumer.member_count() > 0 || consumer.stream.name() != stream {
+                // A subscriber that came here from another replica is given
+                // nothing before the positions its acknowledgements there
+                // stored are applied ([`crate::replication`]'s catch-up):
+                // the cursor takes them in while nothing is in flight.
+                if consumer.stream.name() != stream {
                     return;
                 }
                 consumer.cursor.advance_to(&position);
@@ -32,6 +36,7 @@ impl Storage {
                     record.store_position(&moved);
                 }
             }
+            StateChange::Barrier => {}
             StateChange::DurableRemoved { name } => {
                 let idle = self.durable(&name).is_some_and(|consumer| consumer.member_count() == 0);
                 if idle {

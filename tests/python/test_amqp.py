@@ -76,7 +76,10 @@ async def test_messages_cross_between_amqp_and_every_other_door(broker):
         assert (await asyncio.to_thread(mqtt.messages.get, True, TIMEOUT)).payload == b"for mqtt"
         receiver = connection.create_receiver("topic://cross.to-amqp")
         await native.publish("cross.to-amqp", b"from native", properties={"lots": 7, "price": 2.5}, mode="reliable")
-        stomp.send(destination="/topic/cross.to-amqp", body="from stomp", headers={"type": "quote"})
+        # Three publishers on three connections: each waits for the broker to take its message, so
+        # that the order they arrive in is the order they were sent in.
+        stomp.send(destination="/topic/cross.to-amqp", body="from stomp", headers={"type": "quote", "receipt": "sent"})
+        assert await take(stomp_seen.receipts) == "sent"
         request = urllib.request.Request(f"{broker.http_url}/v1/messages?topic=cross.to-amqp", data=b"from http",
                                          method="POST")
         urllib.request.urlopen(request, timeout=TIMEOUT).close()

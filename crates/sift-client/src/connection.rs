@@ -111,6 +111,14 @@ fn random_msg_id_prefix() -> String {
     format!("{:016x}", hasher.finish())
 }
 
+impl State {
+    /// True while the session numbered `session` is the one connected: a
+    /// delivery tag it gave still names that delivery.
+    fn is_session(&self, session: u64) -> bool {
+        self.connected && self.session == session
+    }
+}
+
 /// A connection to a Sift broker. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct Client {
@@ -285,10 +293,7 @@ impl Client {
     /// Refuses `tag`, given in `session`; dropped when that session has
     /// ended (as [`Client::queue_ack_in`] drops an acknowledgement).
     pub(crate) fn nack_in(&self, session: u64, tag: u64, requeue: bool) -> Result<(), ClientError> {
-        let current = {
-            let state = self.lock();
-            state.session == session && state.connected
-        };
+        let current = self.lock().is_session(session);
         match current {
             true => self.nack_tag(tag, requeue),
             false => Ok(()),
@@ -308,7 +313,7 @@ impl Client {
         if state.closed {
             return Err(ClientError::Closed);
         }
-        if session.is_some_and(|session| session != state.session || !state.connected) {
+        if session.is_some_and(|session| !state.is_session(session)) {
             return Ok(());
         }
         state.acks.push(tag);

@@ -56,11 +56,9 @@ pub enum CallFailure {
     },
 }
 
-/// The answer a waiting call gets: the body, or why the callee refused.
-type Answer = Result<Bytes, String>;
-
-/// What a call waiting on a neighbour whose link went down is told.
-const LINK_LOST: &str = "the link to the broker went down";
+/// What a waiting call is handed: the body, or why there is none (the
+/// callee refused, or the link to it went down).
+type Answer = Result<Bytes, CallFailure>;
 
 /// The calls this broker waits on, and the calls it serves.
 #[derive(Debug)]
@@ -142,11 +140,12 @@ impl RaftCalls {
         }
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(Ok(body))) => Ok(body),
-            Ok(Ok(Err(why))) if why == LINK_LOST => {
-                bump(&self.stats.raft_calls_failed);
-                Err(CallFailure::Unreachable(to.to_string()))
+            Ok(Ok(Err(failure))) => {
+                if matches!(failure, CallFailure::Unreachable(_)) {
+                    bump(&self.stats.raft_calls_failed);
+                }
+                Err(failure)
             }
-            Ok(Ok(Err(why))) => Err(CallFailure::Refused { to: to.to_string(), why }),
             Ok(Err(_)) | Err(_) => {
                 bump(&self.stats.raft_calls_failed);
                 Err(CallFailure::Timeout { to: to.to_string(), timeout })
@@ -161,18 +160,18 @@ impl RaftCalls {
         let mut waiting = self.waiting();
         let lost: Vec<u64> = waiting.iter().filter(|(_, (to, _))| to == peer).map(|(call_id, _)| *call_id).collect();
         for call_id in lost {
-            if let Some((_, waiter)) = waiting.remove(&call_id) {
-                let _ = waiter.send(Err(LINK_LOST.to_string()));
+            if let Some((to, waiter)) = waiting.remove(&call_id) {
+                let _ = waiter.send(Err(CallFailure::Unreachable(to)));
             }
         }
     }
 
     /// Hands a reply to the call waiting for it (none when it timed out).
     pub(crate) fn answer(&self, frame: RaftFrame) {
-        let Some((_, waiter)) = self.waiting().remove(&frame.call_id) else { return };
+        let Some((to, waiter)) = self.waiting().remove(&frame.call_id) else { return };
         let answer = match frame.flags & raft_flags::FAILED {
             0 => Ok(frame.body),
-            _ => Err(String::from_utf8_lossy(&frame.body).into_owned()),
+            _ => Err(CallFailure::Refused { to, why: String::from_utf8_lossy(&frame.body).into_owned() }),
         };
         let _ = waiter.send(answer);
     }

@@ -199,6 +199,7 @@ mod tests {
             StateChange::Durable { definition, ack_floor: 4 },
             StateChange::Position { name: "d".into(), ack_floor: 9, done_above: vec![(11, 12)] },
             StateChange::DurableRemoved { name: "d".into() },
+            StateChange::Barrier,
         ];
         for change in changes {
             let bytes = change.encode().expect("encodes");

@@ -79,6 +79,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("link", 4),
     ("replication/serve", 4),
     ("replication/place", 4),
+    ("replication/members", 4),
     // 5. sessions
     ("session", 5),
     // 6. adapters

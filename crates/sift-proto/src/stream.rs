@@ -179,11 +179,13 @@ pub enum ManageOp {
     /// Declare a queue: a stream holds its topic and a shared durable
     /// subscription reads it, so that what is sent waits for a consumer.
     QueueDeclare,
+    /// Change the brokers that keep a replicated stream (`sift stream move`).
+    StreamMembers,
 }
 
 impl ManageOp {
     /// Every operation, in wire-code order.
-    pub const ALL: [ManageOp; 8] = [
+    pub const ALL: [ManageOp; 9] = [
         ManageOp::StreamAdd,
         ManageOp::StreamRm,
         ManageOp::StreamLs,
@@ -192,9 +194,10 @@ impl ManageOp {
         ManageOp::DurableInfo,
         ManageOp::DurableRm,
         ManageOp::QueueDeclare,
+        ManageOp::StreamMembers,
     ];
 
-    /// Wire code (1-8).
+    /// Wire code (1-9).
     pub fn code(self) -> u8 {
         match self {
             ManageOp::StreamAdd => 1,
@@ -205,6 +208,7 @@ impl ManageOp {
             ManageOp::DurableInfo => 6,
             ManageOp::DurableRm => 7,
             ManageOp::QueueDeclare => 8,
+            ManageOp::StreamMembers => 9,
         }
     }
 
@@ -224,6 +228,7 @@ impl ManageOp {
             ManageOp::DurableInfo => "durable_info",
             ManageOp::DurableRm => "durable_rm",
             ManageOp::QueueDeclare => "queue_declare",
+            ManageOp::StreamMembers => "stream_members",
         }
     }
 }

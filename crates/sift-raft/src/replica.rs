@@ -225,6 +225,36 @@ impl Replica {
         metrics.last_applied.is_some_and(|applied| applied.index >= target)
     }
 
+    /// The brokers whose votes make the group's quorum, by name.
+    pub fn voters(&self) -> Vec<String> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        membership.voter_ids().filter_map(|id| membership.get_node(&id).map(|node| node.addr.clone())).collect()
+    }
+
+    /// Makes the group's voters `voters` (brokers by name): each new one is
+    /// added as a learner first and sent the log until it has caught up,
+    /// then the voters change through a joint configuration (Raft's
+    /// membership change), committed by a quorum of the old voters and of
+    /// the new. Only the leader can; a leader that is not among the new
+    /// voters steps down once the change is committed. Asking again for the
+    /// voters the group has changes nothing.
+    pub async fn change_voters(&self, voters: &[String]) -> Result<(), AppendError> {
+        let current: std::collections::BTreeSet<u64> =
+            self.raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+        for name in voters {
+            let id = node_id(name);
+            if current.contains(&id) {
+                continue;
+            }
+            let added = self.raft.add_learner(id, BasicNode { addr: name.clone() }, true).await;
+            added.map_err(membership_error)?;
+        }
+        let wanted: std::collections::BTreeSet<u64> = voters.iter().map(|name| node_id(name)).collect();
+        self.raft.change_membership(wanted, false).await.map_err(membership_error)?;
+        Ok(())
+    }
+
     /// The last committed (and applied) stream sequence.
     pub fn committed_seq(&self) -> u64 {
         self.state.applied_seq()
@@ -259,5 +289,15 @@ impl Replica {
     /// Stops the node.
     pub async fn shutdown(&self) -> Result<(), String> {
         self.raft.shutdown().await.map_err(|error| error.to_string())
+    }
+}
+
+/// What a membership change's failure means for the caller.
+fn membership_error(error: RaftError<u64, ClientWriteError<u64, BasicNode>>) -> AppendError {
+    match error {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) => {
+            AppendError::NotLeader { leader: forward.leader_id }
+        }
+        other => AppendError::Failed(other.to_string()),
     }
 }

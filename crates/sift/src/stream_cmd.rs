@@ -14,6 +14,9 @@ use crate::CliError;
 
 /// How long to wait for the broker's reply once connected.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for a change of a replicated stream's brokers: the new
+/// ones catch up on the whole log first (the broker gives up after 300 s).
+const MEMBERS_REPLY_TIMEOUT: Duration = Duration::from_secs(330);
 
 /// Arguments of `sift stream`.
 #[derive(Debug, Args)]
@@ -32,6 +35,13 @@ enum StreamCommand {
     Info(NamedArgs),
     /// Remove a stream and its stored messages.
     Rm(NamedArgs),
+    /// Move a replicated stream's replica from one broker to another: the
+    /// new broker catches up on the log and joins the group, then the old
+    /// one leaves it and drops its files.
+    Move(StreamMoveArgs),
+    /// Add brokers to a replicated stream's group, or remove them (the
+    /// group keeps an odd number of members).
+    Members(StreamMembersArgs),
     /// Check a stream's files offline (the broker may be stopped): every
     /// record's checksum, the sequence numbers, a torn tail.
     Verify(VerifyArgs),
@@ -103,6 +113,34 @@ struct StreamAddArgs {
     /// [default: the broker asked and the brokers nearest to it].
     #[arg(long, value_delimiter = ',')]
     members: Vec<String>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Args)]
+struct StreamMoveArgs {
+    /// The replicated stream.
+    name: String,
+    /// The broker that gives up its replica (network name).
+    #[arg(long)]
+    from: String,
+    /// The broker that takes a replica (network name).
+    #[arg(long)]
+    to: String,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Args)]
+struct StreamMembersArgs {
+    /// The replicated stream.
+    name: String,
+    /// Brokers to add (network names, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    add: Vec<String>,
+    /// Brokers to remove (network names, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    remove: Vec<String>,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -187,8 +225,33 @@ pub async fn run_stream(args: StreamArgs) -> Result<(), CliError> {
             let reply = manage(&named.server, ManageOp::StreamRm, json!({ "name": named.name })).await?;
             print(&named.server, &reply, format!("removed stream {}", named.name))
         }
+        StreamCommand::Move(moved) => {
+            let body = json!({ "name": moved.name, "add": [moved.to], "remove": [moved.from] });
+            let reply = manage_within(&moved.server, ManageOp::StreamMembers, body, MEMBERS_REPLY_TIMEOUT).await?;
+            print(&moved.server, &reply, members_line(&reply))
+        }
+        StreamCommand::Members(members) => {
+            let body = json!({ "name": members.name, "add": members.add, "remove": members.remove });
+            let reply = manage_within(&members.server, ManageOp::StreamMembers, body, MEMBERS_REPLY_TIMEOUT).await?;
+            print(&members.server, &reply, members_line(&reply))
+        }
         StreamCommand::Verify(verify) => run_verify(verify),
     }
+}
+
+/// What a change of members says: the group now, and any removed broker
+/// that could not drop its files.
+fn members_line(reply: &Value) -> String {
+    let members: Vec<&str> = list(reply, "members").iter().filter_map(Value::as_str).collect();
+    let mut line = format!("stream {} is kept by {}", reply["name"].as_str().unwrap_or("?"), members.join(", "));
+    for kept in list(reply, "removed_kept_files") {
+        line.push_str(&format!(
+            "\nbroker {} left the group but keeps its files ({}); run `sift stream rm` there",
+            kept["broker"].as_str().unwrap_or("?"),
+            kept["why"].as_str().unwrap_or("?")
+        ));
+    }
+    line
 }
 
 /// Runs `sift durable`.
@@ -215,6 +278,11 @@ fn usage(option: &'static str) -> impl Fn(String) -> CliError {
 }
 
 async fn manage(server: &ServerArgs, op: ManageOp, body: Value) -> Result<Value, CliError> {
+    manage_within(server, op, body, REPLY_TIMEOUT).await
+}
+
+/// Sends one `MANAGE` and waits at most `timeout` for its reply.
+async fn manage_within(server: &ServerArgs, op: ManageOp, body: Value, timeout: Duration) -> Result<Value, CliError> {
     let options = ClientOptions {
         name: crate::guidance::client_name("manage", None),
         reconnect: false,
@@ -223,9 +291,9 @@ async fn manage(server: &ServerArgs, op: ManageOp, body: Value) -> Result<Value,
         ..ClientOptions::default()
     };
     let client = Client::connect(server.server.as_str(), options).await?;
-    let reply = tokio::time::timeout(REPLY_TIMEOUT, client.manage(op, body)).await;
+    let reply = tokio::time::timeout(timeout, client.manage(op, body)).await;
     client.close().await;
-    Ok(reply.map_err(|_| ClientError::Timeout(REPLY_TIMEOUT))??)
+    Ok(reply.map_err(|_| ClientError::Timeout(timeout))??)
 }
 
 fn list<'a>(reply: &'a Value, key: &str) -> &'a [Value] {

@@ -126,7 +126,7 @@ impl Replication {
         let text = format!(
             "persistent message not confirmed: stream {} has no quorum of its replicas {:?} within storage.replicated_append_ms_max = {} ms ({problem}); retry",
             self.stream,
-            self.members,
+            self.voters(),
             self.settings.append_wait.as_millis()
         );
         (ErrorCode::NoQuorum, text)

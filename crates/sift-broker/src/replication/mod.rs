@@ -26,6 +26,7 @@
 pub mod calls;
 pub mod durables;
 pub mod forward;
+pub mod members;
 pub mod place;
 pub mod serve;
 pub mod submit;
@@ -65,6 +66,11 @@ pub fn message_key(own_name: &str, message: &sift_core::Message) -> u64 {
 /// Election timeouts a new group's other members wait for word from its
 /// first member before they form the group themselves.
 const FORMING_PATIENCE_ELECTIONS: u32 = 3;
+
+/// The file in a replica's directory that says it joins a group that
+/// exists (`sift stream move`): it waits for the leader's log and never
+/// forms a group of its own.
+pub const JOINING_FILE: &str = "joining";
 
 /// The sink that applies a replica's state changes to `storage`.
 pub fn storage_sink(storage: &Arc<crate::store::Storage>) -> StateSink {
@@ -231,9 +237,27 @@ impl Replication {
         self.background.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// The brokers of the group.
+    /// The brokers of the group as configured (when it was formed or
+    /// this broker joined it).
     pub fn members(&self) -> &[String] {
         &self.members
+    }
+
+    /// The brokers of the group now: its voters as the replica knows them
+    /// (they change with `sift stream move`), else as configured.
+    pub fn voters(&self) -> Vec<String> {
+        match self.started.get() {
+            Some(started) => started.replica.voters(),
+            None => self.members.clone(),
+        }
+    }
+
+    /// Marks this replica as one that joins a group that exists, before it
+    /// starts: see [`JOINING_FILE`].
+    pub fn mark_joining(&self) -> Result<(), String> {
+        std::fs::create_dir_all(&self.dir)
+            .and_then(|()| std::fs::write(self.dir.join(JOINING_FILE), b"joins an existing group\n"))
+            .map_err(|error| format!("stream {}: cannot mark its replica as joining: {error}", self.stream))
     }
 
     /// The committed sequence: how far this replica's consumers read.
@@ -289,7 +313,7 @@ impl Replication {
         let replica = Replica::start(node_id(own_name), store, state, self.settings.raft.clone(), network)
             .await
             .map_err(|error| format!("stream {}: {error}", self.stream))?;
-        if fresh {
+        if fresh && !self.dir.join(JOINING_FILE).exists() {
             self.form_group(&replica, own_name).await?;
         }
         let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
@@ -355,7 +379,7 @@ impl Replication {
             })
             .collect();
         json!({
-            "members": self.members,
+            "members": started.replica.voters(),
             "leader": status.leader.map(name_of),
             "term": status.term,
             "this_broker": name_of(status.id),

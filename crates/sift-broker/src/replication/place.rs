@@ -24,8 +24,23 @@ use crate::store::stream::Stream;
 
 /// The kind of a `RAFT` call that places a replicated stream on a broker.
 pub const PLACE_KIND: u8 = 17;
+/// The kind of a `RAFT` call that places a replica joining a group that
+/// exists ([`super::members`]).
+pub const JOIN_KIND: u8 = 19;
+/// The kind of a `RAFT` call that removes a broker's replica once the group
+/// no longer counts it ([`super::members`]).
+pub const UNPLACE_KIND: u8 = 20;
 /// How long a member has to answer a placement.
-const PLACE_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const PLACE_WAIT: Duration = Duration::from_secs(10);
+
+/// How a replica placed here comes into its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// With the group: the members form it together.
+    Forming,
+    /// Into a group that exists: it waits for the leader's log.
+    Joining,
+}
 
 /// Adds the replicated stream `definition` to its members (chosen here
 /// when it names none); the stream's info as this broker sees it, or the
@@ -45,7 +60,7 @@ pub(crate) async fn add_replicated(
     let mut local = None;
     for member in &definition.members {
         if *member == own {
-            match add_here(shared, definition.clone()).await {
+            match add_here(shared, definition.clone(), Placement::Forming).await {
                 Ok(stream) => local = Some(stream),
                 Err((_, why)) => failures.push(format!("{member}: {why}")),
             }
@@ -92,10 +107,16 @@ fn choose_members(shared: &BrokerShared, own: &str, count: usize) -> Result<Vec<
 }
 
 /// Adds the replicated stream here and starts its replica; the stream
-/// this broker has already when its definition is the same.
-pub(crate) async fn add_here(shared: &Arc<BrokerShared>, definition: StreamDefinition) -> Result<Arc<Stream>, Refusal> {
+/// this broker has already when its definition is the same (or, for a
+/// joining replica, when it is replicated).
+pub(crate) async fn add_here(
+    shared: &Arc<BrokerShared>,
+    definition: StreamDefinition,
+    placement: Placement,
+) -> Result<Arc<Stream>, Refusal> {
     let stream = match shared.storage.stream(&definition.name) {
         Some(existing) if existing.definition == definition => existing,
+        Some(existing) if placement == Placement::Joining && existing.replication().is_some() => existing,
         Some(_) => {
             let message = format!("stream {} exists here with another definition", definition.name);
             return Err((ErrorCode::StreamExists, message));
@@ -105,17 +126,34 @@ pub(crate) async fn add_here(shared: &Arc<BrokerShared>, definition: StreamDefin
     let Some(replication) = stream.replication() else {
         return Err((ErrorCode::InvalidField, format!("stream {} is not replicated", stream.name())));
     };
+    if placement == Placement::Joining && replication.replica().is_none() {
+        replication.mark_joining().map_err(|why| (ErrorCode::StorageError, why))?;
+    }
     let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
     let sink = super::storage_sink(&shared.storage);
     replication.start(shared.links.name(), transport, sink).await.map_err(|why| (ErrorCode::StorageError, why))?;
     Ok(stream)
 }
 
-/// Serves a placement call: the definition's stream added here.
-pub(crate) async fn serve_place(shared: &Arc<BrokerShared>, body: &[u8]) -> Result<Bytes, String> {
+/// Serves a placement call (of kind [`PLACE_KIND`] or [`JOIN_KIND`]): the
+/// definition's stream added here.
+pub(crate) async fn serve_place(
+    shared: &Arc<BrokerShared>,
+    body: &[u8],
+    placement: Placement,
+) -> Result<Bytes, String> {
     let definition: StreamDefinition =
         serde_json::from_slice(body).map_err(|error| format!("a placement that does not parse: {error}"))?;
-    add_here(shared, definition).await.map(|_| Bytes::from_static(b"placed")).map_err(|(_, why)| why)
+    add_here(shared, definition, placement).await.map(|_| Bytes::from_static(b"placed")).map_err(|(_, why)| why)
+}
+
+/// Serves a call of kind [`UNPLACE_KIND`]: this broker's replica of
+/// `stream` removed, files and all (done already when it has none).
+pub(crate) async fn serve_unplace(shared: &Arc<BrokerShared>, stream: &str) -> Result<Bytes, String> {
+    if shared.storage.stream(stream).is_none() {
+        return Ok(Bytes::from_static(b"removed"));
+    }
+    remove_here(shared, stream).await.map(|_| Bytes::from_static(b"removed")).map_err(|(_, why)| why)
 }
 
 /// Stops this broker's replica of `name` and removes its files (the other

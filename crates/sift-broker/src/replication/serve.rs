@@ -12,7 +12,8 @@ use sift_proto::link::{raft_flags, RaftFrame};
 use sift_raft::network::CallKind;
 
 use super::calls::PUBLISH_KIND;
-use super::place::PLACE_KIND;
+use super::members::MEMBERS_KIND;
+use super::place::{Placement, JOIN_KIND, PLACE_KIND, UNPLACE_KIND};
 use crate::shared::BrokerShared;
 use crate::stats::bump;
 
@@ -47,8 +48,11 @@ pub(crate) fn receive(shared: &Arc<BrokerShared>, frame: RaftFrame) {
 /// publish.
 async fn serve(shared: &Arc<BrokerShared>, frame: &RaftFrame) -> Answer {
     let own = shared.links.name();
-    if frame.kind == PLACE_KIND {
-        return super::place::serve_place(shared, &frame.body).await;
+    match frame.kind {
+        PLACE_KIND => return super::place::serve_place(shared, &frame.body, Placement::Forming).await,
+        JOIN_KIND => return super::place::serve_place(shared, &frame.body, Placement::Joining).await,
+        UNPLACE_KIND => return super::place::serve_unplace(shared, &frame.stream).await,
+        _ => {}
     }
     let stream =
         shared.storage.stream(&frame.stream).ok_or_else(|| format!("broker {own} has no stream {}", frame.stream))?;
@@ -56,6 +60,9 @@ async fn serve(shared: &Arc<BrokerShared>, frame: &RaftFrame) -> Answer {
         stream.replication().ok_or_else(|| format!("stream {} is not replicated on broker {own}", frame.stream))?;
     if frame.kind == PUBLISH_KIND {
         return super::forward::serve_publish(replication, frame.body.clone()).await;
+    }
+    if frame.kind == MEMBERS_KIND {
+        return super::members::serve_members(replication, &frame.body).await;
     }
     let kind = CallKind::from_code(frame.kind).ok_or_else(|| format!("unknown RAFT call kind {}", frame.kind))?;
     let replica =

@@ -117,7 +117,9 @@ impl Session {
         let Some(name) = name else { return true };
         let durable_stream = || self.shared.storage.durable(&name).map(|consumer| consumer.stream.name().to_string());
         match op {
-            ManageOp::StreamAdd | ManageOp::StreamRm => self.permits(Action::ManageStream(&name), request_id),
+            ManageOp::StreamAdd | ManageOp::StreamRm | ManageOp::StreamMembers => {
+                self.permits(Action::ManageStream(&name), request_id)
+            }
             ManageOp::StreamInfo => self.permits(Action::ReadStream(&name), request_id),
             ManageOp::DurableInfo | ManageOp::DurableRm => match durable_stream() {
                 // An unknown durable is refused as unknown.

@@ -30,6 +30,9 @@ impl Session {
                         crate::replication::place::add_replicated(&shared, definition).await
                     }
                     ReplicatedChange::Remove(name) => crate::replication::place::remove_here(&shared, &name).await,
+                    ReplicatedChange::Members(change) => {
+                        crate::replication::members::change_members(&shared, change).await
+                    }
                 };
                 send_reply(&shared, &conn, request_id, op, outcome);
             });
@@ -45,6 +48,7 @@ impl Session {
 enum ReplicatedChange {
     Add(StreamDefinition),
     Remove(String),
+    Members(crate::replication::members::MembersChange),
 }
 
 /// The change `op` makes to a replicated stream, if it makes one.
@@ -60,6 +64,8 @@ fn replicated_change(shared: &BrokerShared, op: ManageOp, body: &str) -> Option<
             shared.storage.stream(name)?.replication()?;
             Some(ReplicatedChange::Remove(name.to_string()))
         }
+        // A request that does not parse is refused by `reply`.
+        ManageOp::StreamMembers => serde_json::from_value(request).ok().map(ReplicatedChange::Members),
         _ => None,
     }
 }
@@ -160,6 +166,10 @@ fn reply(shared: &BrokerShared, op: ManageOp, body: &str, may_read: &dyn Fn(&str
                 shared.links.durable_interest(&declared.consumer, true, &shared.stats);
             }
             Ok(durable_json(&declared.consumer))
+        }
+        ManageOp::StreamMembers => {
+            let why = "stream_members needs {\"name\": string, \"add\": [broker names], \"remove\": [broker names]}";
+            Err((ErrorCode::InvalidField, why.to_string()))
         }
     }
 }

@@ -249,3 +249,88 @@ async fn a_durable_subscriber_resumes_on_another_replica_where_the_group_last_he
     drop((subscription, resumed, publisher));
     shutdown_all(brokers).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_moves_off_its_leader_to_a_new_broker_that_then_holds_every_message() {
+    let brokers = group().await;
+    let spare = linked_broker_with(
+        "rd",
+        CLUSTER,
+        None,
+        &[link_addr(&brokers[0]), link_addr(&brokers[1]), link_addr(&brokers[2])],
+        RoutingMode::Interest,
+        |config| {
+            config.storage.raft_heartbeat_ms = 50;
+            config.storage.raft_election_ms_min = 300;
+            config.storage.raft_election_ms_max = 600;
+            config.storage.replicated_append_ms_max = 3_000;
+        },
+    )
+    .await;
+    converged(&[&brokers[0], &brokers[1], &brokers[2], &spare], &["ra", "rb", "rc", "rd"]).await;
+    let clients = [client(&brokers[0], "pa").await, client(&brokers[1], "pb").await, client(&brokers[2], "pc").await];
+    for index in 0..5 {
+        publish(&clients[index % 3], &format!("before-{index}")).await;
+    }
+    let leader = agreed_leader(&[&clients[0], &clients[1], &clients[2]]).await;
+    let leader_index = MEMBERS.iter().position(|name| *name == leader).expect("a member leads");
+    let asker = &clients[(leader_index + 1) % 3];
+
+    // Changes that would leave an even group, or that name a member
+    // already there, are refused before anything is done.
+    for (change, what) in [
+        (json!({ "name": "orders", "add": ["rd"] }), "four members"),
+        (json!({ "name": "orders", "add": ["ra"], "remove": ["rb"] }), "a member added again"),
+    ] {
+        match asker.manage(ManageOp::StreamMembers, change).await {
+            Err(ClientError::Refused { code, message }) => {
+                assert_eq!(code, ErrorCode::InvalidField, "{what}: {message}")
+            }
+            other => panic!("{what} is refused, not {other:?}"),
+        }
+    }
+
+    let moved = json!({ "name": "orders", "add": ["rd"], "remove": [leader] });
+    let reply = asker.manage(ManageOp::StreamMembers, moved).await.expect("moved");
+    let mut members: Vec<String> = reply["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .filter_map(|name| name.as_str().map(str::to_string))
+        .collect();
+    members.sort();
+    let mut expected: Vec<String> =
+        ["ra", "rb", "rc", "rd"].iter().filter(|name| **name != leader).map(|name| name.to_string()).collect();
+    expected.sort();
+    assert_eq!(members, expected, "{reply}");
+    assert_eq!(reply["removed_kept_files"], json!([]), "{reply}");
+
+    // The old leader dropped its replica; the new broker is a member that
+    // takes publishes and serves every message, the old ones first.
+    let old = &clients[leader_index];
+    match old.manage(ManageOp::StreamInfo, json!({ "name": "orders" })).await {
+        Err(ClientError::Refused { code, message }) => assert_eq!(code, ErrorCode::UnknownStream, "{message}"),
+        other => panic!("the broker moved off keeps no stream, not {other:?}"),
+    }
+    let newcomer = client(&spare, "pd").await;
+    let after = publish(&newcomer, "after").await;
+    let served = replay(&spare, 6).await;
+    let texts: Vec<&str> = served.iter().map(|(_, text)| text.as_str()).collect();
+    assert_eq!(texts, ["before-0", "before-1", "before-2", "before-3", "before-4", "after"]);
+    assert_eq!(served[5].0, after);
+    let info = stream_info(&newcomer).await;
+    let mut listed: Vec<String> = info["replication"]["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .filter_map(|name| name.as_str().map(str::to_string))
+        .collect();
+    listed.sort();
+    assert_eq!(listed, expected, "{info}");
+    let stayed = &brokers[(leader_index + 1) % 3];
+    assert_eq!(replay(stayed, 6).await, served, "the replicas that stayed serve the same log");
+    drop((clients, newcomer));
+    let mut all = brokers;
+    all.push(spare);
+    shutdown_all(all).await;
+}

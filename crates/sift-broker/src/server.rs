@@ -319,7 +319,11 @@ impl RunningBroker {
                 }
                 source => BrokerError::Storage { data_dir: config.data_dir.clone().into(), source: Box::new(source) },
             })?;
-        let shared = BrokerShared::new(config, storage, clock, access, tls);
+        let data_ids = crate::replication::identity::DataIds::open(&config.data_dir).map_err(|error| {
+            let source = Box::new(crate::store::StorageError::Invalid(format!("the data ids: {error}")));
+            BrokerError::Storage { data_dir: config.data_dir.clone().into(), source }
+        })?;
+        let shared = BrokerShared::new(config, storage, clock, access, tls, data_ids);
         shared.links.set_broker_grants(broker_grants);
         for (name, door_tls) in [("native", &shared.tls.native), ("links", &shared.tls.links_in)] {
             if let Some(door_tls) = door_tls {
@@ -335,9 +339,11 @@ impl RunningBroker {
         }
         tokio::spawn(crate::store::sync_positions(shared.storage.clone(), shared.shutdown_watch()));
         tokio::spawn(crate::scheduler::run(shared.clone()));
+        // The links first: a replica with no files asks the other members
+        // whether this broker lost its data directory before it starts.
+        let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
         start_replicas(&shared).await?;
         let accept_task = tokio::spawn(accept_loop(listener, in_process_queue, shared.clone()));
-        let link_task = tokio::spawn(crate::link::run(link_listener, shared.clone(), SHUTDOWN_GRACE));
         Ok(RunningBroker { local_addr, link_addr, shared, in_process, accept_task, link_task })
     }
 
@@ -481,9 +487,13 @@ async fn start_replicas(shared: &Arc<BrokerShared>) -> Result<(), BrokerError> {
     let own_name = shared.links.name().to_string();
     for stream in shared.storage.streams() {
         let Some(replication) = stream.replication() else { continue };
-        let transport = crate::replication::LinkTransport::new(shared.raft_calls.clone(), &shared.links);
-        let sink = crate::replication::storage_sink(&shared.storage);
-        if let Err(why) = replication.start(&own_name, transport, sink).await {
+        let context = crate::replication::StartContext {
+            transport: crate::replication::LinkTransport::new(shared.raft_calls.clone(), &shared.links),
+            sink: crate::replication::storage_sink(&shared.storage),
+            data_ids: shared.data_ids.clone(),
+            arrival: crate::replication::rejoin::Arrival::Booted,
+        };
+        if let Err(why) = replication.start(&own_name, context).await {
             let source = Box::new(crate::store::StorageError::Invalid(why));
             return Err(BrokerError::Storage { data_dir: shared.config.data_dir.clone().into(), source });
         }

@@ -71,6 +71,8 @@ pub struct BrokerShared {
     pub usage: crate::usage::Usage,
     /// Calls between the replicas of replicated streams.
     pub raft_calls: Arc<crate::replication::RaftCalls>,
+    /// This broker's data id and the ones it heard from the others.
+    pub data_ids: Arc<crate::replication::identity::DataIds>,
 }
 
 impl BrokerShared {
@@ -81,6 +83,7 @@ impl BrokerShared {
         clock: sift_core::Clock,
         access: crate::access::Access,
         tls: crate::broker_tls::BrokerTls,
+        data_ids: crate::replication::identity::DataIds,
     ) -> Arc<BrokerShared> {
         let (shutdown, _) = watch::channel(false);
         let first_id = sift_core::system_now_ns();
@@ -94,6 +97,7 @@ impl BrokerShared {
             router: Router::default(),
             stats,
             raft_calls,
+            data_ids: Arc::new(data_ids),
             next_message_id: AtomicU64::new(first_id),
             next_subscription_key: AtomicU64::new(1),
             // Link-state sequences start at the start time too (§10.5).

@@ -11,6 +11,11 @@
 //!   a refusal (a higher term, a conflict) reaches the caller as openraft
 //!   made it.
 //!
+//! Every request starts with the node id it is for (`u64` big-endian): a
+//! broker whose replica is another incarnation (it came back without the
+//! files that node held) refuses it, so that it never answers, and above
+//! all never votes, as the node it no longer is.
+//!
 //! A call that finds no way to its broker is `Unreachable` to openraft
 //! (which backs off before trying again); one that gets no answer in time
 //! is a network error (tried again at once).
@@ -107,6 +112,14 @@ pub enum WireError {
     /// A request shorter than its header says.
     #[error("a Raft call of {0} bytes is shorter than its header")]
     Short(usize),
+    /// A request for a node id this replica is not.
+    #[error("a Raft call for node {addressed} reached node {own} (another incarnation of the broker's replica)")]
+    WrongNode {
+        /// The node the call is for.
+        addressed: u64,
+        /// This replica's node.
+        own: u64,
+    },
 }
 
 /// The header of an `APPEND_ENTRIES` request.
@@ -161,8 +174,24 @@ fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
     Ok(serde_json::from_slice(bytes)?)
 }
 
-/// Serves a call that reached this broker for `raft`'s group: its answer.
-pub async fn serve(raft: &Raft<TypeConfig>, kind: CallKind, request: Bytes) -> Result<Bytes, WireError> {
+/// Puts the node id a request is for before it.
+fn addressed(target: u64, request: Bytes) -> Bytes {
+    let mut out = BytesMut::with_capacity(8 + request.len());
+    out.put_u64(target);
+    out.extend_from_slice(&request);
+    out.freeze()
+}
+
+/// Serves a call that reached this broker for `raft`'s group (node `own`):
+/// its answer.
+pub async fn serve(raft: &Raft<TypeConfig>, own: u64, kind: CallKind, mut request: Bytes) -> Result<Bytes, WireError> {
+    if request.len() < 8 {
+        return Err(WireError::Short(request.len()));
+    }
+    let addressed = request.get_u64();
+    if addressed != own {
+        return Err(WireError::WrongNode { addressed, own });
+    }
     match kind {
         CallKind::AppendEntries => json(&raft.append_entries(decode_append(request)?).await),
         CallKind::Vote => json(&raft.vote(from_json(&request)?).await),
@@ -217,6 +246,7 @@ impl<T: Transport> MemberClient<T> {
         E: std::error::Error + DeserializeOwned,
     {
         let request = request.map_err(|error| RPCError::Network(NetworkError::new(&error)))?;
+        let request = addressed(self.target, request);
         let answer = self.transport.call(&self.broker, &self.stream, kind, request, option.hard_ttl()).await.map_err(
             |error| match error {
                 CallError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&error)),

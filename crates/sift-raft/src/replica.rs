@@ -23,11 +23,24 @@ use crate::network::{CallKind, WireError};
 use crate::state_machine::AppliedState;
 use crate::{Append, StreamEntry, TypeConfig};
 
-/// The Raft node id of the broker named `name`: FNV-1a of the name, so
-/// that every broker numbers every other alike without asking. The
-/// membership keeps each id's name beside it ([`BasicNode::addr`]).
+/// The Raft node id of the broker named `name` in a group it formed with
+/// the others: FNV-1a of the name, so that every broker numbers every other
+/// alike without asking. The membership keeps each id's name beside it
+/// ([`BasicNode::addr`]).
 pub fn node_id(name: &str) -> u64 {
     crate::fnv1a(&[name.as_bytes()])
+}
+
+/// The node id of incarnation `incarnation` of the broker's replica: 0 is
+/// the one that formed the group ([`node_id`]); a replica that joined an
+/// existing group, or came back without the files it had (a wiped or
+/// damaged directory), takes a new random incarnation, so that the group
+/// never mistakes it for the node that held those files and voted.
+pub fn node_id_of(name: &str, incarnation: u64) -> u64 {
+    match incarnation {
+        0 => node_id(name),
+        _ => crate::fnv1a(&[name.as_bytes(), &incarnation.to_be_bytes()]),
+    }
 }
 
 /// Why a replica did not start.
@@ -106,8 +119,10 @@ impl Replica {
     }
 
     /// Serves a call of this group that reached this broker: its answer.
+    /// A call for another node id (an earlier incarnation of this broker's
+    /// replica) is refused.
     pub async fn serve(&self, kind: CallKind, request: Bytes) -> Result<Bytes, WireError> {
-        crate::network::serve(&self.raft, kind, request).await
+        crate::network::serve(&self.raft, self.id, kind, request).await
     }
 
     /// The openraft node, for the network's server side.
@@ -225,34 +240,44 @@ impl Replica {
         metrics.last_applied.is_some_and(|applied| applied.index >= target)
     }
 
-    /// The brokers whose votes make the group's quorum, by name.
-    pub fn voters(&self) -> Vec<String> {
+    /// The brokers whose votes make the group's quorum: each one's node id
+    /// and name.
+    pub fn voters(&self) -> Vec<(u64, String)> {
         let metrics = self.raft.metrics().borrow().clone();
         let membership = metrics.membership_config.membership();
-        membership.voter_ids().filter_map(|id| membership.get_node(&id).map(|node| node.addr.clone())).collect()
+        membership.voter_ids().filter_map(|id| membership.get_node(&id).map(|node| (id, node.addr.clone()))).collect()
     }
 
-    /// Makes the group's voters `voters` (brokers by name): each new one is
-    /// added as a learner first and sent the log until it has caught up,
-    /// then the voters change through a joint configuration (Raft's
-    /// membership change), committed by a quorum of the old voters and of
-    /// the new. Only the leader can; a leader that is not among the new
-    /// voters steps down once the change is committed. Asking again for the
-    /// voters the group has changes nothing.
-    pub async fn change_voters(&self, voters: &[String]) -> Result<(), AppendError> {
-        let current: std::collections::BTreeSet<u64> =
-            self.raft.metrics().borrow().membership_config.membership().voter_ids().collect();
-        for name in voters {
-            let id = node_id(name);
-            if current.contains(&id) {
+    /// Makes the group's voters `voters` (node id and broker name): each
+    /// new one is added as a learner first and sent the log until it has
+    /// caught up, then the voters change through a joint configuration
+    /// (Raft's membership change), committed by a quorum of the old voters
+    /// and of the new. Only the leader can; a leader that is not among the
+    /// new voters steps down once the change is committed. Asking again
+    /// for the voters the group has changes nothing.
+    pub async fn change_voters(&self, voters: &[(u64, String)]) -> Result<(), AppendError> {
+        let current: std::collections::BTreeSet<u64> = self.voters().into_iter().map(|(id, _)| id).collect();
+        for (id, name) in voters {
+            if current.contains(id) {
                 continue;
             }
-            let added = self.raft.add_learner(id, BasicNode { addr: name.clone() }, true).await;
+            let added = self.raft.add_learner(*id, BasicNode { addr: name.clone() }, true).await;
             added.map_err(membership_error)?;
         }
-        let wanted: std::collections::BTreeSet<u64> = voters.iter().map(|name| node_id(name)).collect();
-        self.raft.change_membership(wanted, false).await.map_err(membership_error)?;
+        let wanted: std::collections::BTreeSet<u64> = voters.iter().map(|(id, _)| *id).collect();
+        if wanted != current {
+            self.raft.change_membership(wanted, false).await.map_err(membership_error)?;
+        }
         Ok(())
+    }
+
+    /// Makes `id` the voter of the broker `name` in place of the node id it
+    /// had (a replica that came back without its files): the rest of the
+    /// group stays.
+    pub async fn replace_voter(&self, name: &str, id: u64) -> Result<(), AppendError> {
+        let mut voters: Vec<(u64, String)> = self.voters().into_iter().filter(|(_, voter)| voter != name).collect();
+        voters.push((id, name.to_string()));
+        self.change_voters(&voters).await
     }
 
     /// The last committed (and applied) stream sequence.

@@ -224,6 +224,15 @@ async fn a_replica_appends_on_the_leader_names_it_elsewhere_and_reports_the_grou
     ids.sort();
     assert_eq!(status.replicated_index.keys().copied().collect::<Vec<u64>>(), ids);
     assert_eq!(status.members.values().cloned().collect::<std::collections::BTreeSet<_>>().len(), 3);
+    // A call for another node id (an earlier incarnation of a replica) is
+    // refused, never served as that node.
+    let vote =
+        serde_json::to_vec(&openraft::raft::VoteRequest::new(openraft::Vote::new(99, leader), None)).expect("encodes");
+    let mut misaddressed = sift_raft::replica::node_id_of(NAMES[1], 7).to_be_bytes().to_vec();
+    misaddressed.extend_from_slice(&vote);
+    let refused = follower.serve(CallKind::Vote, Bytes::from(misaddressed)).await.expect_err("another node's call");
+    assert!(matches!(refused, sift_raft::network::WireError::WrongNode { .. }), "{refused}");
+    assert_eq!(follower.status().term, status.term, "the refused vote changed nothing");
     for name in NAMES {
         router.replica(name).expect("a replica").shutdown().await.expect("shut down");
     }

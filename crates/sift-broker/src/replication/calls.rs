@@ -219,6 +219,11 @@ impl LinkTransport {
         self.calls.call(&links, to, stream, kind, body, timeout).await
     }
 
+    /// True when a path to the broker `name` is known now.
+    pub fn reaches(&self, name: &str) -> bool {
+        self.links.upgrade().is_some_and(|links| links.reachable_brokers().iter().any(|reached| reached == name))
+    }
+
     /// The broker's counters.
     pub fn stats(&self) -> &Stats {
         &self.calls.stats

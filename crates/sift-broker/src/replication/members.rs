@@ -67,10 +67,14 @@ pub(crate) async fn change_members(shared: &Arc<BrokerShared>, change: MembersCh
     let replication = stream.replication().cloned().ok_or_else(|| {
         (ErrorCode::InvalidField, format!("stream {} is not replicated: its brokers cannot change", change.name))
     })?;
-    let voters = new_voters(shared, &replication.voters(), &change)?;
+    let replica = replication
+        .replica()
+        .ok_or_else(|| (ErrorCode::NoQuorum, format!("stream {}: this broker's replica is starting", change.name)))?;
+    let current = replica.voters();
+    let names = new_voters(shared, &current, &change)?;
     let mut definition = stream.definition.clone();
-    definition.members = voters.clone();
-    definition.replicas = voters.len() as u32;
+    definition.members = names.clone();
+    definition.replicas = names.len() as u32;
     let body = Bytes::from(serde_json::to_vec(&definition).map_err(|error| (ErrorCode::Internal, error.to_string()))?);
     let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
     for added in &change.add {
@@ -78,6 +82,25 @@ pub(crate) async fn change_members(shared: &Arc<BrokerShared>, change: MembersCh
             let message =
                 format!("stream {}: broker {added} did not take a replica ({failure}); nothing changed", change.name);
             return Err((ErrorCode::StorageError, message));
+        }
+    }
+    let mut voters: Vec<(u64, String)> =
+        current.into_iter().filter(|(_, name)| !change.remove.contains(name)).collect();
+    for added in &change.add {
+        let placed = transport.call(added, &change.name, JOIN_KIND, body.clone(), PLACE_WAIT).await;
+        match placed.as_deref().map(super::place::placed_node_id) {
+            Ok(Some(id)) => voters.push((id, added.clone())),
+            Ok(None) => {
+                let message = format!("stream {}: broker {added} placed a replica that did not start", change.name);
+                return Err((ErrorCode::StorageError, message));
+            }
+            Err(failure) => {
+                let message = format!(
+                    "stream {}: broker {added} did not take a replica ({failure}); nothing changed",
+                    change.name
+                );
+                return Err((ErrorCode::StorageError, message));
+            }
         }
     }
     at_leader(&replication, &transport, &voters).await?;
@@ -96,11 +119,16 @@ pub(crate) async fn change_members(shared: &Arc<BrokerShared>, change: MembersCh
         }
     }
     let info = shared.storage.stream(&change.name).map(|stream| stream.info_json());
-    Ok(json!({ "name": change.name, "members": voters, "stream": info, "removed_kept_files": kept_files }))
+    Ok(json!({ "name": change.name, "members": names, "stream": info, "removed_kept_files": kept_files }))
 }
 
 /// The voters after `change`, or why it cannot be made.
-fn new_voters(shared: &BrokerShared, current: &[String], change: &MembersChange) -> Result<Vec<String>, Refusal> {
+fn new_voters(
+    shared: &BrokerShared,
+    current: &[(u64, String)],
+    change: &MembersChange,
+) -> Result<Vec<String>, Refusal> {
+    let current: Vec<String> = current.iter().map(|(_, name)| name.clone()).collect();
     let invalid = |message: String| Err((ErrorCode::InvalidField, message));
     if change.add.is_empty() && change.remove.is_empty() {
         return invalid(format!("stream {}: name brokers to add or to remove", change.name));
@@ -133,7 +161,11 @@ fn new_voters(shared: &BrokerShared, current: &[String], change: &MembersChange)
 
 /// Has the group's leader make `voters` the voters, wherever it is,
 /// through leader changes, within [`MEMBERS_CHANGE_WAIT`].
-async fn at_leader(replication: &Replication, transport: &LinkTransport, voters: &[String]) -> Result<(), Refusal> {
+async fn at_leader(
+    replication: &Replication,
+    transport: &LinkTransport,
+    voters: &[(u64, String)],
+) -> Result<(), Refusal> {
     let replica = replication.replica().ok_or_else(|| {
         (ErrorCode::NoQuorum, format!("stream {}: this broker's replica is starting", replication.stream))
     })?;
@@ -174,7 +206,7 @@ async fn at_leader(replication: &Replication, transport: &LinkTransport, voters:
 /// Serves a call of kind [`MEMBERS_KIND`]: the voters changed here when
 /// this broker leads, else [`NOT_LEADER`].
 pub(crate) async fn serve_members(replication: &Replication, body: &[u8]) -> Result<Bytes, String> {
-    let voters: Vec<String> =
+    let voters: Vec<(u64, String)> =
         serde_json::from_slice(body).map_err(|error| format!("a members change that does not parse: {error}"))?;
     let replica = replication.replica().ok_or_else(|| format!("the replica of {} is starting", replication.stream))?;
     match replica.change_voters(&voters).await {

@@ -26,13 +26,15 @@
 pub mod calls;
 pub mod durables;
 pub mod forward;
+pub mod identity;
 pub mod members;
 pub mod place;
+pub mod rejoin;
 pub mod serve;
 pub mod submit;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -41,7 +43,7 @@ use serde_json::{json, Value};
 use sift_proto::ErrorCode;
 use sift_raft::log_store::SegmentLogStore;
 use sift_raft::network::GroupNetwork;
-use sift_raft::replica::{node_id, Replica};
+use sift_raft::replica::{node_id_of, Replica};
 use sift_raft::state_machine::AppliedState;
 use sift_store::Log;
 use tokio::sync::Notify;
@@ -133,6 +135,18 @@ impl ReplicationSettings {
     }
 }
 
+/// What a replica starts with besides its broker's name.
+pub struct StartContext {
+    /// Where its calls go.
+    pub transport: LinkTransport,
+    /// Where its applied state changes go.
+    pub sink: StateSink,
+    /// The broker's data id and the ones it heard.
+    pub data_ids: Arc<identity::DataIds>,
+    /// How it came to start.
+    pub arrival: rejoin::Arrival,
+}
+
 /// A started replica and the transport its publishes are forwarded on.
 pub(crate) struct Started {
     pub(crate) replica: Replica,
@@ -159,6 +173,8 @@ pub struct Replication {
     queued: AtomicUsize,
     /// Durable positions waiting to be proposed ([`durables`]).
     positions: durables::PositionSlots,
+    /// Set when the replica stops: its background tasks end.
+    stopped: AtomicBool,
 }
 
 /// Where a replica's applied state changes go, with the stream's name:
@@ -198,6 +214,7 @@ impl Replication {
             background: Arc::default(),
             queued: AtomicUsize::new(0),
             positions: durables::PositionSlots::default(),
+            stopped: AtomicBool::new(false),
         }
     }
 
@@ -247,16 +264,16 @@ impl Replication {
     /// (they change with `sift stream move`), else as configured.
     pub fn voters(&self) -> Vec<String> {
         match self.started.get() {
-            Some(started) => started.replica.voters(),
+            Some(started) => started.replica.voters().into_iter().map(|(_, name)| name).collect(),
             None => self.members.clone(),
         }
     }
 
-    /// Marks this replica as one that joins a group that exists, before it
-    /// starts: see [`JOINING_FILE`].
+    /// Chooses this replica's incarnation as one that joins a group that
+    /// exists, before it starts: see [`JOINING_FILE`].
     pub fn mark_joining(&self) -> Result<(), String> {
-        std::fs::create_dir_all(&self.dir)
-            .and_then(|()| std::fs::write(self.dir.join(JOINING_FILE), b"joins an existing group\n"))
+        rejoin::new_incarnation(&self.dir, false)
+            .map(|_| ())
             .map_err(|error| format!("stream {}: cannot mark its replica as joining: {error}", self.stream))
     }
 
@@ -277,14 +294,11 @@ impl Replication {
     }
 
     /// Starts the replica of the broker named `own_name`, its calls going
-    /// over `transport`; a group that has no log yet is made of the
-    /// configured members (each member does so alike, which Raft allows).
-    pub async fn start(
-        self: &Arc<Self>,
-        own_name: &str,
-        transport: LinkTransport,
-        sink: StateSink,
-    ) -> Result<(), String> {
+    /// over `transport`, as the incarnation [`rejoin`] decides; a group
+    /// that has no log yet is made of the configured members (each member
+    /// does so alike, which Raft allows), unless the replica joins or
+    /// rejoins a group that exists.
+    pub async fn start(self: &Arc<Self>, own_name: &str, context: StartContext) -> Result<(), String> {
         if self.started.get().is_some() {
             return Ok(());
         }
@@ -294,12 +308,38 @@ impl Replication {
                 self.stream, self.members
             ));
         }
-        let store = SegmentLogStore::on_log(self.log.clone(), &self.dir).map_err(|error| error.to_string())?;
+        let StartContext { transport, sink, data_ids, arrival } = context;
         let fresh = self.log.last_seq() == 0 && !self.dir.join(sift_raft::log_store::META_FILE).exists();
+        let incarnation = self.incarnation(own_name, &transport, &data_ids, arrival, fresh).await?;
+        let store = SegmentLogStore::on_log(self.log.clone(), &self.dir).map_err(|error| error.to_string())?;
+        let state = AppliedState::with_hook(self.on_applied(sink), self.settings.keys_max);
+        let network = GroupNetwork::new(transport.clone(), &self.stream);
+        let id = node_id_of(own_name, incarnation);
+        let replica = Replica::start(id, store, state, self.settings.raft.clone(), network)
+            .await
+            .map_err(|error| format!("stream {}: {error}", self.stream))?;
+        let rejoining = self.dir.join(rejoin::REJOIN_FILE).exists();
+        if fresh && !rejoining && !self.dir.join(JOINING_FILE).exists() {
+            self.form_group(&replica, own_name).await?;
+        }
+        let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
+        if self.started.set(Started { replica, transport: transport.clone(), queue }).is_ok() {
+            tokio::spawn(self.clone().run_submitter(queued));
+            self.introduce_in_background(own_name, transport.clone(), data_ids.own());
+            if rejoining {
+                self.rejoin_in_background(own_name, id, transport);
+            }
+        }
+        Ok(())
+    }
+
+    /// What the replica does with each applied entry: the state changes
+    /// to `sink`, then the committed sequence raised and its readers woken.
+    fn on_applied(&self, sink: StateSink) -> Arc<dyn Fn(u64, Vec<Bytes>) + Send + Sync> {
         let committed = self.committed_seq.clone();
         let appended = self.appended.clone();
         let stream = self.stream.clone();
-        let on_applied = Arc::new(move |applied_seq: u64, states: Vec<Bytes>| {
+        Arc::new(move |applied_seq: u64, states: Vec<Bytes>| {
             // The state first: a durable made at a sequence exists before a
             // consumer can read past it.
             for state in states {
@@ -307,20 +347,7 @@ impl Replication {
             }
             committed.fetch_max(applied_seq, Ordering::AcqRel);
             appended.notify_waiters();
-        });
-        let state = AppliedState::with_hook(on_applied, self.settings.keys_max);
-        let network = GroupNetwork::new(transport.clone(), &self.stream);
-        let replica = Replica::start(node_id(own_name), store, state, self.settings.raft.clone(), network)
-            .await
-            .map_err(|error| format!("stream {}: {error}", self.stream))?;
-        if fresh && !self.dir.join(JOINING_FILE).exists() {
-            self.form_group(&replica, own_name).await?;
-        }
-        let (queue, queued) = tokio::sync::mpsc::unbounded_channel();
-        if self.started.set(Started { replica, transport, queue }).is_ok() {
-            tokio::spawn(self.clone().run_submitter(queued));
-        }
-        Ok(())
+        })
     }
 
     /// Forms a new group: its first member at once; each other member only
@@ -349,6 +376,7 @@ impl Replication {
 
     /// Stops the replica.
     pub async fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
         if let Some(started) = self.started.get() {
             let _ = started.replica.shutdown().await;
         }
@@ -372,6 +400,7 @@ impl Replication {
                 let lag = status.last_index.zip(replicated_index).map(|(last, matched)| last.saturating_sub(matched));
                 json!({
                     "broker": name,
+                    "node_id": id,
                     "role": if status.leader == Some(*id) { "leader" } else { "follower" },
                     "replicated_index": replicated_index,
                     "lag_entries": lag,
@@ -379,7 +408,7 @@ impl Replication {
             })
             .collect();
         json!({
-            "members": started.replica.voters(),
+            "members": self.voters(),
             "leader": status.leader.map(name_of),
             "term": status.term,
             "this_broker": name_of(status.id),

@@ -129,14 +129,19 @@ pub(crate) async fn add_here(
     if placement == Placement::Joining && replication.replica().is_none() {
         replication.mark_joining().map_err(|why| (ErrorCode::StorageError, why))?;
     }
-    let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
-    let sink = super::storage_sink(&shared.storage);
-    replication.start(shared.links.name(), transport, sink).await.map_err(|why| (ErrorCode::StorageError, why))?;
+    let context = super::StartContext {
+        transport: LinkTransport::new(shared.raft_calls.clone(), &shared.links),
+        sink: super::storage_sink(&shared.storage),
+        data_ids: shared.data_ids.clone(),
+        arrival: super::rejoin::Arrival::Placed,
+    };
+    replication.start(shared.links.name(), context).await.map_err(|why| (ErrorCode::StorageError, why))?;
     Ok(stream)
 }
 
 /// Serves a placement call (of kind [`PLACE_KIND`] or [`JOIN_KIND`]): the
-/// definition's stream added here.
+/// definition's stream added here; the answer is `placed` and the node id
+/// of its replica (decimal).
 pub(crate) async fn serve_place(
     shared: &Arc<BrokerShared>,
     body: &[u8],
@@ -144,7 +149,14 @@ pub(crate) async fn serve_place(
 ) -> Result<Bytes, String> {
     let definition: StreamDefinition =
         serde_json::from_slice(body).map_err(|error| format!("a placement that does not parse: {error}"))?;
-    add_here(shared, definition, placement).await.map(|_| Bytes::from_static(b"placed")).map_err(|(_, why)| why)
+    let stream = add_here(shared, definition, placement).await.map_err(|(_, why)| why)?;
+    let id = stream.replication().and_then(|replication| replication.replica()).map(|replica| replica.id());
+    Ok(Bytes::from(format!("placed {}", id.unwrap_or(0))))
+}
+
+/// The node id in a placement's answer.
+pub(crate) fn placed_node_id(answer: &[u8]) -> Option<u64> {
+    std::str::from_utf8(answer).ok()?.strip_prefix("placed ")?.parse().ok().filter(|id| *id != 0)
 }
 
 /// Serves a call of kind [`UNPLACE_KIND`]: this broker's replica of

@@ -12,8 +12,10 @@ use sift_proto::link::{raft_flags, RaftFrame};
 use sift_raft::network::CallKind;
 
 use super::calls::PUBLISH_KIND;
+use super::identity::INTRODUCE_KIND;
 use super::members::MEMBERS_KIND;
 use super::place::{Placement, JOIN_KIND, PLACE_KIND, UNPLACE_KIND};
+use super::rejoin::REJOIN_KIND;
 use crate::shared::BrokerShared;
 use crate::stats::bump;
 
@@ -52,6 +54,7 @@ async fn serve(shared: &Arc<BrokerShared>, frame: &RaftFrame) -> Answer {
         PLACE_KIND => return super::place::serve_place(shared, &frame.body, Placement::Forming).await,
         JOIN_KIND => return super::place::serve_place(shared, &frame.body, Placement::Joining).await,
         UNPLACE_KIND => return super::place::serve_unplace(shared, &frame.stream).await,
+        INTRODUCE_KIND => return serve_introduce(shared, &frame.from, &frame.body),
         _ => {}
     }
     let stream =
@@ -64,10 +67,22 @@ async fn serve(shared: &Arc<BrokerShared>, frame: &RaftFrame) -> Answer {
     if frame.kind == MEMBERS_KIND {
         return super::members::serve_members(replication, &frame.body).await;
     }
+    if frame.kind == REJOIN_KIND {
+        return super::rejoin::serve_rejoin(replication, &frame.from, frame.body.clone()).await;
+    }
     let kind = CallKind::from_code(frame.kind).ok_or_else(|| format!("unknown RAFT call kind {}", frame.kind))?;
     let replica =
         replication.replica().ok_or_else(|| format!("the replica of {} on {own} is starting", frame.stream))?;
     replica.serve(kind, frame.body.clone()).await.map_err(|error| error.to_string())
+}
+
+/// Serves an introduction: what the data id in `body` is to this broker.
+fn serve_introduce(shared: &BrokerShared, from: &str, body: &[u8]) -> Answer {
+    let data_id: [u8; 8] =
+        body.try_into().map_err(|_| format!("an introduction of {} bytes (a data id is 8)", body.len()))?;
+    let introduction =
+        shared.data_ids.introduce(from, u64::from_be_bytes(data_id)).map_err(|error| error.to_string())?;
+    Ok(Bytes::from_static(introduction.as_bytes()))
 }
 
 /// Sends the answer to `call` back to its caller.

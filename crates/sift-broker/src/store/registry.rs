@@ -28,6 +28,8 @@ const FSYNC_MAX_INDEX: usize = 5;
 
 /// Directory of the streams, under `data_dir`.
 const STREAMS_DIR: &str = "streams";
+/// Where a damaged replica's files are set aside (never read again).
+const DAMAGED_DIR: &str = "damaged";
 /// Directory of the durable subscriptions, under `data_dir`.
 pub(crate) const DURABLES_DIR: &str = "durables";
 
@@ -672,13 +674,34 @@ fn open_stream(root: &Path, definition: StreamDefinition, config: &StorageConfig
     std::fs::create_dir_all(&dir).map_err(|source| StorageError::Io { path: dir.clone(), source })?;
     let text = serde_json::to_vec_pretty(&definition).map_err(|error| StorageError::Invalid(error.to_string()))?;
     sift_store::write_file_atomically(&dir.join(DEFINITION_FILE), &text)?;
-    let (stream, recovery) = Stream::open(&dir, definition, config)?;
+    let (stream, recovery) = Stream::open(&dir, definition.clone(), config)?;
+    if stream.replication().is_some() && !recovery.damaged.is_empty() {
+        tracing::warn!(stream = %stream.name(), "damaged: {recovery}; the replica sets its files aside and rejoins its group");
+        drop(stream);
+        set_damaged_replica_aside(root, &dir)?;
+        return open_stream(root, definition, config);
+    }
     if recovery.torn_tail.is_some() || !recovery.damaged.is_empty() {
         tracing::warn!(stream = %stream.name(), "recovered: {recovery}");
     } else {
         tracing::info!(stream = %stream.name(), "recovered: {recovery}");
     }
     Ok(stream)
+}
+
+/// Moves a damaged replica's files under `damaged/` (kept for a look, never
+/// read again) and marks its directory, empty again, as a replica that
+/// rejoins its group as a new incarnation: the leader sends it the whole
+/// log. A replica never serves a log with holes, and never counts as the
+/// node that held what it lost.
+fn set_damaged_replica_aside(root: &Path, dir: &Path) -> Result<(), StorageError> {
+    let aside_root = root.join(DAMAGED_DIR);
+    std::fs::create_dir_all(&aside_root).map_err(|source| StorageError::Io { path: aside_root.clone(), source })?;
+    let name = dir.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let aside = aside_root.join(format!("{name}-{}", sift_core::system_now_ns()));
+    std::fs::rename(dir, &aside).map_err(|source| StorageError::Io { path: aside.clone(), source })?;
+    crate::replication::rejoin::new_incarnation(dir, true).map_err(StorageError::Invalid)?;
+    Ok(())
 }
 
 /// The definitions stored under `streams/`.

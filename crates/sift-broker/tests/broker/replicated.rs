@@ -334,3 +334,109 @@ async fn a_stream_moves_off_its_leader_to_a_new_broker_that_then_holds_every_mes
     all.push(spare);
     shutdown_all(all).await;
 }
+
+/// The third member of the group, `rc`, keeping its files in `data_dir`
+/// across restarts.
+async fn member_in(data_dir: &std::path::Path, dials: &[std::net::SocketAddr]) -> RunningBroker {
+    linked_broker_with(MEMBERS[2], CLUSTER, None, dials, RoutingMode::Interest, |config| {
+        config.streams.push(replicated_stream());
+        config.storage.raft_heartbeat_ms = 50;
+        config.storage.raft_election_ms_min = 300;
+        config.storage.raft_election_ms_max = 600;
+        config.storage.replicated_append_ms_max = 3_000;
+        config.data_dir = data_dir.to_path_buf();
+        config.remove_data_dir_on_shutdown = false;
+    })
+    .await
+}
+
+/// `rc`'s node id as the leader's membership holds it, once it is not
+/// `other_than`.
+async fn node_id_of_rc(client: &Client, other_than: Option<u64>) -> u64 {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let info = stream_info(client).await;
+        let found = info["replication"]["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|replica| replica["broker"] == MEMBERS[2])
+            .and_then(|replica| replica["node_id"].as_u64());
+        if let Some(id) = found.filter(|id| Some(*id) != other_than) {
+            return id;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "rc's node id changes: {info}");
+        client.ping().await.expect("ping");
+    }
+}
+
+/// Runs the group with `rc` in `data_dir`, publishes five messages, stops
+/// `rc`, lets `lose` do its worst to its files, starts it again, and checks
+/// that it rejoined as a new member with the whole log; then `after` looks
+/// at its files.
+async fn rc_loses_its_files_and_rejoins(
+    label: &str,
+    lose: impl FnOnce(&std::path::Path),
+    after: impl FnOnce(&std::path::Path),
+) {
+    let data = crate::persist::TempDir::new(label);
+    let first = member(MEMBERS[0], &[]).await;
+    let second = member(MEMBERS[1], &[link_addr(&first)]).await;
+    let dials = [link_addr(&first), link_addr(&second)];
+    let third = member_in(&data.0, &dials).await;
+    converged(&[&first, &second, &third], &MEMBERS).await;
+    let publisher = client(&first, "publisher").await;
+    for index in 0..5 {
+        publish(&publisher, &format!("m{index}")).await;
+    }
+    let before = replay(&third, 5).await;
+    let old_id = node_id_of_rc(&client(&third, "watcher").await, None).await;
+    third.shutdown().await;
+    lose(&data.0);
+
+    // The two others go on meanwhile.
+    publish(&publisher, "m5").await;
+    let third = member_in(&data.0, &dials).await;
+    let watcher = client(&first, "watcher").await;
+    let new_id = node_id_of_rc(&watcher, Some(old_id)).await;
+    assert_ne!(new_id, old_id, "a new member, not the node that held the lost files");
+    let served = replay(&third, 6).await;
+    assert_eq!(served[..5], before[..], "the rejoined replica serves the log as it was");
+    assert_eq!(served[5].1, "m5");
+    let late = publish(&client(&third, "late").await, "m6").await;
+    assert_eq!(replay(&second, 7).await[6], (late, "m6".to_string()));
+    drop((publisher, watcher));
+    shutdown_all(vec![first, second, third]).await;
+    after(&data.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_whose_data_directory_is_wiped_rejoins_as_a_new_member() {
+    rc_loses_its_files_and_rejoins(
+        "wiped",
+        |dir| std::fs::remove_dir_all(dir).expect("wiped"),
+        |dir| assert!(dir.join("streams/orders/incarnation").exists(), "a new incarnation is kept"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_a_damaged_segment_sets_it_aside_and_gets_the_log_again() {
+    let damage = |dir: &std::path::Path| {
+        let stream_dir = dir.join("streams").join("orders");
+        let segment = std::fs::read_dir(&stream_dir)
+            .expect("the stream's files")
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .find(|path| path.extension().is_some_and(|extension| extension == "seg"))
+            .expect("a segment");
+        let mut bytes = std::fs::read(&segment).expect("read");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x40;
+        std::fs::write(&segment, &bytes).expect("damaged");
+    };
+    let set_aside = |dir: &std::path::Path| {
+        let aside = std::fs::read_dir(dir.join("damaged")).map(|entries| entries.count()).unwrap_or(0);
+        assert_eq!(aside, 1, "the damaged files are set aside once");
+    };
+    rc_loses_its_files_and_rejoins("damaged", damage, set_aside).await;
+}

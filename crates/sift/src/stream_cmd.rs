@@ -40,7 +40,7 @@ enum StreamCommand {
     /// one leaves it and drops its files.
     Move(StreamMoveArgs),
     /// Add brokers to a replicated stream's group, or remove them (the
-    /// group keeps an odd number of members).
+    /// group keeps 1 to 7 members).
     Members(StreamMembersArgs),
     /// Check a stream's files offline (the broker may be stopped): every
     /// record's checksum, the sequence numbers, a torn tail.
@@ -105,8 +105,9 @@ struct StreamAddArgs {
     /// [default: the broker's storage.fsync_default; always when replicated].
     #[arg(long)]
     fsync: Option<String>,
-    /// Brokers that keep the stream: 1, or an odd number that makes it a
-    /// replicated stream (a Raft group of that many brokers).
+    /// Brokers that keep the stream: 1, or up to 7 that make it a
+    /// replicated stream (a Raft group of that many brokers; an odd number
+    /// is best).
     #[arg(long, default_value_t = 1)]
     replicas: u32,
     /// The brokers of a replicated stream, by network name, comma-separated

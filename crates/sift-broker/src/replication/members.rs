@@ -18,7 +18,8 @@
 //!    [`super::place::UNPLACE_KIND`]); one that cannot be reached is named
 //!    in the reply, and keeps its files until `sift stream rm` there.
 //!
-//! The group must keep an odd number of voters, as `replicas` must be.
+//! The group keeps at least one voter and at most `REPLICAS_MAX`, as
+//! `replicas` must be.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,7 +108,7 @@ pub(crate) async fn change_members(shared: &Arc<BrokerShared>, change: MembersCh
     let mut kept_files = Vec::new();
     for removed in &change.remove {
         let outcome = match removed == &**shared.links.name() {
-            true => super::place::remove_here(shared, &change.name).await.map(|_| ()).map_err(|(_, why)| why),
+            true => super::place::leave_group(shared, &change.name).await.map_err(|(_, why)| why),
             false => transport
                 .call(removed, &change.name, UNPLACE_KIND, Bytes::new(), PLACE_WAIT)
                 .await
@@ -149,9 +150,9 @@ fn new_voters(
             voters.push(added.clone());
         }
     }
-    if voters.is_empty() || voters.len().is_multiple_of(2) || voters.len() > REPLICAS_MAX as usize {
+    if voters.is_empty() || voters.len() > REPLICAS_MAX as usize {
         return invalid(format!(
-            "stream {}: the change leaves {} members {voters:?}; a group needs an odd number up to {REPLICAS_MAX}",
+            "stream {}: the change leaves {} members {voters:?}; a group has 1 to {REPLICAS_MAX}",
             change.name,
             voters.len()
         ));

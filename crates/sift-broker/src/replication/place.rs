@@ -162,15 +162,31 @@ pub(crate) fn placed_node_id(answer: &[u8]) -> Option<u64> {
 /// Serves a call of kind [`UNPLACE_KIND`]: this broker's replica of
 /// `stream` removed, files and all (done already when it has none).
 pub(crate) async fn serve_unplace(shared: &Arc<BrokerShared>, stream: &str) -> Result<Bytes, String> {
+    leave_group(shared, stream).await.map(|_| Bytes::from_static(b"removed")).map_err(|(_, why)| why)
+}
+
+/// Takes this broker out of the group of `stream` for good, once the group
+/// no longer counts it: its copies of the group's durable subscriptions go
+/// (the other members keep them; refused while a consumer reads one here),
+/// then its replica and files. Done already when it has no such stream.
+pub(crate) async fn leave_group(shared: &Arc<BrokerShared>, stream: &str) -> Result<(), Refusal> {
     if shared.storage.stream(stream).is_none() {
-        return Ok(Bytes::from_static(b"removed"));
+        return Ok(());
     }
-    remove_here(shared, stream).await.map(|_| Bytes::from_static(b"removed")).map_err(|(_, why)| why)
+    for consumer in shared.storage.durables() {
+        let Some(record) = consumer.durable.as_ref().filter(|_| consumer.stream.name() == stream) else { continue };
+        let removed = shared.storage.remove_durable_here(&record.definition.name)?;
+        shared.links.durable_interest(&removed, false, &shared.stats);
+    }
+    remove_here(shared, stream).await.map(|_| ())
 }
 
 /// Stops this broker's replica of `name` and removes its files (the other
 /// members keep theirs).
 pub(crate) async fn remove_here(shared: &Arc<BrokerShared>, name: &str) -> Result<Value, Refusal> {
+    // Checked before the replica stops: a stopped replica would never
+    // apply the removal of the durables that hold the stream here.
+    shared.storage.may_remove_stream(name)?;
     if let Some(replication) = shared.storage.stream(name).as_ref().and_then(|stream| stream.replication().cloned()) {
         replication.stop().await;
     }

@@ -323,9 +323,9 @@ impl Storage {
         Ok(stream)
     }
 
-    /// Removes a named stream and its files. Refused while a durable
-    /// subscription reads it: remove those first. Returns what was removed.
-    pub fn remove_stream(&self, name: &str) -> Result<Arc<Stream>, Refusal> {
+    /// Whether the named stream may be removed: not the default stream,
+    /// and no durable subscription reads it.
+    pub fn may_remove_stream(&self, name: &str) -> Result<(), Refusal> {
         if name == DEFAULT_STREAM {
             return Err((ErrorCode::InvalidField, "the default stream cannot be removed".into()));
         }
@@ -340,6 +340,13 @@ impl Storage {
                 format!("stream {name} is read by durable subscriptions {}; remove them first", users.join(", "));
             return Err((ErrorCode::DurableInUse, message));
         }
+        Ok(())
+    }
+
+    /// Removes a named stream and its files. Refused while a durable
+    /// subscription reads it: remove those first. Returns what was removed.
+    pub fn remove_stream(&self, name: &str) -> Result<Arc<Stream>, Refusal> {
+        self.may_remove_stream(name)?;
         let mut named = self.named.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(index) = named.iter().position(|stream| stream.name() == name) else {
             return Err((ErrorCode::UnknownStream, format!("no stream {name}")));

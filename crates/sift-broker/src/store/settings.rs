@@ -42,8 +42,10 @@ pub struct StreamDefinition {
     /// `always`, `every:MS` or `os`; empty = `storage.fsync_default`.
     #[serde(default)]
     pub fsync: String,
-    /// Brokers that keep the stream: 1 (this broker alone) or an odd
-    /// number up to [`REPLICAS_MAX`], a Raft group of that many replicas.
+    /// Brokers that keep the stream: 1 (this broker alone), or up to
+    /// [`REPLICAS_MAX`], a Raft group of that many replicas (an odd number
+    /// is best: an even group tolerates no more failures than the odd one
+    /// below it, but keeps a copy more).
     #[serde(default = "one_replica", skip_serializing_if = "is_one_replica")]
     pub replicas: u32,
     /// The brokers of a replicated stream's group, by network name; as
@@ -99,18 +101,14 @@ impl StreamDefinition {
         self.replicas > 1
     }
 
-    /// Checks what a replicated stream needs: an odd number of replicas,
+    /// Checks what a replicated stream needs: at most [`REPLICAS_MAX`] replicas,
     /// as many distinct members, `always` as its policy (a confirm means
     /// on disk at a quorum), and no retention (not yet applied through the
     /// group's log).
     fn check_replication(&self, fsync: FsyncPolicy) -> Result<(), String> {
         let name = &self.name;
-        if self.replicas == 0 || self.replicas > REPLICAS_MAX || (self.replicas > 1 && self.replicas.is_multiple_of(2))
-        {
-            return Err(format!(
-                "stream {name}: replicas = {} must be 1 or an odd number up to {REPLICAS_MAX}",
-                self.replicas
-            ));
+        if self.replicas == 0 || self.replicas > REPLICAS_MAX {
+            return Err(format!("stream {name}: replicas = {} must be 1 to {REPLICAS_MAX}", self.replicas));
         }
         if !self.is_replicated() {
             return match self.members.is_empty() {

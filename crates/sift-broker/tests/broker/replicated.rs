@@ -276,10 +276,10 @@ async fn a_stream_moves_off_its_leader_to_a_new_broker_that_then_holds_every_mes
     let leader_index = MEMBERS.iter().position(|name| *name == leader).expect("a member leads");
     let asker = &clients[(leader_index + 1) % 3];
 
-    // Changes that would leave an even group, or that name a member
-    // already there, are refused before anything is done.
+    // Changes that would leave no member, or that name a member already
+    // there, are refused before anything is done.
     for (change, what) in [
-        (json!({ "name": "orders", "add": ["rd"] }), "four members"),
+        (json!({ "name": "orders", "remove": ["ra", "rb", "rc"] }), "no member left"),
         (json!({ "name": "orders", "add": ["ra"], "remove": ["rb"] }), "a member added again"),
     ] {
         match asker.manage(ManageOp::StreamMembers, change).await {
@@ -289,6 +289,11 @@ async fn a_stream_moves_off_its_leader_to_a_new_broker_that_then_holds_every_mes
             other => panic!("{what} is refused, not {other:?}"),
         }
     }
+
+    // A durable subscription of the stream, kept by every member.
+    let durable =
+        SubscribeOptions::new("orders.>").ack(AckPolicy::Manual).durable("audit", "orders", StartPosition::First);
+    asker.subscribe(durable).await.expect("durable made").unsubscribe().await.expect("unsubscribed");
 
     let moved = json!({ "name": "orders", "add": ["rd"], "remove": [leader] });
     let reply = asker.manage(ManageOp::StreamMembers, moved).await.expect("moved");
@@ -327,6 +332,12 @@ async fn a_stream_moves_off_its_leader_to_a_new_broker_that_then_holds_every_mes
         .collect();
     listed.sort();
     assert_eq!(listed, expected, "{info}");
+    // The durable came to the new broker with the log.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while newcomer.manage(ManageOp::DurableInfo, json!({ "name": "audit" })).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the durable reaches the new member");
+        newcomer.ping().await.expect("ping");
+    }
     let stayed = &brokers[(leader_index + 1) % 3];
     assert_eq!(replay(stayed, 6).await, served, "the replicas that stayed serve the same log");
     drop((clients, newcomer));

@@ -12,7 +12,10 @@
 //! the mean, variance, minimum and maximum latency and the throughput:
 //! events received per second (§8.2). The `shortcut` variant (Fig. 8.4.1)
 //! then brings broker 10 within 4 server hops, at matching rates of 50 and
-//! 10 % (§8.4).
+//! 10 % (§8.4). Last come the persistent clients of §8.3.4: an epoch away
+//! and back (`persistent`), and delivery with events stored on 1, 2 or 3
+//! brokers first, the thesis's singular and double replication
+//! (`replicated`, `--replication`).
 //!
 //! **Measures.** Latency is the time from the publisher's send to the
 //! measuring subscriber's receipt, both in this process on one clock (the
@@ -32,6 +35,7 @@
 mod paper;
 mod persistent;
 mod plan;
+mod replicated;
 mod round;
 mod tables;
 
@@ -128,6 +132,11 @@ pub struct GesArgs {
     /// Points whose publishing would take longer are left out.
     #[arg(long, default_value_t = 15.0)]
     pub point_seconds_max: f64,
+    /// Replication degrees of the persistent clients' streams (§8.3.4:
+    /// singular and double replication), comma-separated; 0 skips that
+    /// part.
+    #[arg(long, value_delimiter = ',', default_values_t = replicated::REPLICATION_FULL)]
+    pub replication: Vec<u32>,
     /// Seed of the GES workload.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -217,10 +226,15 @@ pub async fn run(args: GesArgs) -> Result<(), BenchError> {
     drop(progress);
     let network = TopologyNetwork::start(&file, None).await?;
     let epoch = persistent_epoch(&network, &args).await;
+    let replication = match epoch.is_ok() {
+        true => replicated_clients(&network, &args).await,
+        false => Ok(None),
+    };
     network.shutdown().await;
-    let epoch = epoch?;
+    let (epoch, replication) = (epoch?, replication?);
     fill_report(&mut report, &args, &plan, &source, &runs)?;
     report.tables.push(epoch);
+    report.tables.extend(replication);
     finish(&report, &args.common, Printed::Tables)?;
     Ok(())
 }
@@ -230,6 +244,20 @@ async fn persistent_epoch(network: &TopologyNetwork, args: &GesArgs) -> Result<c
     let measuring = measuring_hops(network, args)?;
     let events = if args.common.quick { persistent::EPOCH_EVENTS_QUICK } else { persistent::EPOCH_EVENTS_FULL };
     persistent::run(network, &args.publisher, &measuring, events, args.seed).await
+}
+
+/// The §8.3.4 persistent clients with singular and double replication, on
+/// the base network; none with `--replication 0`.
+async fn replicated_clients(
+    network: &TopologyNetwork,
+    args: &GesArgs,
+) -> Result<Option<crate::report::Table>, BenchError> {
+    let degrees: Vec<u32> = args.replication.iter().copied().filter(|replicas| *replicas > 0).collect();
+    if degrees.is_empty() {
+        return Ok(None);
+    }
+    let events = if args.common.quick { replicated::EVENTS_QUICK } else { replicated::EVENTS_FULL };
+    replicated::run(network, &args.publisher, &degrees, events, args.seed).await.map(Some)
 }
 
 /// Each measuring broker with its server hops from the publisher.
@@ -306,6 +334,7 @@ fn fill_report(
     report.parameter("samples_min", plan.spec.samples_min);
     report.parameter("point_seconds_max", plan.spec.point_seconds_max);
     report.parameter("seed", args.seed);
+    report.parameter("replication", list(&args.replication.iter().map(u32::to_string).collect::<Vec<_>>()));
     report.parameter("quick", args.common.quick);
     let latency = tables::latency_table(runs)?;
     report.plots.extend(tables::plots(&latency, runs)?);

@@ -38,6 +38,7 @@ fn args(topology: &Path, out: PathBuf) -> GesArgs {
         seconds: Some(0.2),
         samples_min: 10,
         point_seconds_max: 15.0,
+        replication: vec![3],
         seed: 7,
         common: CommonArgs { out: Some(out), quick: true, json: true, ..CommonArgs::default() },
     }
@@ -75,6 +76,12 @@ async fn a_topology_file_and_its_variant_are_measured_hop_by_hop() {
         assert_eq!((row.3, row.4), (20, 20), "{rows:?}");
     }
     assert_eq!(report["parameters"][0]["value"], topology.display().to_string());
+    // The persistent client of a stream kept by all three brokers got
+    // every event (200 with --quick).
+    let replicated = report["tables"].as_array().expect("tables").iter().find(|table| table["name"] == "replicated");
+    let row = &replicated.expect("the replicated table")["rows"][0];
+    assert_eq!((row[0].as_u64(), row[2].as_u64(), row[3].as_u64()), (Some(3), Some(200), Some(200)), "{row}");
+    assert_eq!(row[1].as_str().map(|members| members.split(' ').count()), Some(3), "{row}");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 

@@ -8,9 +8,11 @@
 //! failover is stored once. Every member applies every entry, so a new
 //! leader has the window as the old one had it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::Cursor;
 use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{BasicNode, EntryPayload, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StoredMembership};
@@ -36,7 +38,8 @@ struct Inner {
     current: Option<(SnapshotMeta<u64, BasicNode>, Vec<u8>)>,
     snapshots_built: u64,
     /// The stream sequence of each recent key, and the keys oldest first.
-    keys: HashMap<u64, u64>,
+    /// The keys are hashes already (FNV-1a), so a fast hasher serves.
+    keys: FxHashMap<u64, u64>,
     key_order: VecDeque<u64>,
     keys_max: usize,
 }

@@ -355,11 +355,12 @@ fn query_ends_and_manage_requests_round_trip() {
             "durable_ls",
             "durable_info",
             "durable_rm",
-            "queue_declare"
+            "queue_declare",
+            "stream_members"
         ]
     );
     assert_eq!(ManageOp::from_code(0), None);
-    assert_eq!(ManageOp::from_code(9), None);
+    assert_eq!(ManageOp::from_code(10), None);
 }
 
 #[test]

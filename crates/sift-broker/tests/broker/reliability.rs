@@ -235,3 +235,60 @@ async fn a_client_notices_a_broker_gone_silent_and_comes_back_through_a_new_conn
     assert_eq!(text(&delivery), "after");
     broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_from_an_ended_session_never_acknowledges_a_delivery_of_the_next() {
+    let broker = broker().await;
+    let proxy = crate::cut_proxy::CutProxy::start(broker.local_addr()).await;
+    let options = ClientOptions {
+        reconnect_delay_max: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(500),
+        ..ClientOptions::default()
+    };
+    let subscriber = Client::connect(proxy.address().to_string(), options).await.expect("connect");
+    let durable =
+        || SubscribeOptions::new("t").ack(AckPolicy::Manual).durable("audit", "", sift_client::StartPosition::First);
+    let mut subscription = subscriber.subscribe(durable()).await.expect("subscribe");
+    let publisher = client(&broker, "pub").await;
+    for payload in ["m1", "m2"] {
+        publisher
+            .publish_confirmed(crate::persist::persistent("t", payload), Default::default())
+            .await
+            .expect("stored");
+    }
+    let (first, second) = (next(&mut subscription).await, next(&mut subscription).await);
+    assert_eq!((text(&first), text(&second)), ("m1".to_string(), "m2".to_string()));
+
+    // The connection ends; the broker gives both again on the next one,
+    // under the same tags (tags are numbered per session).
+    let mut connection = subscriber.connection_changes();
+    connection.mark_unchanged();
+    proxy.restore();
+    tokio::time::timeout(PATIENCE, connection.wait_for(|connected| !connected)).await.expect("loss noticed").ok();
+    tokio::time::timeout(PATIENCE, connection.wait_for(|connected| *connected)).await.expect("reconnected").ok();
+    let (again_first, again_second) = (next(&mut subscription).await, next(&mut subscription).await);
+    assert_eq!((text(&again_first), text(&again_second)), ("m1".to_string(), "m2".to_string()));
+
+    // Acknowledging the first session's m2 now must not acknowledge what
+    // its tag names in this session; m1 is acknowledged in this one.
+    second.ack().expect("an ended session's acknowledgement is dropped, not refused");
+    first.ack().expect("dropped too");
+    again_first.ack().expect("acknowledged");
+    subscriber.ping().await.expect("pong");
+    drop(subscription);
+    subscriber.close().await;
+
+    // m2 was never acknowledged: the durable gives it again, before the
+    // sentinel published after it.
+    publisher.publish_confirmed(crate::persist::persistent("t", "sentinel"), Default::default()).await.expect("stored");
+    let resumed = client(&broker, "resumed").await;
+    let mut subscription = resumed.subscribe(durable()).await.expect("resubscribe");
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("sentinel") {
+        let delivery = next(&mut subscription).await;
+        seen.push(text(&delivery));
+        delivery.ack().expect("acknowledged");
+    }
+    assert!(seen.contains(&"m2".to_string()), "m2 comes again: {seen:?}");
+    broker.shutdown().await;
+}

@@ -102,9 +102,21 @@ struct Written {
     _permit: OwnedSemaphorePermit,
 }
 
-/// Publishes of a key sent again while a batch holding the key is under
-/// way: answered with the sequence that batch gets.
-type InFlightKeys = Arc<Mutex<HashMap<u64, Vec<Done>>>>;
+/// The keys of batches handed to the group and not yet decided.
+#[derive(Default)]
+struct KeysUnderWay {
+    /// Each key of a batch under way, with the publishes of it sent again
+    /// meanwhile: answered with the sequence that batch gets.
+    waiting: HashMap<u64, Vec<Done>>,
+    /// Keys of batches whose wait ran out (answered `no_quorum`) while the
+    /// group still held them: such an entry may yet be committed (a leader
+    /// cut off, then heard again), so a publish of the key sent again is
+    /// refused until the group decides, not stored a second time.
+    undecided: std::collections::HashSet<u64>,
+}
+
+/// What the submitter and the completer know of the keys under way.
+type InFlightKeys = Arc<Mutex<KeysUnderWay>>;
 
 /// What the submitter and its completer share.
 struct Pipeline {
@@ -241,16 +253,19 @@ impl Replication {
     /// Answers, or sets aside for a batch under way, each message whose key
     /// the group holds or is storing; the messages left, one per key.
     fn set_aside_duplicates(&self, started: &Started, batch: Vec<Submission>, keys: &InFlightKeys) -> Vec<Submission> {
-        let mut keys = keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = locked_keys(keys);
         let mut fresh = Vec::with_capacity(batch.len());
         for submission in batch {
             let key = submission.append.key;
             if let Some(seq) = started.replica.seq_of_key(key) {
                 submission.done.send(&self.stream, Ok(seq));
-            } else if let Some(waiting) = keys.get_mut(&key) {
+            } else if keys.undecided.contains(&key) {
+                let why = "an earlier copy of the message is in the group's log, not yet committed nor dropped";
+                submission.done.send(&self.stream, Err(self.no_quorum(started, why)));
+            } else if let Some(waiting) = keys.waiting.get_mut(&key) {
                 waiting.push(submission.done);
             } else {
-                keys.insert(key, Vec::new());
+                keys.waiting.insert(key, Vec::new());
                 fresh.push(submission);
             }
         }
@@ -265,9 +280,9 @@ impl Replication {
         keys: &InFlightKeys,
         answer: impl Fn(usize) -> Result<u64, AppendRefusal>,
     ) {
-        let mut keys = keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = locked_keys(keys);
         for (place, submission) in batch.iter().enumerate() {
-            for waiting in keys.remove(&submission.append.key).into_iter().flatten() {
+            for waiting in keys.waiting.remove(&submission.append.key).into_iter().flatten() {
                 waiting.send(&self.stream, answer(place));
             }
         }
@@ -282,9 +297,9 @@ impl Replication {
         keys: InFlightKeys,
     ) {
         let Some(started) = self.started.get() else { return };
-        while let Some(Written { batch, deadline, answer, _permit }) = written.recv().await {
+        while let Some(Written { batch, deadline, mut answer, _permit }) = written.recv().await {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(remaining, answer).await {
+            match tokio::time::timeout(remaining, answer.as_mut()).await {
                 Ok(Ok(first_seq)) => {
                     add(&started.transport.stats().replicated_appends, batch.len() as u64);
                     bump(&started.transport.stats().replicated_batches);
@@ -304,11 +319,31 @@ impl Replication {
                 }
                 Err(_) => {
                     let refusal = self.no_quorum(started, "no quorum of its replicas stored it in time");
+                    // Undecided first, so that no publish sent again finds
+                    // the keys free in between.
+                    self.await_decision(&batch, answer, &keys);
                     self.release_keys(&batch, &keys, |_| Err(refusal.clone()));
                     self.answer_all(batch, Err(refusal));
                 }
             }
         }
+    }
+
+    /// Marks the keys of `batch`, refused for want of a quorum while the
+    /// group still holds its entry, as undecided until `answer` comes
+    /// (committed: the keys are then the group's; dropped by a new leader:
+    /// they may be stored again).
+    fn await_decision(&self, batch: &[Submission], answer: Answer, keys: &InFlightKeys) {
+        let batch_keys: Vec<u64> = batch.iter().map(|submission| submission.append.key).collect();
+        locked_keys(keys).undecided.extend(batch_keys.iter().copied());
+        let keys = keys.clone();
+        tokio::spawn(async move {
+            let _ = answer.await;
+            let mut keys = locked_keys(&keys);
+            for key in batch_keys {
+                keys.undecided.remove(&key);
+            }
+        });
     }
 
     fn answer_each(&self, batch: Vec<Submission>, seqs: Vec<u64>) {
@@ -327,4 +362,8 @@ impl Replication {
     fn starting(&self) -> AppendRefusal {
         (ErrorCode::NoQuorum, format!("stream {}: this broker's replica is starting; retry", self.stream))
     }
+}
+
+fn locked_keys(keys: &InFlightKeys) -> std::sync::MutexGuard<'_, KeysUnderWay> {
+    keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -214,6 +214,12 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
         ..ClientOptions::default()
     };
     let client = Client::connect(args.server.as_str(), client_options.clone()).await?;
+    // Watched from the start: a loss between the subscription and the
+    // first wait in the loop below is then told too (watched after the
+    // "subscribed" line, a broker killed at once went untold, and the
+    // subscriber reconnected in silence).
+    let mut connection = client.connection_changes();
+    connection.mark_unchanged();
     let json = args.format == "json";
     let mut timed = TimedOutput::start(&client, order, tds, json).await?;
     if args.streams == 0 || args.streams > STREAMS_MAX {
@@ -231,8 +237,6 @@ pub async fn run(args: SubArgs) -> Result<(), CliError> {
     };
     // Tells scripts and tests that the subscription is live.
     eprintln!("subscribed to {topic}");
-    let mut connection = client.connection_changes();
-    connection.mark_unchanged();
     let mut received = 0u64;
     let stdout = std::io::stdout();
     loop {

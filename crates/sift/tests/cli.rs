@@ -86,7 +86,15 @@ impl Lines {
     /// Lines up to the first that contains `wanted`, which ends them.
     fn until(&self, wanted: &str) -> String {
         let mut seen = String::new();
+        // A process that prints (debug lines, say) but never the wanted
+        // line fails the test instead of holding it up.
+        let deadline = std::time::Instant::now() + STUCK_AFTER;
         loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never printed {wanted:?} in {STUCK_AFTER:?}; saw: {seen}",
+                self.what
+            );
             let line = self.next(&format!("waiting for {wanted:?}; saw: {seen}"));
             seen.push_str(&line);
             seen.push('\n');

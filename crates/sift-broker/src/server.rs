@@ -487,12 +487,7 @@ async fn start_replicas(shared: &Arc<BrokerShared>) -> Result<(), BrokerError> {
     let own_name = shared.links.name().to_string();
     for stream in shared.storage.streams() {
         let Some(replication) = stream.replication() else { continue };
-        let context = crate::replication::StartContext {
-            transport: crate::replication::LinkTransport::new(shared.raft_calls.clone(), &shared.links),
-            sink: crate::replication::storage_sink(&shared.storage),
-            data_ids: shared.data_ids.clone(),
-            arrival: crate::replication::rejoin::Arrival::Booted,
-        };
+        let context = crate::replication::place::start_context(shared, crate::replication::rejoin::Arrival::Booted);
         if let Err(why) = replication.start(&own_name, context).await {
             let source = Box::new(crate::store::StorageError::Invalid(why));
             return Err(BrokerError::Storage { data_dir: shared.config.data_dir.clone().into(), source });

@@ -240,7 +240,7 @@ async fn measure(address: &str, grid: &[Point], count: u64, read_count: u64) -> 
 /// Waits until the replicated stream `stream` has elected its leader and
 /// every member replicates from it, so that a point measures the group at
 /// work, not its first election.
-async fn await_leader(admin: &Client, stream: &str) -> Result<(), BenchError> {
+pub(crate) async fn await_leader(admin: &Client, stream: &str) -> Result<(), BenchError> {
     let started = Instant::now();
     loop {
         let info = admin.manage(ManageOp::StreamInfo, json!({ "name": stream })).await?;

@@ -78,15 +78,13 @@ impl DataIds {
     pub fn open(data_dir: &Path) -> Result<DataIds, std::io::Error> {
         std::fs::create_dir_all(data_dir)?;
         let own_file = data_dir.join(DATA_ID_FILE);
-        let own = match std::fs::read_to_string(&own_file) {
-            Ok(text) => u64::from_str_radix(text.trim(), 16).map_err(|error| invalid(&own_file, error))?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+        let own = match read_id(&own_file)? {
+            Some(own) => own,
+            None => {
                 let own = random_nonzero();
-                sift_store::write_file_atomically(&own_file, format!("{own:016x}\n").as_bytes())
-                    .map_err(|error| std::io::Error::other(error.to_string()))?;
+                write_id(&own_file, own)?;
                 own
             }
-            Err(error) => return Err(error),
         };
         let peers_file = data_dir.join(PEER_DATA_IDS_FILE);
         let peers = match std::fs::read(&peers_file) {
@@ -117,6 +115,22 @@ impl DataIds {
             .map_err(|error| std::io::Error::other(error.to_string()))?;
         Ok(introduction)
     }
+}
+
+/// The id (hex) the file at `path` holds; `None` when there is no file.
+/// An error names the file.
+pub fn read_id(path: &Path) -> Result<Option<u64>, std::io::Error> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => u64::from_str_radix(text.trim(), 16).map(Some).map_err(|error| invalid(path, error)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(std::io::Error::new(error.kind(), format!("{}: {error}", path.display()))),
+    }
+}
+
+/// Writes `id` (hex) to the file at `path`, atomically.
+pub fn write_id(path: &Path, id: u64) -> Result<(), std::io::Error> {
+    sift_store::write_file_atomically(path, format!("{id:016x}\n").as_bytes())
+        .map_err(|error| std::io::Error::other(error.to_string()))
 }
 
 fn invalid(path: &Path, error: impl std::fmt::Display) -> std::io::Error {

@@ -78,13 +78,6 @@ pub(crate) async fn change_members(shared: &Arc<BrokerShared>, change: MembersCh
     definition.replicas = names.len() as u32;
     let body = Bytes::from(serde_json::to_vec(&definition).map_err(|error| (ErrorCode::Internal, error.to_string()))?);
     let transport = LinkTransport::new(shared.raft_calls.clone(), &shared.links);
-    for added in &change.add {
-        if let Err(failure) = transport.call(added, &change.name, JOIN_KIND, body.clone(), PLACE_WAIT).await {
-            let message =
-                format!("stream {}: broker {added} did not take a replica ({failure}); nothing changed", change.name);
-            return Err((ErrorCode::StorageError, message));
-        }
-    }
     let mut voters: Vec<(u64, String)> =
         current.into_iter().filter(|(_, name)| !change.remove.contains(name)).collect();
     for added in &change.add {

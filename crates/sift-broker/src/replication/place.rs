@@ -129,14 +129,20 @@ pub(crate) async fn add_here(
     if placement == Placement::Joining && replication.replica().is_none() {
         replication.mark_joining().map_err(|why| (ErrorCode::StorageError, why))?;
     }
-    let context = super::StartContext {
+    let context = start_context(shared, super::rejoin::Arrival::Placed);
+    replication.start(shared.links.name(), context).await.map_err(|why| (ErrorCode::StorageError, why))?;
+    Ok(stream)
+}
+
+/// What a replica of this broker starts with: calls over the broker
+/// links, applied state changes to the storage, the broker's data ids.
+pub(crate) fn start_context(shared: &BrokerShared, arrival: super::rejoin::Arrival) -> super::StartContext {
+    super::StartContext {
         transport: LinkTransport::new(shared.raft_calls.clone(), &shared.links),
         sink: super::storage_sink(&shared.storage),
         data_ids: shared.data_ids.clone(),
-        arrival: super::rejoin::Arrival::Placed,
-    };
-    replication.start(shared.links.name(), context).await.map_err(|why| (ErrorCode::StorageError, why))?;
-    Ok(stream)
+        arrival,
+    }
 }
 
 /// Serves a placement call (of kind [`PLACE_KIND`] or [`JOIN_KIND`]): the

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use sift_raft::replica::AppendError;
 
-use super::identity::{random_nonzero, DataIds, Introduction, INTRODUCE_KIND};
+use super::identity::{random_nonzero, read_id, write_id, DataIds, Introduction, INTRODUCE_KIND};
 use super::{LinkTransport, Replication};
 
 /// The file in a replica's directory that holds its incarnation (hex).
@@ -57,14 +57,7 @@ pub enum Arrival {
 
 /// The incarnation in `dir`, if one was chosen.
 pub fn read_incarnation(dir: &Path) -> Result<Option<u64>, String> {
-    let path = dir.join(INCARNATION_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => u64::from_str_radix(text.trim(), 16)
-            .map(Some)
-            .map_err(|error| format!("{}: not an incarnation: {error}", path.display())),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(format!("{}: {error}", path.display())),
-    }
+    read_id(&dir.join(INCARNATION_FILE)).map_err(|error| error.to_string())
 }
 
 /// Chooses a new incarnation for the replica in `dir` and keeps it there,
@@ -72,8 +65,7 @@ pub fn read_incarnation(dir: &Path) -> Result<Option<u64>, String> {
 pub fn new_incarnation(dir: &Path, rejoin: bool) -> Result<u64, String> {
     let incarnation = random_nonzero();
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-    sift_store::write_file_atomically(&dir.join(INCARNATION_FILE), format!("{incarnation:016x}\n").as_bytes())
-        .map_err(|error| error.to_string())?;
+    write_id(&dir.join(INCARNATION_FILE), incarnation).map_err(|error| error.to_string())?;
     let mark = if rejoin { REJOIN_FILE } else { super::JOINING_FILE };
     sift_store::write_file_atomically(&dir.join(mark), b"waits for the group's log\n")
         .map_err(|error| error.to_string())?;
@@ -170,11 +162,15 @@ impl Replication {
                         Err(failure) => tracing::debug!(%failure, "asking to rejoin"),
                     }
                 }
-                // The leaders named first, then every member again.
-                leaders.retain(|name| *name != own_name);
-                leaders.extend(replication.members.iter().filter(|name| **name != own_name).cloned());
-                leaders.dedup();
-                ask = leaders;
+                // The leaders named first, then every member again, each
+                // asked once a round.
+                leaders.extend(replication.members.iter().cloned());
+                ask = Vec::new();
+                for name in leaders {
+                    if name != own_name && !ask.contains(&name) {
+                        ask.push(name);
+                    }
+                }
                 tokio::time::sleep(replication.settings.retry_wait(false)).await;
             }
         });

@@ -122,7 +122,7 @@ async fn run_degree(
     let info = client.manage(ManageOp::StreamAdd, request).await?;
     let members = members_of(&info, publisher);
     if replicas > 1 {
-        await_leader(&client, &stream).await?;
+        crate::scenarios::persist::await_leader(&client, &stream).await?;
     }
     let workload = GesWorkload::new(seed, 100).map_err(|error| BenchError::Usage(format!("matching rate: {error}")))?;
     let (_, language, filter) = workload.subscription(0);
@@ -185,21 +185,6 @@ fn members_of(info: &Value, publisher: &str) -> Vec<String> {
     match info["replication"]["members"].as_array() {
         Some(members) => members.iter().filter_map(|name| name.as_str().map(str::to_string)).collect(),
         None => vec![publisher.to_string()],
-    }
-}
-
-/// Waits until the stream's group has elected its leader.
-async fn await_leader(client: &Client, stream: &str) -> Result<(), BenchError> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let info = client.manage(ManageOp::StreamInfo, json!({ "name": stream })).await?;
-        if info["replication"]["leader"].is_string() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(BenchError::Timeout(format!("stream {stream} elected no leader: {info}")));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
